@@ -1,0 +1,196 @@
+// Compute backend: device memory, the kernels the MLP stage model needs (design §3), a
+// clock and the waits of the synthetic compute mode. CpuBackend implements it on OpenBLAS;
+// a CUDA backend implements the same interface on cuBLAS.
+//
+// All float pointers taken by the kernels are device pointers (host memory on CPU). A
+// caller may offset a device pointer inside a buffer it owns, and nothing else: data moves
+// between host and device only through to_host()/from_host(). Kernels are enqueued in
+// order on one stream; synchronize() waits for them. On CPU every call is synchronous.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace bb {
+
+class Backend;
+
+// Owning handle to `size()` floats of device memory; move-only. Freed on destruction or
+// reset(). A Buffer must not outlive the Backend that allocated it.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  float* data() const { return data_; }
+  std::size_t size() const { return count_; }
+  std::size_t bytes() const { return count_ * sizeof(float); }
+  bool empty() const { return data_ == nullptr; }
+
+  void reset() noexcept;
+
+ private:
+  friend class Backend;
+  Buffer(Backend* owner, float* data, std::size_t count) : owner_(owner), data_(data), count_(count) {}
+
+  Backend* owner_ = nullptr;
+  float* data_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+// Row-major GEMM operand: as stored, or transposed.
+enum Trans : bool { kNoTrans = false, kTrans = true };
+
+struct AdamParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+
+// SplitMix64 finaliser. Counter-based random numbers: value `index` of stream `stream`
+// under `seed` depends on nothing else, so any process can regenerate any tensor.
+constexpr std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+constexpr std::uint64_t seeded_key(std::uint64_t seed, std::uint64_t stream) {
+  return splitmix64(splitmix64(seed) ^ stream);
+}
+
+// Uniform in [-1, 1) with 24 random bits: exactly representable, so every backend that
+// evaluates this function produces bit-identical tensors.
+constexpr float seeded_uniform_value(std::uint64_t key, std::uint64_t index) {
+  const std::uint64_t r = splitmix64(key + index * 0x9E3779B97F4A7C15ull);
+  return static_cast<float>(r >> 40) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual std::string_view name() const = 0;
+
+  // --- Memory -------------------------------------------------------------------------
+  // `count` floats, uninitialised. Throws std::bad_alloc when out of memory.
+  Buffer allocate(std::size_t count);
+  // Bytes currently held through Buffers of this backend, and the peak since construction
+  // or reset_peak_allocated().
+  std::size_t allocated_bytes() const { return allocated_; }
+  std::size_t peak_allocated_bytes() const { return peak_allocated_; }
+  void reset_peak_allocated() { peak_allocated_ = allocated_; }
+
+  // Copies between device memory and host memory; both wait until the data is there.
+  virtual void to_host(const float* device_src, float* host_dst, std::size_t count) = 0;
+  virtual void from_host(const float* host_src, float* device_dst, std::size_t count) = 0;
+  std::vector<float> download(const float* device_src, std::size_t count);
+
+  // --- Kernels (device pointers; `count` elements) ------------------------------------
+  // C = alpha·op(A)·op(B) + beta·C, row-major fp32; op(A) is m×k, op(B) k×n, C m×n.
+  virtual void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
+                    const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                    int ldc) = 0;
+  virtual void fill(float* x, float value, std::size_t count) = 0;
+  virtual void copy(const float* src, float* dst, std::size_t count) = 0;
+  // y += alpha·x
+  virtual void axpy(float alpha, const float* x, float* y, std::size_t count) = 0;
+  // a = gelu(z) (exact, erf form). a may alias z.
+  virtual void gelu(const float* z, float* a, std::size_t count) = 0;
+  // dz = da ⊙ gelu'(z). dz may alias z or da.
+  virtual void gelu_backward(const float* z, const float* da, float* dz, std::size_t count) = 0;
+  // *loss_sum += scale·Σ(y−t)² (one device float), dy = 2·scale·(y−t). dy may alias y.
+  virtual void mse_loss(const float* y, const float* target, float* dy, std::size_t count,
+                        float scale, float* loss_sum) = 0;
+  // p −= lr·g
+  virtual void sgd_update(float* p, const float* g, std::size_t count, float lr) = 0;
+  // Adam with bias correction; `step` counts from 1. m and v start at zero.
+  virtual void adam_update(float* p, const float* g, float* m, float* v, std::size_t count,
+                           const AdamParams& params, std::int64_t step) = 0;
+  // x[i] = scale · seeded_uniform_value(seeded_key(seed, stream), i)
+  virtual void seeded_uniform(float* x, std::size_t count, std::uint64_t seed,
+                              std::uint64_t stream, float scale) = 0;
+
+  // --- Time ---------------------------------------------------------------------------
+  // Waits until every enqueued kernel has finished.
+  virtual void synchronize() = 0;
+  // Seconds on a monotonic clock shared by the processes of one machine.
+  virtual double now() = 0;
+  // Synthetic compute (design §3): occupy the compute stream for `seconds`. On CPU,
+  // sleep_for blocks without using a core (for more ranks than cores) and spin_for busy-waits.
+  virtual void sleep_for(double seconds) = 0;
+  virtual void spin_for(double seconds) = 0;
+
+ protected:
+  Backend() = default;
+  virtual float* raw_allocate(std::size_t bytes) = 0;
+  virtual void raw_free(float* p, std::size_t bytes) noexcept = 0;
+
+ private:
+  friend class Buffer;
+  void release(float* p, std::size_t count) noexcept;
+
+  std::size_t allocated_ = 0;
+  std::size_t peak_allocated_ = 0;
+};
+
+// --- Inline definitions (no backend.cpp: every backend links these) --------------------
+
+inline Buffer::Buffer(Buffer&& other) noexcept
+    : owner_(other.owner_), data_(other.data_), count_(other.count_) {
+  other.owner_ = nullptr;
+  other.data_ = nullptr;
+  other.count_ = 0;
+}
+
+inline Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = other.owner_;
+    data_ = other.data_;
+    count_ = other.count_;
+    other.owner_ = nullptr;
+    other.data_ = nullptr;
+    other.count_ = 0;
+  }
+  return *this;
+}
+
+inline void Buffer::reset() noexcept {
+  if (data_ != nullptr) owner_->release(data_, count_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  count_ = 0;
+}
+
+inline Buffer Backend::allocate(std::size_t count) {
+  const std::size_t bytes = (count == 0 ? 1 : count) * sizeof(float);
+  float* p = raw_allocate(bytes);
+  allocated_ += bytes;
+  if (allocated_ > peak_allocated_) peak_allocated_ = allocated_;
+  return Buffer(this, p, count);
+}
+
+inline void Backend::release(float* p, std::size_t count) noexcept {
+  const std::size_t bytes = (count == 0 ? 1 : count) * sizeof(float);
+  allocated_ -= bytes;
+  raw_free(p, bytes);
+}
+
+inline std::vector<float> Backend::download(const float* device_src, std::size_t count) {
+  std::vector<float> host(count);
+  if (count > 0) to_host(device_src, host.data(), count);
+  return host;
+}
+
+}  // namespace bb

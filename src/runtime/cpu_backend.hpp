@@ -1,0 +1,49 @@
+// Backend on host memory: OpenBLAS for GEMM, plain loops for the elementwise kernels,
+// steady_clock for time. Every call is synchronous.
+#pragma once
+
+#include "runtime/backend.hpp"
+
+namespace bb {
+
+struct CpuBackendOptions {
+  // OpenBLAS threads. The setting is process-wide; 1 by default because several ranks
+  // usually share a few cores. 0 leaves OpenBLAS's own setting alone.
+  int blas_threads = 1;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options = {});
+
+  std::string_view name() const override { return "cpu"; }
+
+  void to_host(const float* device_src, float* host_dst, std::size_t count) override;
+  void from_host(const float* host_src, float* device_dst, std::size_t count) override;
+
+  void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
+            int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
+  void fill(float* x, float value, std::size_t count) override;
+  void copy(const float* src, float* dst, std::size_t count) override;
+  void axpy(float alpha, const float* x, float* y, std::size_t count) override;
+  void gelu(const float* z, float* a, std::size_t count) override;
+  void gelu_backward(const float* z, const float* da, float* dz, std::size_t count) override;
+  void mse_loss(const float* y, const float* target, float* dy, std::size_t count, float scale,
+                float* loss_sum) override;
+  void sgd_update(float* p, const float* g, std::size_t count, float lr) override;
+  void adam_update(float* p, const float* g, float* m, float* v, std::size_t count,
+                   const AdamParams& params, std::int64_t step) override;
+  void seeded_uniform(float* x, std::size_t count, std::uint64_t seed, std::uint64_t stream,
+                      float scale) override;
+
+  void synchronize() override {}
+  double now() override;
+  void sleep_for(double seconds) override;
+  void spin_for(double seconds) override;
+
+ protected:
+  float* raw_allocate(std::size_t bytes) override;
+  void raw_free(float* p, std::size_t bytes) noexcept override;
+};
+
+}  // namespace bb

@@ -1,0 +1,60 @@
+// Sequential reference of one training step (design §3, `--check`): the whole model, layer
+// after layer, one micro-batch at a time, with the same Backend, initialisation, inputs and
+// targets as the pipeline. A pipeline's loss and weight gradients are compared against it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/backend.hpp"
+#include "runtime/stage.hpp"
+
+namespace bb {
+
+// Host copies of global layer `layer`'s weight gradients (h×4h and 4h×h, row-major).
+struct LayerGrads {
+  int layer = 0;
+  std::vector<float> dw1;
+  std::vector<float> dw2;
+};
+
+struct GradientSet {
+  std::optional<double> loss;  // summed over micro-batches (each scaled by 1/M)
+  std::vector<LayerGrads> layers;
+
+  const LayerGrads* find(int layer) const;
+};
+
+struct ReferenceConfig {
+  int hidden = 0;
+  int rows = 0;        // b
+  int num_layers = 0;  // the model: global layers [0, num_layers)
+  int num_microbatches = 1;
+  std::uint64_t seed = 0;
+};
+
+// One step's loss and accumulated gradients. `keep_layers` selects the layers whose
+// gradients are returned (empty: all); every layer is computed either way.
+GradientSet run_reference(Backend& backend, const ReferenceConfig& config,
+                          const std::vector<int>& keep_layers = {});
+
+// Appends a stage's gradients (global layer indices) to `out`; does not touch out.loss.
+void append_gradients(const Stage& stage, GradientSet& out);
+
+struct CompareResult {
+  bool pass = false;
+  double max_rel_error = 0;   // over the loss and every tensor of `got`
+  std::string worst;          // e.g. "layer 3 dW1", "loss"
+  std::string message;        // one line: pass/fail, the worst error, or what is missing
+};
+
+// Norm-wise relative error ||a−b|| / max(||a||, tiny) of each tensor (and |Δloss|/|loss|
+// when both have a loss). `got` may hold a subset of ref's layers; a layer missing from ref
+// or of a different size fails.
+CompareResult compare(const GradientSet& ref, const GradientSet& got, double tolerance = 1e-5);
+
+double relative_error(const std::vector<float>& ref, const std::vector<float>& got);
+
+}  // namespace bb

@@ -1,0 +1,54 @@
+// Action IR of a pipeline schedule: one compute or communication step on one rank.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace bb {
+
+// F: forward. B: backward for the input (activation gradient). W: backward for the
+// weights. BW: B then W as one action. SEND_*/RECV_*: added by lowering.
+enum class Op : std::uint8_t { F, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B };
+
+constexpr bool is_compute(Op op) { return op <= Op::BW; }
+constexpr bool is_comm(Op op) { return op >= Op::SEND_F; }
+constexpr bool is_send(Op op) { return op == Op::SEND_F || op == Op::SEND_B; }
+constexpr bool is_recv(Op op) { return op == Op::RECV_F || op == Op::RECV_B; }
+// Forward-direction traffic (activations) vs backward (gradients).
+constexpr bool is_forward_comm(Op op) { return op == Op::SEND_F || op == Op::RECV_F; }
+
+std::string_view op_name(Op op);
+
+// Eight bytes, so that a lowered 1F1B at P=512, M=8192 (25 M actions) fits in memory.
+//
+// SEND_F c m: send chunk c's forward output of micro-batch m to the rank of the next chunk.
+// RECV_F c m: receive chunk c's forward input of micro-batch m from the previous chunk.
+// SEND_B c m: send chunk c's input gradient to the rank of the previous chunk.
+// RECV_B c m: receive chunk c's output gradient from the rank of the next chunk.
+//
+// FB (DualPipe's overlapped forward and backward of two micro-batches) is an F action with
+// `overlap_next` set, immediately followed by the backward action (B or BW) it overlaps.
+// Text form: `(0F4;3BW1)FB`.
+struct Action {
+  std::uint32_t mb = 0;
+  std::uint16_t chunk = 0;
+  Op op = Op::F;
+  std::uint8_t flags = 0;
+
+  static constexpr std::uint8_t kOverlapNext = 1;
+
+  bool overlap_next() const { return (flags & kOverlapNext) != 0; }
+  friend bool operator==(const Action&, const Action&) = default;
+};
+static_assert(sizeof(Action) == 8);
+
+inline Action make_action(Op op, int chunk, int mb, std::uint8_t flags = 0) {
+  return Action{static_cast<std::uint32_t>(mb), static_cast<std::uint16_t>(chunk), op, flags};
+}
+
+// `0F3`, `5B1`, `2BW0`, `1SEND_F3`, `2RECV_B0`. An FB pair is printed by the list printer.
+std::string to_string(const Action& a);
+
+}  // namespace bb

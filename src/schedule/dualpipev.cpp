@@ -1,0 +1,46 @@
+// DualPipeV, the "cut-in-half" DualPipe (reference: github.com/deepseek-ai/DualPipe,
+// dualpipe/dualpipev.py, DualPipeV.step; also PyTorch's ScheduleDualPipeV).
+//
+// One model copy cut into 2P chunks with the V placement (rank r holds chunks r and
+// 2P-1-r); every micro-batch visits all 2P chunks, so it enters and leaves at rank 0. Phase 0
+// of rank r is chunk r, phase 1 is chunk 2P-1-r, each taking micro-batches 0..M-1 in order.
+// The rank runs DualPipe's eight steps (see dualpipe.cpp) with K = P, k = r and N = M:
+//   1 2(P-r-1) F0 | 2 (r+1) x F0 F1 | 3 (P-r-1) x B1 W1 F1 | 4 (M-2P+r+1) x FB(F0,BW1)
+//   FB(F1,BW0), not overlapped at i == 0 on the last rank | 5 (P-r-1) x BW1 FB(F1,BW0) |
+//   6 (r+1) x B1 B0 with the split switched on at i == (r+1)/2 | 7 (P-r-1) x W B0 |
+//   8 (r+1) x W.
+//
+// Conditions: M >= 2P (the reference's assertion; M may be odd), P >= 2 (a single rank has
+// no pipeline and the reference's neighbour bookkeeping assumes two distinct end ranks).
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "schedule/dualpipe_steps.hpp"
+#include "schedule/generators.hpp"
+
+namespace bb {
+
+Schedule generate_dualpipev(const ScheduleParams& p) {
+  const int P = p.P;
+  const int M = p.M;
+  if (P < 2 || P > 32767)
+    throw ConfigError("dualpipev: P must be in [2, 32767] (got P=" + std::to_string(P) + ")");
+  if (M < 2 * P)
+    throw ConfigError("dualpipev: M must be >= 2P (got M=" + std::to_string(M) +
+                      ", P=" + std::to_string(P) + ")");
+
+  Schedule s;
+  s.name = "dualpipev";
+  s.P = P;
+  s.M = M;
+  set_v_placement(s);  // sets v = 2, routes over all 2P chunks, empty rank lists
+
+  for (int r = 0; r < P; ++r) {
+    detail::append_dualpipe_steps(s.ranks[r], P, r, M, detail::DualPipePhase{r, 0},
+                                  detail::DualPipePhase{2 * P - 1 - r, 0});
+  }
+  return s;
+}
+
+}  // namespace bb

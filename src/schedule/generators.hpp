@@ -1,0 +1,35 @@
+// Built-in schedule generators, one per file. Each throws ConfigError (one line) for a
+// configuration it does not accept.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.hpp"
+
+namespace bb {
+
+struct ScheduleParams {
+  int P = 1;
+  int M = 1;
+  int v = 1;  // chunks per rank where the schedule takes it (interleaved); ignored otherwise
+};
+
+Schedule generate_naive(const ScheduleParams& p);
+Schedule generate_gpipe(const ScheduleParams& p);
+Schedule generate_1f1b(const ScheduleParams& p);
+Schedule generate_interleaved(const ScheduleParams& p);
+Schedule generate_zb_h1(const ScheduleParams& p);
+Schedule generate_zb_h2(const ScheduleParams& p);
+Schedule generate_zb_v(const ScheduleParams& p);
+Schedule generate_dualpipe(const ScheduleParams& p);
+Schedule generate_dualpipev(const ScheduleParams& p);
+
+// The built-in names, in the order of design §5.1.
+const std::vector<std::string>& schedule_names();
+// True when the schedule's generator uses v (others take v = 1, or their fixed v).
+bool schedule_takes_v(const std::string& name);
+// By name (`csv:FILE` is handled by the CSV loader, not here). Throws ConfigError.
+Schedule generate(const std::string& name, const ScheduleParams& p);
+
+}  // namespace bb

@@ -1,0 +1,34 @@
+// Lowering: insert SEND/RECV actions into a validated compute schedule in an order that
+// cannot deadlock under blocking, in-order matched sends and receives per peer pair (NCCL's
+// semantics), then prove it with a dry run of all ranks.
+//
+// How: run the compute schedule as-soon-as-possible with unit costs; every message gets the
+// time its producer ends. On every rank, comm actions are ordered by the global key
+// (time, source rank, direction, chunk, micro-batch), sends right after their producer and
+// receives just before the compute that runs over their time. Every rank's comm order is
+// then a sub-sequence of one global order in which each message's producer depends only on
+// earlier messages, so the message with the smallest key can always complete.
+#pragma once
+
+#include <string>
+
+#include "schedule/schedule.hpp"
+
+namespace bb {
+
+// Throws ScheduleError when the compute schedule is invalid or its orders form a cyclic
+// wait (with a report of who waits for what), and when the dry run fails.
+Schedule lower(Schedule s);
+
+struct DryRunResult {
+  bool ok = true;
+  std::string message;  // why not, rank by rank
+};
+
+// Executes a lowered schedule without time: each rank has a compute stream (actions in order,
+// each waiting for the receives of its inputs) and a comm stream (SEND/RECV in order; a send
+// waits for its data, then for the matching receive at the head of the peer's comm stream;
+// the k-th send from a to b must be the k-th receive on b from a).
+DryRunResult dry_run(const Schedule& lowered);
+
+}  // namespace bb

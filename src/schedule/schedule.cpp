@@ -1,0 +1,61 @@
+#include "schedule/schedule.hpp"
+
+#include <utility>
+
+namespace bb {
+
+std::size_t Schedule::size() const {
+  std::size_t n = 0;
+  for (const auto& r : ranks) n += r.size();
+  return n;
+}
+
+std::size_t Schedule::compute_size() const {
+  std::size_t n = 0;
+  for (const auto& r : ranks)
+    for (const auto& a : r) n += is_compute(a.op) ? 1 : 0;
+  return n;
+}
+
+Schedule make_schedule(std::string name, int P, int M, int v) {
+  Schedule s;
+  s.name = std::move(name);
+  s.P = P;
+  s.M = M;
+  s.v = v;
+  return s;
+}
+
+void set_looped_placement(Schedule& s) {
+  const int C = s.P * s.v;
+  s.chunk_rank.resize(C);
+  s.chunk_stage.resize(C);
+  for (int c = 0; c < C; ++c) {
+    s.chunk_rank[c] = c % s.P;
+    s.chunk_stage[c] = c;
+  }
+  s.routes.assign(s.M, Route{0, C - 1});
+  s.ranks.assign(s.P, {});
+}
+
+void set_v_placement(Schedule& s) {
+  s.v = 2;
+  const int C = 2 * s.P;
+  s.chunk_rank.resize(C);
+  s.chunk_stage.resize(C);
+  for (int c = 0; c < C; ++c) {
+    s.chunk_rank[c] = c < s.P ? c : C - 1 - c;
+    s.chunk_stage[c] = c;
+  }
+  s.routes.assign(s.M, Route{0, C - 1});
+  s.ranks.assign(s.P, {});
+}
+
+void set_dualpipe_placement(Schedule& s) {
+  set_v_placement(s);
+  const int P = s.P;
+  for (int c = P; c < 2 * P; ++c) s.chunk_stage[c] = c - P;
+  for (int m = 0; m < s.M; ++m) s.routes[m] = m < s.M / 2 ? Route{0, P - 1} : Route{P, 2 * P - 1};
+}
+
+}  // namespace bb

@@ -1,0 +1,285 @@
+#include "schedule/text.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <istream>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace bb {
+namespace {
+
+constexpr std::uint32_t kMaxChunk = 0xFFFF;
+
+[[noreturn]] void bad_token(std::string_view token, std::string_view why) {
+  throw ScheduleError("bad action '" + std::string(token) + "': " + std::string(why));
+}
+
+bool parse_uint(std::string_view s, std::uint64_t* out) {
+  if (s.empty() || s.size() > 10) return false;
+  const auto* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && p == end;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+Action parse_action(std::string_view token) {
+  token = trim(token);
+  std::size_t i = 0;
+  while (i < token.size() && std::isdigit(static_cast<unsigned char>(token[i]))) ++i;
+  std::size_t j = token.size();
+  while (j > i && std::isdigit(static_cast<unsigned char>(token[j - 1]))) --j;
+  if (i == 0) bad_token(token, "expected <chunk><KIND><micro-batch>, e.g. 0F3");
+  if (j == token.size()) bad_token(token, "missing micro-batch number");
+  const std::string_view kind = token.substr(i, j - i);
+  std::uint64_t chunk = 0, mb = 0;
+  if (!parse_uint(token.substr(0, i), &chunk) || chunk > kMaxChunk)
+    bad_token(token, "chunk out of range");
+  if (!parse_uint(token.substr(j), &mb) || mb > 0xFFFFFFFFull)
+    bad_token(token, "micro-batch out of range");
+  static const std::map<std::string_view, Op> kinds = {
+      {"F", Op::F},           {"B", Op::B},           {"W", Op::W},
+      {"BW", Op::BW},         {"SEND_F", Op::SEND_F}, {"RECV_F", Op::RECV_F},
+      {"SEND_B", Op::SEND_B}, {"RECV_B", Op::RECV_B}};
+  auto it = kinds.find(kind);
+  if (it == kinds.end())
+    bad_token(token, "unknown kind '" + std::string(kind) +
+                         "' (F, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, or (..;..)FB)");
+  return make_action(it->second, static_cast<int>(chunk), static_cast<int>(mb));
+}
+
+std::vector<Action> parse_actions(std::string_view text) {
+  std::vector<Action> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    while (pos < text.size() &&
+           (text[pos] == ',' || std::isspace(static_cast<unsigned char>(text[pos]))))
+      ++pos;
+    if (pos >= text.size()) break;
+    if (text[pos] == '(') {
+      const std::size_t close = text.find(')', pos);
+      if (close == std::string_view::npos) bad_token(text.substr(pos, 20), "unclosed '('");
+      const std::string_view inner = text.substr(pos + 1, close - pos - 1);
+      const std::size_t semi = inner.find(';');
+      if (close + 3 > text.size() || text.substr(close + 1, 2) != "FB" || semi == inner.npos)
+        bad_token(text.substr(pos, close - pos + 3), "an overlapped pair is (cFm;c'Bm')FB");
+      Action f = parse_action(inner.substr(0, semi));
+      Action b = parse_action(inner.substr(semi + 1));
+      if (f.op != Op::F || (b.op != Op::B && b.op != Op::BW))
+        bad_token(text.substr(pos, close - pos + 3), "FB pairs a forward with a backward");
+      f.flags |= Action::kOverlapNext;
+      out.push_back(f);
+      out.push_back(b);
+      pos = close + 3;
+      continue;
+    }
+    std::size_t end = pos;
+    while (end < text.size() && text[end] != ',' &&
+           !std::isspace(static_cast<unsigned char>(text[end])))
+      ++end;
+    out.push_back(parse_action(text.substr(pos, end - pos)));
+    pos = end;
+  }
+  return out;
+}
+
+std::string format_action_at(const std::vector<Action>& actions, std::size_t i,
+                             std::size_t* consumed) {
+  const Action& a = actions[i];
+  if (a.overlap_next() && i + 1 < actions.size()) {
+    if (consumed) *consumed = 2;
+    std::string tok = "(";
+    tok += to_string(a);
+    tok += ';';
+    tok += to_string(actions[i + 1]);
+    tok += ")FB";
+    return tok;
+  }
+  if (consumed) *consumed = 1;
+  return to_string(a);
+}
+
+std::string format_actions(const std::vector<Action>& actions) {
+  std::string out;
+  for (std::size_t i = 0; i < actions.size();) {
+    std::size_t n = 1;
+    if (!out.empty()) out += ',';
+    out += format_action_at(actions, i, &n);
+    i += n;
+  }
+  return out;
+}
+
+std::string placement_name(const Schedule& s) {
+  Schedule probe;
+  probe.P = s.P;
+  probe.M = s.M;
+  probe.v = s.v;
+  set_looped_placement(probe);
+  if (probe.chunk_rank == s.chunk_rank && probe.routes == s.routes &&
+      probe.chunk_stage == s.chunk_stage)
+    return "looped";
+  set_v_placement(probe);
+  if (probe.chunk_rank == s.chunk_rank && probe.routes == s.routes &&
+      probe.chunk_stage == s.chunk_stage)
+    return "v";
+  set_dualpipe_placement(probe);
+  if (probe.chunk_rank == s.chunk_rank && probe.routes == s.routes &&
+      probe.chunk_stage == s.chunk_stage)
+    return "dualpipe";
+  return "custom";
+}
+
+void dump_csv(const Schedule& s, std::ostream& out) {
+  const std::string placement = placement_name(s);
+  if (placement == "custom") throw ScheduleError("CSV: cannot dump a custom placement");
+  out << "# bubblebench schedule\n";
+  out << "# name=" << s.name << "\n# P=" << s.P << "\n# M=" << s.M << "\n# v=" << s.v
+      << "\n# placement=" << placement << "\n# lowered=" << (s.lowered ? 1 : 0) << "\n";
+  for (const auto& r : s.ranks) out << format_actions(r) << "\n";
+}
+
+std::string dump_csv(const Schedule& s) {
+  std::ostringstream os;
+  dump_csv(s, os);
+  return os.str();
+}
+
+Schedule load_csv(std::istream& in) {
+  std::map<std::string, std::string> meta;
+  std::vector<std::vector<Action>> rows;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::string_view l = trim(line);
+    if (l.empty()) continue;
+    if (l.front() == '#') {
+      l.remove_prefix(1);
+      l = trim(l);
+      const auto eq = l.find('=');
+      if (eq != l.npos) meta[std::string(trim(l.substr(0, eq)))] = std::string(trim(l.substr(eq + 1)));
+      continue;
+    }
+    try {
+      rows.push_back(parse_actions(l));
+    } catch (const ScheduleError& e) {
+      throw ScheduleError("CSV line " + std::to_string(lineno) + ": " + e.what());
+    }
+  }
+  if (rows.empty()) throw ScheduleError("CSV: no rows (one row of actions per rank expected)");
+  auto get_int = [&](const char* key, long fallback) -> long {
+    auto it = meta.find(key);
+    if (it == meta.end()) return fallback;
+    std::uint64_t v = 0;
+    if (!parse_uint(it->second, &v) || v == 0 || v > 0xFFFFFFFFull)
+      throw ScheduleError(std::string("CSV: header ") + key + "=" + it->second +
+                          " is not a positive integer");
+    return static_cast<long>(v);
+  };
+  // Infer what the header does not say from the actions themselves.
+  std::uint32_t max_chunk = 0, max_mb = 0;
+  for (const auto& r : rows)
+    for (const auto& a : r) {
+      max_chunk = std::max<std::uint32_t>(max_chunk, a.chunk);
+      max_mb = std::max(max_mb, a.mb);
+    }
+  Schedule s;
+  s.name = meta.count("name") ? meta["name"] : "csv";
+  s.P = static_cast<int>(get_int("P", static_cast<long>(rows.size())));
+  if (s.P != static_cast<int>(rows.size()))
+    throw ScheduleError("CSV: header says P=" + std::to_string(s.P) + " but there are " +
+                        std::to_string(rows.size()) + " rows");
+  s.M = static_cast<int>(get_int("M", static_cast<long>(max_mb) + 1));
+  const std::string placement = meta.count("placement") ? meta["placement"] : "looped";
+  const long chunks = static_cast<long>(max_chunk) + 1;
+  s.v = static_cast<int>(get_int("v", (chunks + s.P - 1) / s.P));
+  if (static_cast<long>(s.P) * s.v > 0xFFFF) throw ScheduleError("CSV: too many chunks");
+  if (placement == "looped")
+    set_looped_placement(s);
+  else if (placement == "v")
+    set_v_placement(s);
+  else if (placement == "dualpipe")
+    set_dualpipe_placement(s);
+  else
+    throw ScheduleError("CSV: unknown placement '" + placement + "' (looped, v, dualpipe)");
+  s.ranks = std::move(rows);
+  s.lowered = false;
+  for (const auto& r : s.ranks)
+    for (const auto& a : r) s.lowered = s.lowered || is_comm(a.op);
+  return s;
+}
+
+Schedule load_csv_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw IoError("cannot read schedule CSV '" + path + "'");
+  try {
+    return load_csv(f);
+  } catch (const ScheduleError& e) {
+    throw ScheduleError(path + ": " + e.what());
+  }
+}
+
+std::string format_grid(const Schedule& s, int mark_rank, std::size_t mark_step,
+                        std::size_t max_steps) {
+  // Column = token index (an FB pair is one token). Find the window to show.
+  std::vector<std::vector<std::string>> cells(s.ranks.size());
+  std::size_t mark_col = 0, ncols = 0;
+  for (std::size_t r = 0; r < s.ranks.size(); ++r) {
+    const auto& acts = s.ranks[r];
+    for (std::size_t i = 0; i < acts.size();) {
+      std::size_t n = 1;
+      std::string tok = format_action_at(acts, i, &n);
+      if (static_cast<int>(r) == mark_rank && mark_step >= i && mark_step < i + n) {
+        mark_col = cells[r].size();
+        tok.insert(0, ">>");
+        tok.append("<<");
+      }
+      cells[r].push_back(std::move(tok));
+      i += n;
+    }
+    ncols = std::max(ncols, cells[r].size());
+  }
+  std::size_t lo = 0, hi = ncols;
+  if (ncols > max_steps) {
+    lo = mark_rank >= 0 && mark_col > max_steps / 2 ? mark_col - max_steps / 2 : 0;
+    hi = std::min(ncols, lo + max_steps);
+    lo = hi - max_steps;
+  }
+  std::size_t width = 4;
+  for (const auto& row : cells)
+    for (std::size_t c = lo; c < std::min(hi, row.size()); ++c) width = std::max(width, row[c].size());
+  std::ostringstream os;
+  os << "step    ";
+  for (std::size_t c = lo; c < hi; ++c) {
+    std::string h = std::to_string(c);
+    os << h << std::string(width + 1 - std::min(width, h.size()), ' ');
+  }
+  os << (hi < ncols ? "..." : "") << "\n";
+  for (std::size_t r = 0; r < cells.size(); ++r) {
+    std::string label = "rank " + std::to_string(r);
+    os << label << std::string(label.size() < 8 ? 8 - label.size() : 1, ' ');
+    if (lo > 0) os << "";
+    for (std::size_t c = lo; c < hi; ++c) {
+      const std::string& t = c < cells[r].size() ? cells[r][c] : std::string(".");
+      os << t << std::string(width + 1 - std::min(width, t.size()), ' ');
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace bb

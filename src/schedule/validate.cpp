@@ -1,0 +1,240 @@
+#include "schedule/validate.hpp"
+
+#include <sstream>
+
+#include "common/error.hpp"
+#include "schedule/text.hpp"
+
+namespace bb {
+namespace {
+
+// Per (chunk, micro-batch) bits of what has been seen.
+enum : std::uint8_t {
+  kF = 1,
+  kB = 2,
+  kW = 4,
+  kSendF = 8,
+  kRecvF = 16,
+  kSendB = 32,
+  kRecvB = 64,
+};
+
+std::string where(const Action& a) {
+  return "chunk " + std::to_string(a.chunk) + " micro-batch " + std::to_string(a.mb);
+}
+
+class Checker {
+ public:
+  Checker(const Schedule& s, std::size_t max_issues) : s_(s), max_(max_issues) {}
+
+  ValidationReport run() {
+    if (!check_shape()) return report_;
+    const std::size_t C = s_.num_chunks();
+    seen_.assign(C * static_cast<std::size_t>(s_.M), 0);
+    for (int r = 0; r < s_.P; ++r) check_rank(r);
+    check_complete();
+    return report_;
+  }
+
+ private:
+  void add(int rank, std::size_t step, std::string msg) {
+    if (report_.issues.size() < max_) report_.issues.push_back({rank, step, std::move(msg)});
+    ++report_.total;
+  }
+
+  bool check_shape() {
+    const int C = s_.num_chunks();
+    if (s_.P < 1 || s_.M < 1) add(-1, 0, "P and M must be positive");
+    if (static_cast<int>(s_.ranks.size()) != s_.P)
+      add(-1, 0, "there are " + std::to_string(s_.ranks.size()) + " rank lists for P=" +
+                     std::to_string(s_.P));
+    if (static_cast<int>(s_.chunk_stage.size()) != C) add(-1, 0, "chunk_stage size differs");
+    if (static_cast<int>(s_.routes.size()) != s_.M)
+      add(-1, 0, "there are " + std::to_string(s_.routes.size()) + " routes for M=" +
+                     std::to_string(s_.M));
+    for (int c = 0; c < C; ++c)
+      if (s_.chunk_rank[c] < 0 || s_.chunk_rank[c] >= s_.P)
+        add(-1, 0, "chunk " + std::to_string(c) + " is placed on a rank outside 0.." +
+                       std::to_string(s_.P - 1));
+    for (const Route& rt : s_.routes)
+      if (rt.first < 0 || rt.last >= C || rt.first > rt.last) {
+        add(-1, 0, "a micro-batch route leaves the chunk range");
+        break;
+      }
+    return report_.ok();
+  }
+
+  std::uint8_t& bits(const Action& a) {
+    return seen_[static_cast<std::size_t>(a.chunk) * s_.M + a.mb];
+  }
+
+  void check_rank(int r) {
+    const auto& acts = s_.ranks[r];
+    for (std::size_t i = 0; i < acts.size(); ++i) {
+      const Action& a = acts[i];
+      if (a.chunk >= s_.num_chunks() || a.mb >= static_cast<std::uint32_t>(s_.M)) {
+        add(r, i, to_string(a) + ": chunk or micro-batch out of range (C=" +
+                      std::to_string(s_.num_chunks()) + ", M=" + std::to_string(s_.M) + ")");
+        continue;
+      }
+      if (s_.chunk_rank[a.chunk] != r) {
+        add(r, i, to_string(a) + ": chunk " + std::to_string(a.chunk) + " lives on rank " +
+                      std::to_string(s_.chunk_rank[a.chunk]) + ", not rank " + std::to_string(r));
+        continue;
+      }
+      const Route& rt = s_.routes[a.mb];
+      if (a.chunk < rt.first || a.chunk > rt.last) {
+        add(r, i, to_string(a) + ": micro-batch " + std::to_string(a.mb) +
+                      " does not visit chunk " + std::to_string(a.chunk));
+        continue;
+      }
+      if (a.overlap_next()) {
+        const bool pair_ok = a.op == Op::F && i + 1 < acts.size() &&
+                             (acts[i + 1].op == Op::B || acts[i + 1].op == Op::BW);
+        if (!pair_ok) add(r, i, to_string(a) + ": an FB pair is an F followed by a B or BW");
+      }
+      if (!s_.lowered && is_comm(a.op)) {
+        add(r, i, to_string(a) + ": communication action in a schedule marked not lowered");
+        continue;
+      }
+      check_action(r, i, a);
+    }
+  }
+
+  void check_action(int r, std::size_t i, const Action& a) {
+    std::uint8_t& b = bits(a);
+    const int prev = s_.prev_rank(a.chunk, a.mb);
+    const int next = s_.next_rank(a.chunk, a.mb);
+    const bool remote_in = prev >= 0 && prev != r;
+    const bool remote_grad = next >= 0 && next != r;
+    auto dup = [&](std::uint8_t bit) {
+      if (b & bit) {
+        add(r, i, to_string(a) + ": duplicate " + std::string(op_name(a.op)) + " of " + where(a));
+        return true;
+      }
+      return false;
+    };
+    switch (a.op) {
+      case Op::F:
+        if (dup(kF)) return;
+        if (s_.lowered && remote_in && !(b & kRecvF))
+          add(r, i, to_string(a) + ": F needs RECV_F of " + where(a) + " from rank " +
+                        std::to_string(prev) + " before it");
+        b |= kF;
+        break;
+      case Op::B:
+      case Op::BW:
+        if (dup(kB)) return;
+        if (a.op == Op::BW && dup(kW)) return;
+        if (!(b & kF))
+          add(r, i, to_string(a) + ": backward before forward of " + where(a));
+        if (s_.lowered && remote_grad && !(b & kRecvB))
+          add(r, i, to_string(a) + ": backward needs RECV_B of " + where(a) + " from rank " +
+                        std::to_string(next) + " before it");
+        b |= kB;
+        if (a.op == Op::BW) b |= kW;
+        break;
+      case Op::W:
+        if (dup(kW)) return;
+        if (!(b & kB)) add(r, i, to_string(a) + ": W before B of " + where(a));
+        b |= kW;
+        break;
+      case Op::SEND_F:
+        if (dup(kSendF)) return;
+        if (!remote_grad)
+          add(r, i, to_string(a) + ": nothing to send: the next chunk is " +
+                        (next < 0 ? std::string("absent") : "on this rank"));
+        if (!(b & kF)) add(r, i, to_string(a) + ": SEND_F before the F it sends");
+        b |= kSendF;
+        break;
+      case Op::RECV_F:
+        if (dup(kRecvF)) return;
+        if (!remote_in)
+          add(r, i, to_string(a) + ": nothing to receive: the previous chunk is " +
+                        (prev < 0 ? std::string("absent") : "on this rank"));
+        b |= kRecvF;
+        break;
+      case Op::SEND_B:
+        if (dup(kSendB)) return;
+        if (!remote_in)
+          add(r, i, to_string(a) + ": nothing to send: the previous chunk is " +
+                        (prev < 0 ? std::string("absent") : "on this rank"));
+        if (!(b & kB)) add(r, i, to_string(a) + ": SEND_B before the B it sends");
+        b |= kSendB;
+        break;
+      case Op::RECV_B:
+        if (dup(kRecvB)) return;
+        if (!remote_grad)
+          add(r, i, to_string(a) + ": nothing to receive: the next chunk is " +
+                        (next < 0 ? std::string("absent") : "on this rank"));
+        b |= kRecvB;
+        break;
+    }
+  }
+
+  void check_complete() {
+    const int C = s_.num_chunks();
+    for (int m = 0; m < s_.M && report_.total < max_ * 4; ++m) {
+      const Route& rt = s_.routes[m];
+      for (int c = rt.first; c <= rt.last; ++c) {
+        const std::uint8_t b = seen_[static_cast<std::size_t>(c) * s_.M + m];
+        const int r = s_.chunk_rank[c];
+        const std::string w = "chunk " + std::to_string(c) + " micro-batch " + std::to_string(m) +
+                              " (rank " + std::to_string(r) + ")";
+        if (!(b & kF)) add(-1, 0, "missing F of " + w);
+        if (!(b & kB)) add(-1, 0, "missing B of " + w);
+        if (!(b & kW)) add(-1, 0, "missing W of " + w);
+        if (!s_.lowered) continue;
+        const int next = c < rt.last ? s_.chunk_rank[c + 1] : -1;
+        const int prev = c > rt.first ? s_.chunk_rank[c - 1] : -1;
+        if (next >= 0 && next != r) {
+          const std::uint8_t nb = seen_[static_cast<std::size_t>(c + 1) * s_.M + m];
+          if (!(b & kSendF)) add(-1, 0, "missing SEND_F of " + w + " to rank " + std::to_string(next));
+          if (!(nb & kRecvB))
+            add(-1, 0, "missing RECV_B of " + w + " from rank " + std::to_string(next));
+        }
+        if (prev >= 0 && prev != r) {
+          if (!(b & kRecvF)) add(-1, 0, "missing RECV_F of " + w + " from rank " + std::to_string(prev));
+          if (!(b & kSendB)) add(-1, 0, "missing SEND_B of " + w + " to rank " + std::to_string(prev));
+        }
+      }
+    }
+    (void)C;
+  }
+
+  const Schedule& s_;
+  std::size_t max_;
+  ValidationReport report_;
+  std::vector<std::uint8_t> seen_;
+};
+
+}  // namespace
+
+std::string ValidationReport::describe(const Schedule& s) const {
+  std::ostringstream os;
+  os << "schedule '" << s.name << "' (P=" << s.P << ", M=" << s.M << ", v=" << s.v
+     << ") is invalid: " << total << " problem" << (total == 1 ? "" : "s") << "\n";
+  for (const auto& is : issues) {
+    if (is.rank >= 0) os << "  rank " << is.rank << " step " << is.step << ": ";
+    else os << "  ";
+    os << is.message << "\n";
+  }
+  if (total > issues.size()) os << "  ... and " << (total - issues.size()) << " more\n";
+  for (const auto& is : issues)
+    if (is.rank >= 0 && is.rank < static_cast<int>(s.ranks.size())) {
+      os << format_grid(s, is.rank, is.step);
+      break;
+    }
+  return os.str();
+}
+
+ValidationReport validate(const Schedule& s, std::size_t max_issues) {
+  return Checker(s, max_issues).run();
+}
+
+void validate_or_throw(const Schedule& s) {
+  ValidationReport rep = validate(s);
+  if (!rep.ok()) throw ScheduleError(rep.describe(s));
+}
+
+}  // namespace bb

@@ -1,0 +1,30 @@
+// Static validation of a schedule: counts, placement, per-(chunk, micro-batch) order
+// F -> B -> W, and, for lowered schedules, SEND/RECV pairing and placement.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.hpp"
+
+namespace bb {
+
+struct ValidationIssue {
+  int rank = -1;          // -1: not tied to one action
+  std::size_t step = 0;   // index in the rank's action list
+  std::string message;
+};
+
+struct ValidationReport {
+  std::vector<ValidationIssue> issues;  // the first few found (capped)
+  std::size_t total = 0;                // how many were found in all
+  bool ok() const { return total == 0; }
+  // Messages plus a rank x step grid around the first issue with the action marked.
+  std::string describe(const Schedule& s) const;
+};
+
+ValidationReport validate(const Schedule& s, std::size_t max_issues = 8);
+// Throws ScheduleError with report.describe() when invalid.
+void validate_or_throw(const Schedule& s);
+
+}  // namespace bb

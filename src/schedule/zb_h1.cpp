@@ -1,0 +1,16 @@
+// ZB-H1 (Qi et al. 2024): 1F1B's order of forwards and input-gradient backwards, with the
+// weight-gradient passes deferred to fill the bubbles; at most P micro-batches live on any
+// rank (1F1B's peak). Bubble (P-1)(F+B-W) when W <= F and W <= B.
+#include "common/error.hpp"
+#include "schedule/generators.hpp"
+#include "schedule/zb_greedy.hpp"
+
+namespace bb {
+
+Schedule generate_zb_h1(const ScheduleParams& p) {
+  if (p.P < 1 || p.M < 1) throw ConfigError("zb-h1: P and M must be >= 1");
+  const int P = p.P;
+  return zero_bubble_greedy("zb-h1", P, p.M, [P](int r) { return P - r - 1; }, P);
+}
+
+}  // namespace bb

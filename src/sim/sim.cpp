@@ -1,0 +1,138 @@
+#include "sim/sim.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "schedule/engine.hpp"
+
+namespace bb {
+namespace {
+
+class CostModel {
+ public:
+  CostModel(const Schedule& s, const SimConfig& cfg) : s_(s), cfg_(cfg) {
+    const auto C = static_cast<std::size_t>(s.num_chunks());
+    for (const auto* v : {&cfg.t_f, &cfg.t_b, &cfg.t_w}) {
+      if (v->size() != 1 && v->size() != C)
+        throw ConfigError("sim: a cost list needs 1 value or one per chunk (" + std::to_string(C) +
+                          "), got " + std::to_string(v->size()));
+      for (double x : *v)
+        if (!(x >= 0)) throw ConfigError("sim: costs must be >= 0");
+    }
+    delay_ = cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0);
+  }
+
+  double of(const std::vector<double>& v, const Action& a) const {
+    return v.size() == 1 ? v[0] * s_.chunk_fraction(static_cast<int>(a.mb)) : v[a.chunk];
+  }
+  double one(const Action& a) const {
+    switch (a.op) {
+      case Op::F: return of(cfg_.t_f, a);
+      case Op::B: return of(cfg_.t_b, a);
+      case Op::W: return of(cfg_.t_w, a);
+      case Op::BW: return of(cfg_.t_b, a) + of(cfg_.t_w, a);
+      default: return 0;
+    }
+  }
+  double cost(int, const Action* a, std::size_t n) const {
+    if (n == 2 && cfg_.t_fb >= 0) return cfg_.t_fb * s_.chunk_fraction(static_cast<int>(a[0].mb));
+    return n == 2 ? one(a[0]) + one(a[1]) : one(a[0]);
+  }
+  // The input gradient leaves when its action ends: after B, or after a whole BW (a fused
+  // backward sends once it is done, as the runtime does), or at the end of an FB pair.
+  double grad_offset(int r, const Action* a, std::size_t n) const { return cost(r, a, n); }
+  double delay(int, int, const Action&) const { return delay_; }
+  double step_gap(int) const { return cfg_.optimizer_time; }
+
+ private:
+  const Schedule& s_;
+  const SimConfig& cfg_;
+  double delay_ = 0;
+};
+
+struct Recorder : CostModel {
+  Recorder(const Schedule& s, const SimConfig& cfg, int P, bool keep)
+      : CostModel(s, cfg), stats(P), step_end(static_cast<std::size_t>(cfg.steps), 0.0), keep(keep) {
+    for (auto& st : stats) st.first_start = -1;
+  }
+  void record(int rank, int step, std::size_t index, std::size_t n, double ready, double start,
+              double end) {
+    step_end[step] = std::max(step_end[step], end);
+    if (step != 0) return;
+    RankStats& st = stats[rank];
+    st.busy += end - start;
+    if (st.first_start < 0) st.first_start = start;
+    st.last_end = std::max(st.last_end, end);
+    if (keep) events.push_back({rank, index, static_cast<int>(n), ready, start, end});
+  }
+  std::vector<RankStats> stats;
+  std::vector<double> step_end;
+  std::vector<SimEvent> events;
+  bool keep;
+};
+
+}  // namespace
+
+std::vector<double> peak_activations(const Schedule& s) {
+  std::vector<double> peak(s.P, 0.0);
+  for (int r = 0; r < s.P; ++r) {
+    double live = 0;
+    for (const Action& a : s.ranks[r]) {
+      const double u = s.chunk_fraction(static_cast<int>(a.mb));
+      if (a.op == Op::F) live += u;
+      if (a.op == Op::W || a.op == Op::BW) live -= u;
+      peak[r] = std::max(peak[r], live);
+    }
+  }
+  return peak;
+}
+
+SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
+  SimConfig cfg = cfg_in;
+  cfg.steps = std::max(2, cfg.steps);
+  Recorder rec(s, cfg, s.P, cfg.record_events);
+  {
+    DataflowEngine<double, Recorder> engine(s, rec, cfg.steps);
+    if (!engine.run())
+      throw ScheduleError("simulation of '" + s.name + "' is stuck (a cyclic wait):\n" +
+                          engine.stuck_report());
+  }
+  // The single step starts at 0 on every rank, as with a barrier between steps, and nothing
+  // of step 2 can start before step 1's last action on that rank: step 1's records are the
+  // single-step view.
+  SimResult res;
+  res.ranks = std::move(rec.stats);
+  res.events = std::move(rec.events);
+  double makespan = 0;
+  for (const auto& st : res.ranks) {
+    res.busy_sum += st.busy;
+    makespan = std::max(makespan, st.last_end);
+  }
+  const bool uniform = cfg.t_f.size() == 1 && cfg.t_b.size() == 1 && cfg.t_w.size() == 1;
+  if (uniform) {
+    res.t_ideal = s.M * (cfg.t_f[0] + cfg.t_b[0] + cfg.t_w[0]);
+  } else {
+    for (const auto& st : res.ranks) res.t_ideal = std::max(res.t_ideal, st.busy);
+  }
+  res.single = bubble_metrics(makespan, res.busy_sum, s.P, res.t_ideal);
+  const double period = rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2];
+  res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
+                              res.t_ideal + cfg.optimizer_time);
+  const auto peaks = peak_activations(s);
+  for (int r = 0; r < s.P; ++r) {
+    res.ranks[r].peak_activations = peaks[r];
+    res.ranks[r].peak_activation_bytes = peaks[r] * cfg.act_bytes;
+  }
+  for (int r = 0; r < s.P; ++r)
+    for (const Action& a : s.ranks[r]) {
+      if (a.op == Op::F && s.next_rank(a.chunk, static_cast<int>(a.mb)) >= 0 &&
+          s.next_rank(a.chunk, static_cast<int>(a.mb)) != r)
+        ++res.p2p_messages;
+      if ((a.op == Op::B || a.op == Op::BW) && s.prev_rank(a.chunk, static_cast<int>(a.mb)) >= 0 &&
+          s.prev_rank(a.chunk, static_cast<int>(a.mb)) != r)
+        ++res.p2p_messages;
+    }
+  return res;
+}
+
+}  // namespace bb
