@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/list.hpp"
+#include "cli/run.hpp"
 #include "common/error.hpp"
 #include "model/closed_form.hpp"
 #include "results/chrome_trace.hpp"
@@ -370,6 +371,7 @@ int cmd_show(const Selection& sel, const std::string& csv, bool lowered, const s
 }  // namespace
 
 int cli_main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "run") return run_main(argc, argv);
   CLI::App app{"bubblebench: pipeline-parallel schedules, simulated, modelled and run end to end"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("bubblebench ") + BB_VERSION + " (" + BB_GIT_SHA + ")");

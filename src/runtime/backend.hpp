@@ -131,6 +131,23 @@ class Backend {
   virtual void sleep_for(double seconds) = 0;
   virtual void spin_for(double seconds) = 0;
 
+  // Timestamps in the compute stream's order (design §7: CUDA events on the compute stream,
+  // steady_clock on CPU). `begin_marks()` records the origin (a step's common start) and
+  // forgets earlier marks; `mark()` records a point after everything enqueued so far and
+  // returns its id; `mark_seconds(id)` is the time from the origin to that mark, valid after
+  // synchronize(). The default implementation uses now() (right for a synchronous backend).
+  virtual void begin_marks() {
+    marks_.clear();
+    origin_ = now();
+  }
+  virtual std::size_t mark() {
+    marks_.push_back(now());
+    return marks_.size() - 1;
+  }
+  virtual double mark_seconds(std::size_t id) { return marks_.at(id) - origin_; }
+  // now() of the origin, on the host clock (to align marks with host-side waits).
+  double mark_origin() const { return origin_; }
+
  protected:
   Backend() = default;
   virtual float* raw_allocate(std::size_t bytes) = 0;
@@ -142,6 +159,8 @@ class Backend {
 
   std::size_t allocated_ = 0;
   std::size_t peak_allocated_ = 0;
+  std::vector<double> marks_;
+  double origin_ = 0;
 };
 
 // --- Inline definitions (no backend.cpp: every backend links these) --------------------
