@@ -1,9 +1,9 @@
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM): v chunks per rank, chunk c on rank
 // c mod P. Forwards go in groups of P micro-batches per chunk (chunk 0 for micro-batches
 // 0..P-1, chunk 1 for the same, ...), backwards likewise with the chunks reversed. Rank r
-// runs (P-r-1)*2 + (v-1)*P warm-up forwards, then alternates, then drains. With M not a
-// multiple of P the last group is shorter (Megatron's original form needs a multiple; the
-// closed form is stated for that case only).
+// runs (P-r-1)*2 + (v-1)*P warm-up forwards, then alternates, then drains. As in Megatron's
+// original form, M must be a multiple of P: with a shorter last group these orders form a
+// cyclic wait (the lowering's dry run finds it, e.g. P=4, M=5).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -18,8 +18,8 @@ Schedule generate_interleaved(const ScheduleParams& p) {
     throw ConfigError("interleaved: needs v >= 2 chunks per rank (got v=" + std::to_string(p.v) +
                       "; v=1 is 1f1b)");
   if (p.P < 2) throw ConfigError("interleaved: needs P >= 2 (got P=" + std::to_string(p.P) + ")");
-  if (p.M < p.P)
-    throw ConfigError("interleaved: needs M >= P (got M=" + std::to_string(p.M) +
+  if (p.M < p.P || p.M % p.P != 0)
+    throw ConfigError("interleaved: needs M a multiple of P (got M=" + std::to_string(p.M) +
                       ", P=" + std::to_string(p.P) + ")");
   if (static_cast<long>(p.P) * p.v > 0xFFFF) throw ConfigError("interleaved: too many chunks");
   Schedule s = make_schedule("interleaved", p.P, p.M, p.v);
@@ -27,11 +27,9 @@ Schedule generate_interleaved(const ScheduleParams& p) {
   // (local chunk, micro-batch) in forward order; backward uses the chunks reversed.
   std::vector<std::pair<int, int>> order;
   order.reserve(static_cast<std::size_t>(s.M) * s.v);
-  for (int g0 = 0; g0 < s.M; g0 += s.P) {
-    const int gs = std::min(s.P, s.M - g0);
+  for (int g0 = 0; g0 < s.M; g0 += s.P)
     for (int cl = 0; cl < s.v; ++cl)
-      for (int m = g0; m < g0 + gs; ++m) order.emplace_back(cl, m);
-  }
+      for (int m = g0; m < g0 + s.P; ++m) order.emplace_back(cl, m);
   const int total = static_cast<int>(order.size());
   for (int r = 0; r < s.P; ++r) {
     auto& out = s.ranks[r];

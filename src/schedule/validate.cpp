@@ -173,33 +173,33 @@ class Checker {
   }
 
   void check_complete() {
-    const int C = s_.num_chunks();
     for (int m = 0; m < s_.M && report_.total < max_ * 4; ++m) {
       const Route& rt = s_.routes[m];
       for (int c = rt.first; c <= rt.last; ++c) {
         const std::uint8_t b = seen_[static_cast<std::size_t>(c) * s_.M + m];
         const int r = s_.chunk_rank[c];
-        const std::string w = "chunk " + std::to_string(c) + " micro-batch " + std::to_string(m) +
-                              " (rank " + std::to_string(r) + ")";
-        if (!(b & kF)) add(-1, 0, "missing F of " + w);
-        if (!(b & kB)) add(-1, 0, "missing B of " + w);
-        if (!(b & kW)) add(-1, 0, "missing W of " + w);
-        if (!s_.lowered) continue;
         const int next = c < rt.last ? s_.chunk_rank[c + 1] : -1;
         const int prev = c > rt.first ? s_.chunk_rank[c - 1] : -1;
-        if (next >= 0 && next != r) {
-          const std::uint8_t nb = seen_[static_cast<std::size_t>(c + 1) * s_.M + m];
-          if (!(b & kSendF)) add(-1, 0, "missing SEND_F of " + w + " to rank " + std::to_string(next));
-          if (!(nb & kRecvB))
-            add(-1, 0, "missing RECV_B of " + w + " from rank " + std::to_string(next));
-        }
-        if (prev >= 0 && prev != r) {
-          if (!(b & kRecvF)) add(-1, 0, "missing RECV_F of " + w + " from rank " + std::to_string(prev));
-          if (!(b & kSendB)) add(-1, 0, "missing SEND_B of " + w + " to rank " + std::to_string(prev));
-        }
+        std::uint8_t want = kF | kB | kW;
+        if (s_.lowered && next >= 0 && next != r) want |= kSendF | kRecvB;
+        if (s_.lowered && prev >= 0 && prev != r) want |= kRecvF | kSendB;
+        if ((b & want) == want) continue;  // the common case: build no strings
+        const std::string w = "chunk " + std::to_string(c) + " micro-batch " + std::to_string(m) +
+                              " (rank " + std::to_string(r) + ")";
+        const auto missing = [&](std::uint8_t bit, const char* what, const char* dir, int peer) {
+          if ((want & bit) && !(b & bit))
+            add(-1, 0, std::string("missing ") + what + " of " + w + dir +
+                           (peer >= 0 ? std::to_string(peer) : std::string()));
+        };
+        missing(kF, "F", "", -1);
+        missing(kB, "B", "", -1);
+        missing(kW, "W", "", -1);
+        missing(kSendF, "SEND_F", " to rank ", next);
+        missing(kRecvB, "RECV_B", " from rank ", next);
+        missing(kRecvF, "RECV_F", " from rank ", prev);
+        missing(kSendB, "SEND_B", " to rank ", prev);
       }
     }
-    (void)C;
   }
 
   const Schedule& s_;

@@ -8,9 +8,11 @@
 namespace bb {
 namespace {
 
+// Per-chunk costs, computed once: a chunk's share of a stage is P / (length of the routes
+// through it), the same for every micro-batch that visits it.
 class CostModel {
  public:
-  CostModel(const Schedule& s, const SimConfig& cfg) : s_(s), cfg_(cfg) {
+  CostModel(const Schedule& s, const SimConfig& cfg) {
     const auto C = static_cast<std::size_t>(s.num_chunks());
     for (const auto* v : {&cfg.t_f, &cfg.t_b, &cfg.t_w}) {
       if (v->size() != 1 && v->size() != C)
@@ -19,41 +21,48 @@ class CostModel {
       for (double x : *v)
         if (!(x >= 0)) throw ConfigError("sim: costs must be >= 0");
     }
+    std::vector<double> share(C, 1.0);
+    for (const Route& rt : s.routes)
+      for (int c = rt.first; c <= rt.last; ++c) share[c] = static_cast<double>(s.P) / rt.length();
+    auto per_chunk = [&](const std::vector<double>& v, std::size_t c) {
+      return v.size() == 1 ? v[0] * share[c] : v[c];
+    };
+    cost_.resize(C);
+    for (std::size_t c = 0; c < C; ++c) {
+      const double f = per_chunk(cfg.t_f, c), b = per_chunk(cfg.t_b, c), w = per_chunk(cfg.t_w, c);
+      cost_[c] = {f, b, w, b + w, cfg.t_fb >= 0 ? cfg.t_fb * share[c] : -1.0};
+    }
     delay_ = cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0);
   }
 
-  double of(const std::vector<double>& v, const Action& a) const {
-    return v.size() == 1 ? v[0] * s_.chunk_fraction(static_cast<int>(a.mb)) : v[a.chunk];
-  }
   double one(const Action& a) const {
-    switch (a.op) {
-      case Op::F: return of(cfg_.t_f, a);
-      case Op::B: return of(cfg_.t_b, a);
-      case Op::W: return of(cfg_.t_w, a);
-      case Op::BW: return of(cfg_.t_b, a) + of(cfg_.t_w, a);
-      default: return 0;
-    }
+    return is_compute(a.op) ? cost_[a.chunk].by_op[static_cast<int>(a.op)] : 0.0;
   }
   double cost(int, const Action* a, std::size_t n) const {
-    if (n == 2 && cfg_.t_fb >= 0) return cfg_.t_fb * s_.chunk_fraction(static_cast<int>(a[0].mb));
+    if (n == 2 && cost_[a[0].chunk].fb >= 0) return cost_[a[0].chunk].fb;
     return n == 2 ? one(a[0]) + one(a[1]) : one(a[0]);
   }
   // The input gradient leaves when its action ends: after B, or after a whole BW (a fused
   // backward sends once it is done, as the runtime does), or at the end of an FB pair.
   double grad_offset(int r, const Action* a, std::size_t n) const { return cost(r, a, n); }
   double delay(int, int, const Action&) const { return delay_; }
-  double step_gap(int) const { return cfg_.optimizer_time; }
+  double step_gap(int) const { return gap_; }
+  void set_gap(double g) { gap_ = g; }
 
  private:
-  const Schedule& s_;
-  const SimConfig& cfg_;
-  double delay_ = 0;
+  struct ChunkCost {
+    double by_op[4];  // F, B, W, BW (Op order)
+    double fb;        // overlapped pair, < 0: sum
+  };
+  std::vector<ChunkCost> cost_;
+  double delay_ = 0, gap_ = 0;
 };
 
 struct Recorder : CostModel {
   Recorder(const Schedule& s, const SimConfig& cfg, int P, bool keep)
       : CostModel(s, cfg), stats(P), step_end(static_cast<std::size_t>(cfg.steps), 0.0), keep(keep) {
     for (auto& st : stats) st.first_start = -1;
+    set_gap(cfg.optimizer_time);
   }
   void record(int rank, int step, std::size_t index, std::size_t n, double ready, double start,
               double end) {

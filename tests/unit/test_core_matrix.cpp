@@ -1,0 +1,201 @@
+// The core's exhaustive matrix: for every schedule, P in {2,3,4,6,8}, M in P..4P and v in
+// {1,2,4} that it accepts, the validator accepts it, lowering dry-runs without deadlock, the
+// simulator equals the closed form exactly wherever the form's conditions hold, and the
+// peak live activations per rank equal the model's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "model/closed_form.hpp"
+#include "schedule/generators.hpp"
+#include "schedule/lower.hpp"
+#include "schedule/validate.hpp"
+#include "sim/sim.hpp"
+
+namespace bb {
+namespace {
+
+struct Costs {
+  double f, b, w;
+};
+
+// Cost sets under which each schedule's closed form is stated to hold.
+std::vector<Costs> costs_for(const std::string& name) {
+  if (name == "naive" || name == "gpipe" || name == "1f1b" || name == "interleaved")
+    return {{1, 2, 0}, {1, 1, 1}, {1.5, 2.5, 0.5}};
+  return {{1, 1, 1}, {2, 2, 2}};
+}
+
+bool accepts(const std::string& name, int P, int M, int v) {
+  if (name == "interleaved") return v >= 2 && M % P == 0;
+  if (name == "dualpipe") return P % 2 == 0 && M % 2 == 0 && M >= 2 * P;
+  if (name == "dualpipev") return M >= 2 * P;
+  return true;
+}
+
+void expect_metrics_eq(const BubbleMetrics& sim, const BubbleMetrics& model, const std::string& what) {
+  auto eq = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(a)); };
+  EXPECT_TRUE(eq(sim.span, model.span)) << what << ": span sim " << sim.span << " model " << model.span;
+  EXPECT_TRUE(eq(sim.idle_total, model.idle_total)) << what << ": idle_total sim " << sim.idle_total
+                                                     << " model " << model.idle_total;
+  EXPECT_TRUE(eq(sim.bubble_fraction, model.bubble_fraction)) << what;
+  EXPECT_TRUE(eq(sim.bubble_ratio, model.bubble_ratio)) << what;
+  EXPECT_TRUE(eq(sim.bubble_time, model.bubble_time)) << what;
+}
+
+class Matrix : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Matrix, ValidLowersAndMatchesClosedForm) {
+  const std::string name = GetParam();
+  int configs = 0, compared = 0;
+  for (int P : {2, 3, 4, 6, 8})
+    for (int M = P; M <= 4 * P; ++M)
+      for (int v : {1, 2, 4}) {
+        if (!schedule_takes_v(name) && v != 1) continue;
+        const std::string what = name + " P=" + std::to_string(P) + " M=" + std::to_string(M) +
+                                 " v=" + std::to_string(v);
+        if (!accepts(name, P, M, v)) {
+          try {
+            generate(name, {P, M, v});
+            ADD_FAILURE() << what << ": expected a ConfigError";
+          } catch (const ConfigError& e) {
+            const std::string msg = e.what();
+            EXPECT_EQ(msg.find('\n'), std::string::npos) << what << ": one line: " << msg;
+            EXPECT_EQ(msg.rfind(name + ":", 0), 0u) << what << ": names the schedule: " << msg;
+          }
+          continue;
+        }
+        Schedule s = generate(name, {P, M, v});
+        ++configs;
+        const ValidationReport rep = validate(s);
+        ASSERT_TRUE(rep.ok()) << what << "\n" << rep.describe(s);
+        const std::vector<double> peaks = peak_activations(s);
+        Schedule low = lower(s);  // throws on deadlock or dry-run failure
+        ASSERT_TRUE(validate(low).ok()) << what << " (lowered)\n" << validate(low).describe(low);
+        ASSERT_TRUE(dry_run(low).ok) << what;
+        EXPECT_EQ(low.compute_size(), s.compute_size()) << what;
+        for (const Costs& c : costs_for(name)) {
+          SimConfig cfg;
+          cfg.t_f = {c.f};
+          cfg.t_b = {c.b};
+          cfg.t_w = {c.w};
+          const SimResult r = simulate(s, cfg);
+          const SimResult rl = simulate(low, cfg);
+          EXPECT_DOUBLE_EQ(r.single.span, rl.single.span) << what << ": lowering changed timing";
+          ModelInput in{name, P, M, s.v, c.f, c.b, c.w, -1};
+          const ModelResult m = closed_form(in);
+          if (!m.applies) continue;
+          ++compared;
+          const std::string w2 = what + " F=" + std::to_string(c.f) + " B=" + std::to_string(c.b) +
+                                 " W=" + std::to_string(c.w);
+          expect_metrics_eq(r.single, m.single, w2 + " single step");
+          expect_metrics_eq(r.steady, m.steady, w2 + " steady state");
+          ASSERT_EQ(m.peak_activations.size(), peaks.size()) << w2;
+          for (int rk = 0; rk < P; ++rk)
+            EXPECT_DOUBLE_EQ(peaks[rk], m.peak_activations[rk]) << w2 << " rank " << rk << " peak";
+        }
+      }
+  EXPECT_GT(configs, 0);
+  // Every schedule has configurations where its closed form is checked.
+  EXPECT_GT(compared, 0) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSchedules, Matrix, ::testing::ValuesIn(schedule_names()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+TEST(Matrix, DoneWhenExample) {
+  // bubblebench sim --schedule gpipe,1f1b -P 4 -M 8 --t-f 1 --t-b 2
+  for (const char* name : {"gpipe", "1f1b"}) {
+    SimConfig cfg;
+    cfg.t_f = {1};
+    cfg.t_b = {2};
+    const SimResult r = simulate(generate(name, {4, 8, 1}), cfg);
+    EXPECT_DOUBLE_EQ(r.single.span, 33);
+    EXPECT_DOUBLE_EQ(r.single.idle_total, 36);
+    EXPECT_NEAR(r.single.bubble_fraction, 0.2727, 5e-5);
+  }
+  for (int P : {2, 3, 4, 8}) {
+    const SimResult r = simulate(generate("naive", {P, 8, 1}), SimConfig{});
+    EXPECT_DOUBLE_EQ(r.single.bubble_fraction, 1.0 - 1.0 / P);
+  }
+}
+
+TEST(Matrix, ZeroBubbleH2NeedsEnoughMicroBatches) {
+  // Below 2P-1 micro-batches the steady state keeps (2P-1-M)*F of bubble: no closed form.
+  EXPECT_FALSE(closed_form({"zb-h2", 4, 6, 1, 1, 1, 1, -1}).applies);
+  EXPECT_TRUE(closed_form({"zb-h2", 4, 7, 1, 1, 1, 1, -1}).applies);
+  SimConfig cfg;
+  cfg.t_f = cfg.t_b = cfg.t_w = {1};
+  EXPECT_DOUBLE_EQ(simulate(generate("zb-h2", {4, 6, 1}), cfg).steady.bubble_time, 1);
+}
+
+TEST(Matrix, InterleavedOffMultipleHasNoClosedForm) {
+  const ModelResult m = closed_form({"interleaved", 4, 6, 2, 1, 2, 0, -1});
+  EXPECT_FALSE(m.applies);
+  EXPECT_NE(m.reason.find("multiple of P"), std::string::npos);
+}
+
+TEST(Matrix, ZeroBubbleFormsRefuseUnequalPasses) {
+  for (const char* n : {"zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev"}) {
+    const ModelResult m = closed_form({n, 4, 16, 2, 1, 2, 1, -1});
+    EXPECT_FALSE(m.applies) << n;
+    EXPECT_FALSE(m.reason.empty()) << n;
+  }
+  const ModelResult m = closed_form({"dualpipe", 4, 16, 2, 1, 1, 1, 2});
+  EXPECT_FALSE(m.applies) << "overlap gain";
+}
+
+TEST(Sim, LinkModelAddsLatencyPerHop) {
+  // gpipe P=2 M=1: F0 -> msg -> F1, B1 -> msg -> B0: two messages on the critical path.
+  SimConfig cfg;
+  cfg.t_f = {1};
+  cfg.t_b = {2};
+  cfg.latency = 0.5;
+  cfg.msg_bytes = 100;
+  cfg.bandwidth = 200;  // +0.5 per message
+  const SimResult r = simulate(generate("gpipe", {2, 1, 1}), cfg);
+  EXPECT_DOUBLE_EQ(r.single.span, 1 + 1 + 2 + 2 + 2 * (0.5 + 0.5));
+  EXPECT_EQ(r.p2p_messages, 2u);
+}
+
+TEST(Sim, PerChunkCostsAndActivationBytes) {
+  SimConfig cfg;
+  cfg.t_f = {1, 3};  // stage 1 is three times slower
+  cfg.t_b = {2, 6};
+  cfg.act_bytes = 1000;
+  const SimResult r = simulate(generate("gpipe", {2, 4, 1}), cfg);
+  // Stage 1 bounds the pipeline: F 1 + 4*3, then backward 4*6, then stage 0's last B.
+  EXPECT_DOUBLE_EQ(r.single.span, 1 + 4 * 3 + 4 * 6 + 2);
+  EXPECT_DOUBLE_EQ(r.t_ideal, 4 * 9);  // the busiest rank's work
+  EXPECT_DOUBLE_EQ(r.ranks[0].peak_activation_bytes, 4000);
+}
+
+TEST(Sim, SteadyStateNeedsTwoSteps) {
+  SimConfig cfg;
+  cfg.t_f = {1};
+  cfg.t_b = {1};
+  cfg.t_w = {1};
+  cfg.steps = 2;
+  const SimResult r = simulate(generate("zb-h2", {4, 16, 1}), cfg);
+  EXPECT_DOUBLE_EQ(r.steady.span, 48);  // no bubble once steps overlap
+  EXPECT_DOUBLE_EQ(r.single.span, 51);  // a single step pays the (P-1)F ramp
+}
+
+TEST(Sim, RejectsBadCostLists) {
+  SimConfig cfg;
+  cfg.t_f = {1, 2, 3};  // neither 1 nor C=4 values
+  EXPECT_THROW(simulate(generate("1f1b", {4, 8, 1}), cfg), ConfigError);
+  cfg.t_f = {-1};
+  EXPECT_THROW(simulate(generate("1f1b", {4, 8, 1}), cfg), ConfigError);
+}
+
+}  // namespace
+}  // namespace bb
