@@ -40,18 +40,43 @@ void run_pipeline(benchmark::State& state, const std::string& name) {
   state.counters["peak_rss_MiB"] = peak_rss_mb();
 }
 
-void BM_1f1b(benchmark::State& s) { run_pipeline(s, "1f1b"); }
-void BM_interleaved(benchmark::State& s) { run_pipeline(s, "interleaved"); }
-void BM_zb_h1(benchmark::State& s) { run_pipeline(s, "zb-h1"); }
-void BM_dualpipev(benchmark::State& s) { run_pipeline(s, "dualpipev"); }
+void BM_1f1b(benchmark::State& s) {
+  run_pipeline(s, "1f1b");
+}
+void BM_interleaved(benchmark::State& s) {
+  run_pipeline(s, "interleaved");
+}
+void BM_zb_h1(benchmark::State& s) {
+  run_pipeline(s, "zb-h1");
+}
+void BM_dualpipev(benchmark::State& s) {
+  run_pipeline(s, "dualpipev");
+}
 
 }  // namespace
 
-BENCHMARK(BM_1f1b)->ArgNames({"P", "M", "v"})->Args({8, 64, 1})->Args({512, 8192, 1})
-    ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
-BENCHMARK(BM_interleaved)->ArgNames({"P", "M", "v"})->Args({8, 64, 2})->Args({512, 4096, 2})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_zb_h1)->ArgNames({"P", "M", "v"})->Args({64, 1024, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_dualpipev)->ArgNames({"P", "M", "v"})->Args({64, 1024, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_1f1b)
+    ->ArgNames({"P", "M", "v"})
+    ->Args({8, 64, 1})
+    ->Args({512, 8192, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK(BM_interleaved)
+    ->ArgNames({"P", "M", "v"})
+    ->Args({8, 64, 2})
+    ->Args({512, 4096, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_zb_h1)
+    ->ArgNames({"P", "M", "v"})
+    ->Args({64, 1024, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_dualpipev)
+    ->ArgNames({"P", "M", "v"})
+    ->Args({64, 1024, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -50,8 +50,9 @@ void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
                   "zb-v dualpipe dualpipev (or all), or csv:FILE")
       ->capture_default_str();
   app->add_option("-P", sel.P, "Pipeline ranks")->capture_default_str();
-  app->add_option("-M", sel.M, lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)"
-                                     : "Micro-batches per step")
+  app->add_option("-M", sel.M,
+                  lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)"
+                        : "Micro-batches per step")
       ->capture_default_str();
   app->add_option("-v", sel.v, lists ? "Chunks per rank for interleaved (LIST)" : "Chunks per rank")
       ->capture_default_str();
@@ -63,8 +64,10 @@ void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
       ->capture_default_str();
   app->add_option("--t-fb", sel.t_fb, "Overlapped F&B pair time (DualPipe); default F+B+W");
   app->add_option("--latency", sel.latency, "Per-message latency (time units)");
-  app->add_option("--bandwidth", sel.bandwidth, "Link bandwidth (bytes per time unit); 0 = infinite");
-  app->add_option("--act-bytes", sel.act_bytes, "Activation bytes kept by one micro-batch of one stage");
+  app->add_option("--bandwidth", sel.bandwidth,
+                  "Link bandwidth (bytes per time unit); 0 = infinite");
+  app->add_option("--act-bytes", sel.act_bytes,
+                  "Activation bytes kept by one micro-batch of one stage");
   app->add_option("--msg-bytes", sel.msg_bytes, "Bytes of one P2P message (default: --act-bytes)");
   app->add_option("--steps", sel.steps, "Back-to-back steps simulated for the steady state (>= 2)")
       ->capture_default_str();
@@ -88,12 +91,16 @@ std::vector<double> parse_costs(const std::string& text, const char* what) {
 // Every combination of the lists; combinations a schedule does not accept are reported on
 // stderr with one line and skipped. Throws ConfigError when nothing is left.
 std::vector<std::pair<Config, Schedule>> expand(const Selection& sel, bool lists) {
-  if (sel.P < 1 || sel.P > 32767) throw ConfigError("-P " + std::to_string(sel.P) + ": must be 1..32767");
+  if (sel.P < 1 || sel.P > 32767)
+    throw ConfigError("-P " + std::to_string(sel.P) + ": must be 1..32767");
   auto names = parse_name_list(sel.schedules, "--schedule");
   if (names.size() == 1 && names[0] == "all") names = schedule_names();
-  const auto Ms = lists ? parse_int_list(sel.M, "-M") : std::vector<int>{parse_int_list(sel.M, "-M").at(0)};
-  const auto vs = lists ? parse_int_list(sel.v, "-v") : std::vector<int>{parse_int_list(sel.v, "-v").at(0)};
-  if (!lists && (parse_int_list(sel.M, "-M").size() != 1 || parse_int_list(sel.v, "-v").size() != 1))
+  const auto Ms =
+      lists ? parse_int_list(sel.M, "-M") : std::vector<int>{parse_int_list(sel.M, "-M").at(0)};
+  const auto vs =
+      lists ? parse_int_list(sel.v, "-v") : std::vector<int>{parse_int_list(sel.v, "-v").at(0)};
+  if (!lists &&
+      (parse_int_list(sel.M, "-M").size() != 1 || parse_int_list(sel.v, "-v").size() != 1))
     throw ConfigError("this command takes one -M and one -v value, not a list");
   std::vector<std::pair<Config, Schedule>> out;
   std::string last_error;
@@ -198,12 +205,13 @@ void write_timeline(const std::string& path, const Schedule& s, const SimResult&
     const auto& acts = s.ranks[e.rank];
     const Action& a = acts[e.index];
     std::string cat = e.n == 2 ? "FB" : std::string(op_name(a.op));
-    slices.push_back({e.rank, 0, format_action_at(acts, e.index), cat, e.start * kUs,
-                      (e.end - e.start) * kUs});
+    slices.push_back(
+        {e.rank, 0, format_action_at(acts, e.index), cat, e.start * kUs, (e.end - e.start) * kUs});
     if (e.start > e.ready)
       slices.push_back({e.rank, 2, "wait", "wait", e.ready * kUs, (e.start - e.ready) * kUs});
   }
-  write_chrome_trace(path, slices, s.P, s.name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M));
+  write_chrome_trace(path, slices, s.P,
+                     s.name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M));
 }
 
 std::string timeline_path(const std::string& base, const Config& c, bool many) {
@@ -248,7 +256,8 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
       if (sc.act_bytes > 0) j["peak_activation_bytes"] = peak_bytes;
       j["p2p_messages"] = r.p2p_messages;
       j["model"] = model_json(m);
-      if (!sel.timeline.empty()) write_timeline(timeline_path(sel.timeline, c, configs.size() > 1), s, r);
+      if (!sel.timeline.empty())
+        write_timeline(timeline_path(sel.timeline, c, configs.size() > 1), s, r);
     } else {
       j.update(model_json(m));
     }
@@ -259,11 +268,30 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
-  const char* cols_sim[] = {"schedule", "P", "M", "v", "makespan", "idle_total", "bubble_fraction",
-                            "bubble_time", "period", "bubble_fraction_steady", "model_bubble_fraction",
-                            "peak_act_rank0", "p2p_messages"};
-  const char* cols_model[] = {"schedule", "P", "M", "v", "makespan", "bubble_fraction", "bubble_ratio",
-                              "bubble_time", "period", "bubble_fraction_steady", "peak_act_rank0",
+  const char* cols_sim[] = {"schedule",
+                            "P",
+                            "M",
+                            "v",
+                            "makespan",
+                            "idle_total",
+                            "bubble_fraction",
+                            "bubble_time",
+                            "period",
+                            "bubble_fraction_steady",
+                            "model_bubble_fraction",
+                            "peak_act_rank0",
+                            "p2p_messages"};
+  const char* cols_model[] = {"schedule",
+                              "P",
+                              "M",
+                              "v",
+                              "makespan",
+                              "bubble_fraction",
+                              "bubble_ratio",
+                              "bubble_time",
+                              "period",
+                              "bubble_fraction_steady",
+                              "peak_act_rank0",
                               "formula"};
   std::vector<std::string> cols;
   if (simulate_too)
@@ -276,14 +304,19 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
     const json& mm = simulate_too ? j["model"] : j;
     const bool ok = !mm.contains("applies") || mm["applies"].get<bool>();
     for (const auto& col : cols) {
-      if (col == "schedule") row.push_back(j["schedule"].get<std::string>());
-      else if (col == "formula") row.push_back(j["formula"].get<std::string>());
+      if (col == "schedule")
+        row.push_back(j["schedule"].get<std::string>());
+      else if (col == "formula")
+        row.push_back(j["formula"].get<std::string>());
       else if (col == "model_bubble_fraction")
-        row.push_back(j["model"]["applies"].get<bool>()
-                          ? fmt(j["model"][steady_first ? "bubble_fraction_steady" : "bubble_fraction"].get<double>())
-                          : "n/a");
+        row.push_back(
+            j["model"]["applies"].get<bool>()
+                ? fmt(j["model"][steady_first ? "bubble_fraction_steady" : "bubble_fraction"]
+                          .get<double>())
+                : "n/a");
       else if (col == "peak_act_rank0")
-        row.push_back(j["peak_activations"].empty() ? "n/a" : fmt(j["peak_activations"][0].get<double>()));
+        row.push_back(j["peak_activations"].empty() ? "n/a"
+                                                    : fmt(j["peak_activations"][0].get<double>()));
       else if (!ok && !simulate_too && col != "P" && col != "M" && col != "v")
         row.push_back("n/a");
       else
@@ -308,17 +341,20 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
     w[i] = cols[i].size();
     for (const auto& row : rows) w[i] = std::max(w[i], row[i].size());
   }
-  for (std::size_t i = 0; i < cols.size(); ++i) std::cout << std::left << std::setw(static_cast<int>(w[i] + 2)) << cols[i];
+  for (std::size_t i = 0; i < cols.size(); ++i)
+    std::cout << std::left << std::setw(static_cast<int>(w[i] + 2)) << cols[i];
   std::cout << "\n";
   for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) std::cout << std::left << std::setw(static_cast<int>(w[i] + 2)) << row[i];
+    for (std::size_t i = 0; i < row.size(); ++i)
+      std::cout << std::left << std::setw(static_cast<int>(w[i] + 2)) << row[i];
     std::cout << "\n";
   }
   for (const auto& j : out) {
     const json& mm = simulate_too ? j["model"] : j;
     if (!mm["applies"].get<bool>())
-      std::cout << "note: " << j["schedule"].get<std::string>() << " M=" << j["M"] << " v=" << j["v"]
-                << ": no closed form: " << mm["reason"].get<std::string>() << "\n";
+      std::cout << "note: " << j["schedule"].get<std::string>() << " M=" << j["M"]
+                << " v=" << j["v"] << ": no closed form: " << mm["reason"].get<std::string>()
+                << "\n";
   }
   return kExitOk;
 }
@@ -348,11 +384,13 @@ int cmd_validate(const Selection& sel, const std::string& csv) {
     s = lower(std::move(s));
   }
   std::cout << "ok: " << s.name << " P=" << s.P << " M=" << s.M << " v=" << s.v << ": " << compute
-            << " compute actions, " << (s.size() - compute) << " send/recv actions; dry run without deadlock\n";
+            << " compute actions, " << (s.size() - compute)
+            << " send/recv actions; dry run without deadlock\n";
   return kExitOk;
 }
 
-int cmd_show(const Selection& sel, const std::string& csv, bool lowered, const std::string& format) {
+int cmd_show(const Selection& sel, const std::string& csv, bool lowered,
+             const std::string& format) {
   Schedule s = load_one(sel, csv);
   validate_or_throw(s);
   if (lowered && !s.lowered) s = lower(std::move(s));
@@ -361,9 +399,10 @@ int cmd_show(const Selection& sel, const std::string& csv, bool lowered, const s
   } else if (format == "grid") {
     std::cout << format_grid(s, -1, 0, static_cast<std::size_t>(-1));
   } else {
-    std::cout << "# " << s.name << " P=" << s.P << " M=" << s.M << " v=" << s.v << " placement="
-              << placement_name(s) << (s.lowered ? " (lowered)" : "") << "\n";
-    for (int r = 0; r < s.P; ++r) std::cout << "rank " << r << ": " << format_actions(s.ranks[r]) << "\n";
+    std::cout << "# " << s.name << " P=" << s.P << " M=" << s.M << " v=" << s.v
+              << " placement=" << placement_name(s) << (s.lowered ? " (lowered)" : "") << "\n";
+    for (int r = 0; r < s.P; ++r)
+      std::cout << "rank " << r << ": " << format_actions(s.ranks[r]) << "\n";
   }
   return kExitOk;
 }
@@ -374,12 +413,15 @@ int cli_main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "run") return run_main(argc, argv);
   CLI::App app{"bubblebench: pipeline-parallel schedules, simulated, modelled and run end to end"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("bubblebench ") + BB_VERSION + " (" + BB_GIT_SHA + ")");
+  app.set_version_flag("--version",
+                       std::string("bubblebench ") + BB_VERSION + " (" + BB_GIT_SHA + ")");
 
   Selection sim_sel, model_sel, val_sel, show_sel;
-  auto* sim = app.add_subcommand("sim", "Timed simulation of schedules (with the closed forms beside)");
+  auto* sim =
+      app.add_subcommand("sim", "Timed simulation of schedules (with the closed forms beside)");
   add_selection(sim, sim_sel, true, true);
-  sim->add_option("--timeline", sim_sel.timeline, "Write a Chrome-trace JSON of the simulated step");
+  sim->add_option("--timeline", sim_sel.timeline,
+                  "Write a Chrome-trace JSON of the simulated step");
   auto* model = app.add_subcommand("model", "Closed-form bubble models only");
   add_selection(model, model_sel, true, true);
   std::string val_csv, show_csv, show_format = "text";

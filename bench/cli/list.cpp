@@ -22,7 +22,8 @@ long to_long(std::string_view s, std::string_view what, std::string_view whole) 
   auto [p, ec] = std::from_chars(s.data(), end, v);
   if (s.empty() || ec != std::errc() || p != end)
     fail(what, whole, "is not a list of positive integers (e.g. 4,8,16 or 4:64:x2 or 2:8:2)");
-  if (v <= 0 || v > kMaxValue) fail(what, whole, "has a value out of range (1.." + std::to_string(kMaxValue) + ")");
+  if (v <= 0 || v > kMaxValue)
+    fail(what, whole, "has a value out of range (1.." + std::to_string(kMaxValue) + ")");
   return v;
 }
 
@@ -88,10 +89,12 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
     const char* s;
     double f;
   };
-  for (const Suffix& sx : {Suffix{"ms", 1e-3}, Suffix{"us", 1e-6}, Suffix{"ns", 1e-9}, Suffix{"s", 1.0}}) {
+  for (const Suffix& sx :
+       {Suffix{"ms", 1e-3}, Suffix{"us", 1e-6}, Suffix{"ns", 1e-9}, Suffix{"s", 1.0}}) {
     const std::string_view sv(sx.s);
     if (num.size() > sv.size() && num.substr(num.size() - sv.size()) == sv) {
-      if (!suffix_means_seconds) fail(what, text, "takes a plain number here (simulated time units)");
+      if (!suffix_means_seconds)
+        fail(what, text, "takes a plain number here (simulated time units)");
       num.remove_suffix(sv.size());
       scale = sx.f;
       break;
@@ -99,7 +102,8 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
   }
   double v = 0;
   auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
-  if (num.empty() || ec != std::errc() || p != num.data() + num.size() || !std::isfinite(v) || v < 0)
+  if (num.empty() || ec != std::errc() || p != num.data() + num.size() || !std::isfinite(v) ||
+      v < 0)
     fail(what, text, "is not a non-negative number (e.g. 1.5, or 2ms)");
   return v * scale;
 }

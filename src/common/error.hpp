@@ -6,7 +6,13 @@
 
 namespace bb {
 
-enum ExitCode : int { kExitOk = 0, kExitCheckFailed = 1, kExitConfig = 2, kExitTimeout = 3, kExitIo = 4 };
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitCheckFailed = 1,
+  kExitConfig = 2,
+  kExitTimeout = 3,
+  kExitIo = 4
+};
 
 // A configuration a schedule or command does not accept: one line, exit code 2.
 struct ConfigError : std::runtime_error {

@@ -6,7 +6,9 @@
 namespace bb {
 namespace {
 
-bool close(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(a)); }
+bool close(double a, double b) {
+  return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(a));
+}
 
 void set_times(ModelResult& r, const ModelInput& in, double single_bt, double steady_bt) {
   r.applies = true;
@@ -46,15 +48,17 @@ ModelResult closed_form(const ModelInput& in) {
   if (s == "gpipe" || s == "1f1b") {
     r.formula = "(P-1)*(F+B+W)";
     r.conditions = "always (fraction (P-1)/(M+P-1))";
-    r.source = s == "gpipe" ? "Huang et al. 2019 (GPipe)" : "Narayanan et al. 2019 (PipeDream-Flush)";
+    r.source =
+        s == "gpipe" ? "Huang et al. 2019 (GPipe)" : "Narayanan et al. 2019 (PipeDream-Flush)";
     set_times(r, in, (P - 1) * (F + B + W), (P - 1) * (F + B + W));
     if (s == "gpipe") {
       r.peak_activations.assign(P, M);
       r.peak_formula = "M";
     } else {
-      r.peak_activations = per_rank(P, [](int rk, const ModelInput& i) {
-        return static_cast<double>(std::min(i.P - rk, i.M));
-      }, in);
+      r.peak_activations = per_rank(
+          P,
+          [](int rk, const ModelInput& i) { return static_cast<double>(std::min(i.P - rk, i.M)); },
+          in);
       r.peak_formula = "min(P-s, M)";
     }
     return r;
@@ -63,10 +67,13 @@ ModelResult closed_form(const ModelInput& in) {
     r.formula = "(P-1)*(F+B+W)/v";
     r.conditions = "v >= 2 and M a multiple of P (fraction (P-1)/(v*M+P-1))";
     r.source = "Narayanan et al. 2021 (Megatron-LM)";
-    r.peak_activations = per_rank(P, [](int rk, const ModelInput& i) {
-      const int warm = (i.P - rk - 1) * 2 + (i.v - 1) * i.P;
-      return std::min(warm + 1, i.M * i.v) / static_cast<double>(i.v);
-    }, in);
+    r.peak_activations = per_rank(
+        P,
+        [](int rk, const ModelInput& i) {
+          const int warm = (i.P - rk - 1) * 2 + (i.v - 1) * i.P;
+          return std::min(warm + 1, i.M * i.v) / static_cast<double>(i.v);
+        },
+        in);
     r.peak_formula = "min((P-s-1)*2 + (v-1)*P + 1, v*M)/v  (rank 0: P + (P-1)/v)";
     if (v < 2) return refuse("interleaved needs v >= 2");
     if (M % P != 0) return refuse("interleaved's closed form needs M a multiple of P");
@@ -116,10 +123,12 @@ ModelResult closed_form(const ModelInput& in) {
     if (M < 2 * P) return refuse(s + "'s closed form needs M >= 2P");
     if (!(close(F, B) && close(B, W))) return refuse(s + "'s closed form needs F = B = W");
     if (!close(FB, F + B + W))
-      return refuse(s + "'s closed form is exact only without overlap gain (FB = F+B+W); "
-                        "with a gain the ranks' work differs and the form gives T minus the "
-                        "least-busy rank's work");
-    const double bt = vshape ? (P - 1) * (FB + B + W - 3 * W) / 2 : (P / 2 - 1) * (FB + B + W - 3 * W);
+      return refuse(s +
+                    "'s closed form is exact only without overlap gain (FB = F+B+W); "
+                    "with a gain the ranks' work differs and the form gives T minus the "
+                    "least-busy rank's work");
+    const double bt =
+        vshape ? (P - 1) * (FB + B + W - 3 * W) / 2 : (P / 2 - 1) * (FB + B + W - 3 * W);
     set_times(r, in, bt, bt);
     return r;
   }

@@ -25,9 +25,9 @@ struct ModelResult {
   std::string formula;     // bubble_time, as published
   std::string conditions;  // when the formula is exact
   std::string source;
-  double t_ideal = 0;      // M*(F+B+W)
-  BubbleMetrics single;    // one step
-  BubbleMetrics steady;    // steady state
+  double t_ideal = 0;    // M*(F+B+W)
+  BubbleMetrics single;  // one step
+  BubbleMetrics steady;  // steady state
   // Peak live activations per rank in micro-batch-stage units; empty when unknown.
   std::vector<double> peak_activations;
   std::string peak_formula;

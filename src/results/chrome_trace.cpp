@@ -12,20 +12,29 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceSlice>& 
   nlohmann::json events = nlohmann::json::array();
   static const char* kThreads[] = {"compute", "comm", "wait"};
   for (int p = 0; p < num_processes; ++p) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", p},
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", p},
                       {"args", {{"name", "rank " + std::to_string(p)}}}});
-    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", p},
-                      {"args", {{"sort_index", p}}}});
+    events.push_back(
+        {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", p}, {"args", {{"sort_index", p}}}});
     for (int t = 0; t < 3; ++t)
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", p}, {"tid", t},
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", p},
+                        {"tid", t},
                         {"args", {{"name", kThreads[t]}}}});
   }
   for (const auto& s : slices)
-    events.push_back({{"name", s.name}, {"cat", s.cat}, {"ph", "X"}, {"pid", s.pid},
-                      {"tid", s.tid}, {"ts", s.start_us}, {"dur", s.dur_us}});
-  nlohmann::json doc = {{"traceEvents", events},
-                        {"displayTimeUnit", "ms"},
-                        {"otherData", {{"title", title}}}};
+    events.push_back({{"name", s.name},
+                      {"cat", s.cat},
+                      {"ph", "X"},
+                      {"pid", s.pid},
+                      {"tid", s.tid},
+                      {"ts", s.start_us},
+                      {"dur", s.dur_us}});
+  nlohmann::json doc = {
+      {"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"title", title}}}};
   std::ofstream f(path);
   if (!f) throw IoError("cannot write trace '" + path + "'");
   f << doc.dump() << "\n";

@@ -8,10 +8,10 @@
 namespace bb {
 
 struct TraceSlice {
-  int pid = 0;          // rank
-  int tid = 0;          // 0 compute, 1 communication, 2 waiting
-  std::string name;     // e.g. "0F3"
-  std::string cat;      // F, B, W, BW, FB, wait, send, recv
+  int pid = 0;       // rank
+  int tid = 0;       // 0 compute, 1 communication, 2 waiting
+  std::string name;  // e.g. "0F3"
+  std::string cat;   // F, B, W, BW, FB, wait, send, recv
   double start_us = 0;
   double dur_us = 0;
 };

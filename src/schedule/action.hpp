@@ -12,12 +12,22 @@ namespace bb {
 // weights. BW: B then W as one action. SEND_*/RECV_*: added by lowering.
 enum class Op : std::uint8_t { F, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B };
 
-constexpr bool is_compute(Op op) { return op <= Op::BW; }
-constexpr bool is_comm(Op op) { return op >= Op::SEND_F; }
-constexpr bool is_send(Op op) { return op == Op::SEND_F || op == Op::SEND_B; }
-constexpr bool is_recv(Op op) { return op == Op::RECV_F || op == Op::RECV_B; }
+constexpr bool is_compute(Op op) {
+  return op <= Op::BW;
+}
+constexpr bool is_comm(Op op) {
+  return op >= Op::SEND_F;
+}
+constexpr bool is_send(Op op) {
+  return op == Op::SEND_F || op == Op::SEND_B;
+}
+constexpr bool is_recv(Op op) {
+  return op == Op::RECV_F || op == Op::RECV_B;
+}
 // Forward-direction traffic (activations) vs backward (gradients).
-constexpr bool is_forward_comm(Op op) { return op == Op::SEND_F || op == Op::RECV_F; }
+constexpr bool is_forward_comm(Op op) {
+  return op == Op::SEND_F || op == Op::RECV_F;
+}
 
 std::string_view op_name(Op op);
 

@@ -13,7 +13,9 @@ namespace {
 // Unit costs: F = B = W = 1. Float is exact for the integer times this produces.
 using UnitTime = float;
 
-UnitTime unit_cost(const Action& a) { return a.op == Op::BW ? 2.0f : 1.0f; }
+UnitTime unit_cost(const Action& a) {
+  return a.op == Op::BW ? 2.0f : 1.0f;
+}
 
 struct UnitPolicy {
   UnitTime cost(int, const Action* a, std::size_t n) const {
@@ -119,10 +121,12 @@ class RankLowering {
   void add_send(const Action& a, UnitTime end, std::vector<Msg>* sends) const {
     const Route& rt = s_.routes[a.mb];
     if (a.op == Op::F && a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_)
-      sends->push_back({end, r_, 0, a.chunk, a.mb, make_action(Op::SEND_F, a.chunk, static_cast<int>(a.mb))});
+      sends->push_back(
+          {end, r_, 0, a.chunk, a.mb, make_action(Op::SEND_F, a.chunk, static_cast<int>(a.mb))});
     else if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first &&
              s_.chunk_rank[a.chunk - 1] != r_)
-      sends->push_back({end, r_, 1, a.chunk, a.mb, make_action(Op::SEND_B, a.chunk, static_cast<int>(a.mb))});
+      sends->push_back(
+          {end, r_, 1, a.chunk, a.mb, make_action(Op::SEND_B, a.chunk, static_cast<int>(a.mb))});
   }
 
   const Schedule& s_;
@@ -141,9 +145,9 @@ Schedule lower(Schedule s) {
   UnitPolicy pol;
   DataflowEngine<UnitTime, UnitPolicy> engine(s, pol, 1);
   if (!engine.run())
-    throw ScheduleError("schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" +
-                        std::to_string(s.M) + ") deadlocks: the ranks' orders form a cyclic wait\n" +
-                        engine.stuck_report());
+    throw ScheduleError(
+        "schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
+        ") deadlocks: the ranks' orders form a cyclic wait\n" + engine.stuck_report());
   std::vector<UnitTime> ftime, btime;
   engine.take_arrivals(&ftime, &btime);
   // Rank r's lowering reads only rank r's list, so each lowered list replaces its compute
@@ -157,7 +161,8 @@ Schedule lower(Schedule s) {
   std::vector<UnitTime>().swap(btime);
   s.lowered = true;
   DryRunResult dr = dry_run(s);
-  if (!dr.ok) throw ScheduleError("lowering of '" + s.name + "' failed its dry run:\n" + dr.message);
+  if (!dr.ok)
+    throw ScheduleError("lowering of '" + s.name + "' failed its dry run:\n" + dr.message);
   return s;
 }
 
@@ -185,16 +190,16 @@ DryRunResult dry_run(const Schedule& s) {
   // Peer of a comm action on rank r.
   auto peer = [&](const Action& a) {
     return (a.op == Op::SEND_F || a.op == Op::RECV_B) ? s.next_rank(a.chunk, a.mb)
-                                                       : s.prev_rank(a.chunk, a.mb);
+                                                      : s.prev_rank(a.chunk, a.mb);
   };
   auto compute_ready = [&](const Action& a) {
     const Route& rt = s.routes[a.mb];
     if (a.op == Op::F && a.chunk > rt.first)
       return s.chunk_rank[a.chunk - 1] == s.chunk_rank[a.chunk] ? (at(a.chunk - 1, a.mb) & kF) != 0
-                                                                 : (at(a.chunk, a.mb) & kRecvF) != 0;
+                                                                : (at(a.chunk, a.mb) & kRecvF) != 0;
     if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
       return s.chunk_rank[a.chunk + 1] == s.chunk_rank[a.chunk] ? (at(a.chunk + 1, a.mb) & kB) != 0
-                                                                 : (at(a.chunk, a.mb) & kRecvB) != 0;
+                                                                : (at(a.chunk, a.mb) & kRecvB) != 0;
     return true;
   };
   std::vector<int> queue;

@@ -4,13 +4,14 @@
 namespace bb {
 
 const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names = {"naive", "gpipe", "1f1b",     "interleaved",
-                                                 "zb-h1", "zb-h2", "zb-v",     "dualpipe",
-                                                 "dualpipev"};
+  static const std::vector<std::string> names = {
+      "naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev"};
   return names;
 }
 
-bool schedule_takes_v(const std::string& name) { return name == "interleaved"; }
+bool schedule_takes_v(const std::string& name) {
+  return name == "interleaved";
+}
 
 Schedule generate(const std::string& name, const ScheduleParams& p) {
   if (name == "naive") return generate_naive(p);

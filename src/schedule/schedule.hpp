@@ -19,15 +19,15 @@ struct Route {
 };
 
 struct Schedule {
-  std::string name;         // generator name, e.g. "1f1b", or "csv"
-  int P = 1;                // pipeline ranks
-  int M = 1;                // micro-batches per step
-  int v = 1;                // chunks per rank
-  std::vector<int> chunk_rank;        // chunk -> rank, size C
-  std::vector<int> chunk_stage;       // chunk -> model stage it holds (DualPipe: 2 copies)
-  std::vector<Route> routes;          // micro-batch -> chunks it visits, size M
+  std::string name;                        // generator name, e.g. "1f1b", or "csv"
+  int P = 1;                               // pipeline ranks
+  int M = 1;                               // micro-batches per step
+  int v = 1;                               // chunks per rank
+  std::vector<int> chunk_rank;             // chunk -> rank, size C
+  std::vector<int> chunk_stage;            // chunk -> model stage it holds (DualPipe: 2 copies)
+  std::vector<Route> routes;               // micro-batch -> chunks it visits, size M
   std::vector<std::vector<Action>> ranks;  // per rank, in execution order
-  bool lowered = false;     // SEND/RECV actions present
+  bool lowered = false;                    // SEND/RECV actions present
 
   int num_chunks() const { return static_cast<int>(chunk_rank.size()); }
   // Stage-equivalents of one chunk for one micro-batch (1/v for looped placements, 1/2 for

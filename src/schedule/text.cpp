@@ -171,7 +171,8 @@ Schedule load_csv(std::istream& in) {
       l.remove_prefix(1);
       l = trim(l);
       const auto eq = l.find('=');
-      if (eq != l.npos) meta[std::string(trim(l.substr(0, eq)))] = std::string(trim(l.substr(eq + 1)));
+      if (eq != l.npos)
+        meta[std::string(trim(l.substr(0, eq)))] = std::string(trim(l.substr(eq + 1)));
       continue;
     }
     try {
@@ -261,7 +262,8 @@ std::string format_grid(const Schedule& s, int mark_rank, std::size_t mark_step,
   }
   std::size_t width = 4;
   for (const auto& row : cells)
-    for (std::size_t c = lo; c < std::min(hi, row.size()); ++c) width = std::max(width, row[c].size());
+    for (std::size_t c = lo; c < std::min(hi, row.size()); ++c)
+      width = std::max(width, row[c].size());
   std::ostringstream os;
   os << "step    ";
   for (std::size_t c = lo; c < hi; ++c) {

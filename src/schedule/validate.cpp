@@ -46,16 +46,19 @@ class Checker {
     const int C = s_.num_chunks();
     if (s_.P < 1 || s_.M < 1) add(-1, 0, "P and M must be positive");
     if (static_cast<int>(s_.ranks.size()) != s_.P)
-      add(-1, 0, "there are " + std::to_string(s_.ranks.size()) + " rank lists for P=" +
-                     std::to_string(s_.P));
+      add(-1, 0,
+          "there are " + std::to_string(s_.ranks.size()) +
+              " rank lists for P=" + std::to_string(s_.P));
     if (static_cast<int>(s_.chunk_stage.size()) != C) add(-1, 0, "chunk_stage size differs");
     if (static_cast<int>(s_.routes.size()) != s_.M)
-      add(-1, 0, "there are " + std::to_string(s_.routes.size()) + " routes for M=" +
-                     std::to_string(s_.M));
+      add(-1, 0,
+          "there are " + std::to_string(s_.routes.size()) +
+              " routes for M=" + std::to_string(s_.M));
     for (int c = 0; c < C; ++c)
       if (s_.chunk_rank[c] < 0 || s_.chunk_rank[c] >= s_.P)
-        add(-1, 0, "chunk " + std::to_string(c) + " is placed on a rank outside 0.." +
-                       std::to_string(s_.P - 1));
+        add(-1, 0,
+            "chunk " + std::to_string(c) + " is placed on a rank outside 0.." +
+                std::to_string(s_.P - 1));
     for (const Route& rt : s_.routes)
       if (rt.first < 0 || rt.last >= C || rt.first > rt.last) {
         add(-1, 0, "a micro-batch route leaves the chunk range");
@@ -73,19 +76,22 @@ class Checker {
     for (std::size_t i = 0; i < acts.size(); ++i) {
       const Action& a = acts[i];
       if (a.chunk >= s_.num_chunks() || a.mb >= static_cast<std::uint32_t>(s_.M)) {
-        add(r, i, to_string(a) + ": chunk or micro-batch out of range (C=" +
-                      std::to_string(s_.num_chunks()) + ", M=" + std::to_string(s_.M) + ")");
+        add(r, i,
+            to_string(a) + ": chunk or micro-batch out of range (C=" +
+                std::to_string(s_.num_chunks()) + ", M=" + std::to_string(s_.M) + ")");
         continue;
       }
       if (s_.chunk_rank[a.chunk] != r) {
-        add(r, i, to_string(a) + ": chunk " + std::to_string(a.chunk) + " lives on rank " +
-                      std::to_string(s_.chunk_rank[a.chunk]) + ", not rank " + std::to_string(r));
+        add(r, i,
+            to_string(a) + ": chunk " + std::to_string(a.chunk) + " lives on rank " +
+                std::to_string(s_.chunk_rank[a.chunk]) + ", not rank " + std::to_string(r));
         continue;
       }
       const Route& rt = s_.routes[a.mb];
       if (a.chunk < rt.first || a.chunk > rt.last) {
-        add(r, i, to_string(a) + ": micro-batch " + std::to_string(a.mb) +
-                      " does not visit chunk " + std::to_string(a.chunk));
+        add(r, i,
+            to_string(a) + ": micro-batch " + std::to_string(a.mb) + " does not visit chunk " +
+                std::to_string(a.chunk));
         continue;
       }
       if (a.overlap_next()) {
@@ -118,19 +124,20 @@ class Checker {
       case Op::F:
         if (dup(kF)) return;
         if (s_.lowered && remote_in && !(b & kRecvF))
-          add(r, i, to_string(a) + ": F needs RECV_F of " + where(a) + " from rank " +
-                        std::to_string(prev) + " before it");
+          add(r, i,
+              to_string(a) + ": F needs RECV_F of " + where(a) + " from rank " +
+                  std::to_string(prev) + " before it");
         b |= kF;
         break;
       case Op::B:
       case Op::BW:
         if (dup(kB)) return;
         if (a.op == Op::BW && dup(kW)) return;
-        if (!(b & kF))
-          add(r, i, to_string(a) + ": backward before forward of " + where(a));
+        if (!(b & kF)) add(r, i, to_string(a) + ": backward before forward of " + where(a));
         if (s_.lowered && remote_grad && !(b & kRecvB))
-          add(r, i, to_string(a) + ": backward needs RECV_B of " + where(a) + " from rank " +
-                        std::to_string(next) + " before it");
+          add(r, i,
+              to_string(a) + ": backward needs RECV_B of " + where(a) + " from rank " +
+                  std::to_string(next) + " before it");
         b |= kB;
         if (a.op == Op::BW) b |= kW;
         break;
@@ -142,31 +149,35 @@ class Checker {
       case Op::SEND_F:
         if (dup(kSendF)) return;
         if (!remote_grad)
-          add(r, i, to_string(a) + ": nothing to send: the next chunk is " +
-                        (next < 0 ? std::string("absent") : "on this rank"));
+          add(r, i,
+              to_string(a) + ": nothing to send: the next chunk is " +
+                  (next < 0 ? std::string("absent") : "on this rank"));
         if (!(b & kF)) add(r, i, to_string(a) + ": SEND_F before the F it sends");
         b |= kSendF;
         break;
       case Op::RECV_F:
         if (dup(kRecvF)) return;
         if (!remote_in)
-          add(r, i, to_string(a) + ": nothing to receive: the previous chunk is " +
-                        (prev < 0 ? std::string("absent") : "on this rank"));
+          add(r, i,
+              to_string(a) + ": nothing to receive: the previous chunk is " +
+                  (prev < 0 ? std::string("absent") : "on this rank"));
         b |= kRecvF;
         break;
       case Op::SEND_B:
         if (dup(kSendB)) return;
         if (!remote_in)
-          add(r, i, to_string(a) + ": nothing to send: the previous chunk is " +
-                        (prev < 0 ? std::string("absent") : "on this rank"));
+          add(r, i,
+              to_string(a) + ": nothing to send: the previous chunk is " +
+                  (prev < 0 ? std::string("absent") : "on this rank"));
         if (!(b & kB)) add(r, i, to_string(a) + ": SEND_B before the B it sends");
         b |= kSendB;
         break;
       case Op::RECV_B:
         if (dup(kRecvB)) return;
         if (!remote_grad)
-          add(r, i, to_string(a) + ": nothing to receive: the next chunk is " +
-                        (next < 0 ? std::string("absent") : "on this rank"));
+          add(r, i,
+              to_string(a) + ": nothing to receive: the next chunk is " +
+                  (next < 0 ? std::string("absent") : "on this rank"));
         b |= kRecvB;
         break;
     }
@@ -188,8 +199,9 @@ class Checker {
                               " (rank " + std::to_string(r) + ")";
         const auto missing = [&](std::uint8_t bit, const char* what, const char* dir, int peer) {
           if ((want & bit) && !(b & bit))
-            add(-1, 0, std::string("missing ") + what + " of " + w + dir +
-                           (peer >= 0 ? std::to_string(peer) : std::string()));
+            add(-1, 0,
+                std::string("missing ") + what + " of " + w + dir +
+                    (peer >= 0 ? std::to_string(peer) : std::string()));
         };
         missing(kF, "F", "", -1);
         missing(kB, "B", "", -1);
@@ -215,8 +227,10 @@ std::string ValidationReport::describe(const Schedule& s) const {
   os << "schedule '" << s.name << "' (P=" << s.P << ", M=" << s.M << ", v=" << s.v
      << ") is invalid: " << total << " problem" << (total == 1 ? "" : "s") << "\n";
   for (const auto& is : issues) {
-    if (is.rank >= 0) os << "  rank " << is.rank << " step " << is.step << ": ";
-    else os << "  ";
+    if (is.rank >= 0)
+      os << "  rank " << is.rank << " step " << is.step << ": ";
+    else
+      os << "  ";
     os << is.message << "\n";
   }
   if (total > issues.size()) os << "  ... and " << (total - issues.size()) << " more\n";

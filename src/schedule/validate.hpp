@@ -10,8 +10,8 @@
 namespace bb {
 
 struct ValidationIssue {
-  int rank = -1;          // -1: not tied to one action
-  std::size_t step = 0;   // index in the rank's action list
+  int rank = -1;         // -1: not tied to one action
+  std::size_t step = 0;  // index in the rank's action list
   std::string message;
 };
 

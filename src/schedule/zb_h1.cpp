@@ -10,7 +10,8 @@ namespace bb {
 Schedule generate_zb_h1(const ScheduleParams& p) {
   if (p.P < 1 || p.M < 1) throw ConfigError("zb-h1: P and M must be >= 1");
   const int P = p.P;
-  return zero_bubble_greedy("zb-h1", P, p.M, [P](int r) { return P - r - 1; }, P);
+  return zero_bubble_greedy(
+      "zb-h1", P, p.M, [P](int r) { return P - r - 1; }, P);
 }
 
 }  // namespace bb

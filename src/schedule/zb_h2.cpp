@@ -10,7 +10,8 @@ namespace bb {
 Schedule generate_zb_h2(const ScheduleParams& p) {
   if (p.P < 1 || p.M < 1) throw ConfigError("zb-h2: P and M must be >= 1");
   const int P = p.P;
-  return zero_bubble_greedy("zb-h2", P, p.M, [P](int r) { return 2 * (P - r) - 2; }, 2 * P - 1);
+  return zero_bubble_greedy(
+      "zb-h2", P, p.M, [P](int r) { return 2 * (P - r) - 2; }, 2 * P - 1);
 }
 
 }  // namespace bb

@@ -60,7 +60,10 @@ class CostModel {
 
 struct Recorder : CostModel {
   Recorder(const Schedule& s, const SimConfig& cfg, int P, bool keep)
-      : CostModel(s, cfg), stats(P), step_end(static_cast<std::size_t>(cfg.steps), 0.0), keep(keep) {
+      : CostModel(s, cfg),
+        stats(P),
+        step_end(static_cast<std::size_t>(cfg.steps), 0.0),
+        keep(keep) {
     for (auto& st : stats) st.first_start = -1;
     set_gap(cfg.optimizer_time);
   }

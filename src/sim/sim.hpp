@@ -17,13 +17,13 @@ struct SimConfig {
   std::vector<double> t_f{1.0}, t_b{2.0}, t_w{0.0};
   // Time of one overlapped F & B pair of a stage (DualPipe); < 0: F + the backward's time.
   double t_fb = -1;
-  double latency = 0;         // seconds (units) per message
-  double bandwidth = 0;       // bytes per unit time; 0: infinite
-  double msg_bytes = 0;       // bytes of one activation / gradient message
-  double act_bytes = 0;       // bytes kept for backward by one micro-batch of one stage
-  double optimizer_time = 0;  // between steps, per rank
-  int steps = 4;              // back-to-back steps for the steady-state period (>= 2)
-  bool record_events = false; // keep the single-step timeline
+  double latency = 0;          // seconds (units) per message
+  double bandwidth = 0;        // bytes per unit time; 0: infinite
+  double msg_bytes = 0;        // bytes of one activation / gradient message
+  double act_bytes = 0;        // bytes kept for backward by one micro-batch of one stage
+  double optimizer_time = 0;   // between steps, per rank
+  int steps = 4;               // back-to-back steps for the steady-state period (>= 2)
+  bool record_events = false;  // keep the single-step timeline
 };
 
 struct SimEvent {
@@ -41,10 +41,10 @@ struct RankStats {
 };
 
 struct SimResult {
-  double t_ideal = 0;       // M*(F+B+W) (uniform) or the busiest rank's work (per-chunk)
+  double t_ideal = 0;  // M*(F+B+W) (uniform) or the busiest rank's work (per-chunk)
   double busy_sum = 0;
-  BubbleMetrics single;     // one step on its own: span = makespan
-  BubbleMetrics steady;     // back-to-back steps: span = period
+  BubbleMetrics single;  // one step on its own: span = makespan
+  BubbleMetrics steady;  // back-to-back steps: span = period
   std::vector<RankStats> ranks;
   std::size_t p2p_messages = 0;  // per step
   std::vector<SimEvent> events;  // single step, when asked

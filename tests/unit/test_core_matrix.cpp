@@ -36,11 +36,15 @@ bool accepts(const std::string& name, int P, int M, int v) {
   return true;
 }
 
-void expect_metrics_eq(const BubbleMetrics& sim, const BubbleMetrics& model, const std::string& what) {
-  auto eq = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(a)); };
-  EXPECT_TRUE(eq(sim.span, model.span)) << what << ": span sim " << sim.span << " model " << model.span;
-  EXPECT_TRUE(eq(sim.idle_total, model.idle_total)) << what << ": idle_total sim " << sim.idle_total
-                                                     << " model " << model.idle_total;
+void expect_metrics_eq(const BubbleMetrics& sim, const BubbleMetrics& model,
+                       const std::string& what) {
+  auto eq = [](double a, double b) {
+    return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(a));
+  };
+  EXPECT_TRUE(eq(sim.span, model.span))
+      << what << ": span sim " << sim.span << " model " << model.span;
+  EXPECT_TRUE(eq(sim.idle_total, model.idle_total))
+      << what << ": idle_total sim " << sim.idle_total << " model " << model.idle_total;
   EXPECT_TRUE(eq(sim.bubble_fraction, model.bubble_fraction)) << what;
   EXPECT_TRUE(eq(sim.bubble_ratio, model.bubble_ratio)) << what;
   EXPECT_TRUE(eq(sim.bubble_time, model.bubble_time)) << what;

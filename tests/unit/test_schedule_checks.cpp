@@ -16,7 +16,9 @@
 namespace bb {
 namespace {
 
-std::string describe(const Schedule& s) { return validate(s).describe(s); }
+std::string describe(const Schedule& s) {
+  return validate(s).describe(s);
+}
 
 std::size_t find_action(const std::vector<Action>& v, Op op, int chunk, int mb) {
   for (std::size_t i = 0; i < v.size(); ++i)
@@ -61,7 +63,8 @@ TEST(Corrupt, RecvWithoutSend) {
   auto& r0 = s.ranks[0];
   r0.erase(r0.begin() + static_cast<std::ptrdiff_t>(find_action(r0, Op::SEND_F, 0, 1)));
   const std::string msg = describe(s);
-  EXPECT_NE(msg.find("missing SEND_F of chunk 0 micro-batch 1 (rank 0) to rank 1"), std::string::npos)
+  EXPECT_NE(msg.find("missing SEND_F of chunk 0 micro-batch 1 (rank 0) to rank 1"),
+            std::string::npos)
       << msg;
   // In-order matching per peer pair would now pair micro-batch 2's send with 1's receive.
   const DryRunResult dr = dry_run(s);
@@ -83,11 +86,14 @@ TEST(Corrupt, CyclicWaitInComputeOrder) {
   } catch (const ScheduleError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("cyclic wait"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("rank 0 step 1 waits at 0BW0 for the gradient of chunk 1 micro-batch 0 from rank 1"),
-              std::string::npos)
+    EXPECT_NE(
+        msg.find(
+            "rank 0 step 1 waits at 0BW0 for the gradient of chunk 1 micro-batch 0 from rank 1"),
+        std::string::npos)
         << msg;
-    EXPECT_NE(msg.find("rank 1 step 0 waits at 1F1 for the forward output of chunk 0 micro-batch 1"),
-              std::string::npos)
+    EXPECT_NE(
+        msg.find("rank 1 step 0 waits at 1F1 for the forward output of chunk 0 micro-batch 1"),
+        std::string::npos)
         << msg;
   }
   EXPECT_THROW(simulate(s, SimConfig{}), ScheduleError);
@@ -117,7 +123,8 @@ TEST(Corrupt, CommOrderMismatchAndCommDeadlock) {
   ASSERT_TRUE(validate(t).ok()) << describe(t);
   dr = dry_run(t);
   EXPECT_FALSE(dr.ok);
-  EXPECT_NE(dr.message.find("deadlock: no rank can make progress"), std::string::npos) << dr.message;
+  EXPECT_NE(dr.message.find("deadlock: no rank can make progress"), std::string::npos)
+      << dr.message;
   EXPECT_NE(dr.message.find("comm waits at 0RECV_B0 (step 0) from rank 1"), std::string::npos)
       << dr.message;
   EXPECT_NE(dr.message.find("comm waits at 1RECV_F0 (step 0) from rank 0"), std::string::npos)
@@ -129,7 +136,8 @@ TEST(Text, ParsesEveryKindAndRejectsGarbage) {
   ASSERT_EQ(acts.size(), 8u);
   EXPECT_EQ(format_actions(acts), "0F3,5B1,5W1,2BW0,(0F4;3BW1)FB,1SEND_F3,2RECV_B0");
   EXPECT_TRUE(acts[4].overlap_next());
-  for (const char* bad : {"F3", "0X3", "0F", "(0F1;1F2)FB", "(0F1;1B2", "99999999F1", "0F99999999999"}) {
+  for (const char* bad :
+       {"F3", "0X3", "0F", "(0F1;1F2)FB", "(0F1;1B2", "99999999F1", "0F99999999999"}) {
     try {
       parse_actions(bad);
       ADD_FAILURE() << bad << " parsed";
@@ -177,8 +185,8 @@ TEST(List, Syntax) {
   EXPECT_EQ(parse_int_list("4:64:x2", "-M"), (std::vector<int>{4, 8, 16, 32, 64}));
   EXPECT_EQ(parse_int_list("2:8:2", "-M"), (std::vector<int>{2, 4, 6, 8}));
   EXPECT_EQ(parse_int_list("1,4:16:x2,4", "-M"), (std::vector<int>{1, 4, 8, 16}));
-  for (const char* bad : {"", "0", "-1", "4:2:1", "4:64:x1", "a", "4,,8", "4:8", "1:2:3:4", "1.5",
-                          "99999999999"}) {
+  for (const char* bad :
+       {"", "0", "-1", "4:2:1", "4:64:x1", "a", "4,,8", "4:8", "1:2:3:4", "1.5", "99999999999"}) {
     try {
       parse_int_list(bad, "-M");
       ADD_FAILURE() << "'" << bad << "' parsed";
