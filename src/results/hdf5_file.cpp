@@ -1,0 +1,398 @@
+#include "results/hdf5_file.hpp"
+
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.hpp"
+
+namespace bb {
+namespace {
+
+// Owns an HDF5 identifier.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void quiet_hdf5() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+[[noreturn]] void io_fail(const std::string& path, const std::string& what) {
+  throw IoError(path + ": " + what);
+}
+
+void check(herr_t rc, const std::string& path, const char* what) {
+  if (rc < 0) io_fail(path, std::string("HDF5 failed to ") + what);
+}
+
+hid_t vlen_string_type() {
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  return t;
+}
+
+void write_attr(hid_t obj, const std::string& name, const AttrValue& value,
+                const std::string& path) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  if (const auto* i = std::get_if<std::int64_t>(&value)) {
+    Handle a(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose);
+    check(a.ok() ? H5Awrite(a.get(), H5T_NATIVE_INT64, i) : -1, path, "write an attribute");
+  } else if (const auto* d = std::get_if<double>(&value)) {
+    Handle a(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose);
+    check(a.ok() ? H5Awrite(a.get(), H5T_NATIVE_DOUBLE, d) : -1, path, "write an attribute");
+  } else {
+    Handle t(vlen_string_type(), H5Tclose);
+    Handle a(H5Acreate2(obj, name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose);
+    const char* s = std::get<std::string>(value).c_str();
+    check(a.ok() ? H5Awrite(a.get(), t.get(), &s) : -1, path, "write an attribute");
+  }
+}
+
+bool read_attr(hid_t obj, const char* name, AttrValue* out) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  Handle t(H5Aget_type(a.get()), H5Tclose);
+  switch (H5Tget_class(t.get())) {
+    case H5T_INTEGER: {
+      std::int64_t v = 0;
+      if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return false;
+      *out = v;
+      return true;
+    }
+    case H5T_FLOAT: {
+      double v = 0;
+      if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) return false;
+      *out = v;
+      return true;
+    }
+    case H5T_STRING: {
+      Handle mt(vlen_string_type(), H5Tclose);
+      char* s = nullptr;
+      if (H5Aread(a.get(), mt.get(), &s) < 0) return false;
+      *out = std::string(s ? s : "");
+      H5free_memory(s);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+Attrs read_all_attrs(hid_t obj) {
+  Attrs out;
+  H5O_info_t info;
+  if (H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return out;
+  for (hsize_t i = 0; i < info.num_attrs; ++i) {
+    char name[256] = {0};
+    if (H5Aget_name_by_idx(obj, ".", H5_INDEX_CRT_ORDER, H5_ITER_INC, i, name, sizeof name,
+                           H5P_DEFAULT) < 0 &&
+        H5Aget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
+                           H5P_DEFAULT) < 0)
+      continue;
+    AttrValue v;
+    if (read_attr(obj, name, &v)) out.emplace_back(name, std::move(v));
+  }
+  return out;
+}
+
+// In-memory layouts of the compound datasets.
+struct EventMem {
+  std::uint32_t iter, rank, chunk, microbatch;
+  const char* kind;
+  double t_start_s, t_end_s;
+};
+struct RankMem {
+  std::uint32_t rank;
+  const char* host;
+  std::int32_t device;
+  double busy_s, wait_s, comm_s;
+  std::uint64_t peak_activation_bytes, peak_device_bytes, param_bytes;
+};
+
+hid_t event_type(hid_t str) {
+  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(EventMem));
+  H5Tinsert(t, "iter", HOFFSET(EventMem, iter), H5T_NATIVE_UINT32);
+  H5Tinsert(t, "rank", HOFFSET(EventMem, rank), H5T_NATIVE_UINT32);
+  H5Tinsert(t, "chunk", HOFFSET(EventMem, chunk), H5T_NATIVE_UINT32);
+  H5Tinsert(t, "microbatch", HOFFSET(EventMem, microbatch), H5T_NATIVE_UINT32);
+  H5Tinsert(t, "kind", HOFFSET(EventMem, kind), str);
+  H5Tinsert(t, "t_start_s", HOFFSET(EventMem, t_start_s), H5T_NATIVE_DOUBLE);
+  H5Tinsert(t, "t_end_s", HOFFSET(EventMem, t_end_s), H5T_NATIVE_DOUBLE);
+  return t;
+}
+
+hid_t rank_type(hid_t str) {
+  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(RankMem));
+  H5Tinsert(t, "rank", HOFFSET(RankMem, rank), H5T_NATIVE_UINT32);
+  H5Tinsert(t, "host", HOFFSET(RankMem, host), str);
+  H5Tinsert(t, "device", HOFFSET(RankMem, device), H5T_NATIVE_INT32);
+  H5Tinsert(t, "busy_s", HOFFSET(RankMem, busy_s), H5T_NATIVE_DOUBLE);
+  H5Tinsert(t, "wait_s", HOFFSET(RankMem, wait_s), H5T_NATIVE_DOUBLE);
+  H5Tinsert(t, "comm_s", HOFFSET(RankMem, comm_s), H5T_NATIVE_DOUBLE);
+  H5Tinsert(t, "peak_activation_bytes", HOFFSET(RankMem, peak_activation_bytes), H5T_NATIVE_UINT64);
+  H5Tinsert(t, "peak_device_bytes", HOFFSET(RankMem, peak_device_bytes), H5T_NATIVE_UINT64);
+  H5Tinsert(t, "param_bytes", HOFFSET(RankMem, param_bytes), H5T_NATIVE_UINT64);
+  return t;
+}
+
+// A 1-D dataset, chunked and compressed.
+void write_dataset(hid_t group, const char* name, hid_t type, const void* data, std::size_t n,
+                   const std::string& path) {
+  const hsize_t dims[1] = {n};
+  const hsize_t maxdims[1] = {H5S_UNLIMITED};
+  Handle space(H5Screate_simple(1, dims, maxdims), H5Sclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  const hsize_t chunk[1] = {std::clamp<hsize_t>(n, 1, 4096)};
+  H5Pset_chunk(dcpl.get(), 1, chunk);
+  H5Pset_shuffle(dcpl.get());
+  H5Pset_deflate(dcpl.get(), 4);
+  Handle ds(H5Dcreate2(group, name, type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+            H5Dclose);
+  if (!ds.ok()) io_fail(path, std::string("cannot create dataset ") + name);
+  if (n > 0)
+    check(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, "write a dataset");
+}
+
+std::size_t dataset_length(hid_t ds) {
+  Handle space(H5Dget_space(ds), H5Sclose);
+  hsize_t dims[1] = {0};
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  return static_cast<std::size_t>(dims[0]);
+}
+
+// Opens an existing results file, refusing what is not one of ours.
+hid_t open_existing(const std::string& path, unsigned flags) {
+  quiet_hdf5();
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    io_fail(path, "not a readable HDF5 file (truncated or corrupt?); refusing to touch it");
+  const hid_t f = H5Fopen(path.c_str(), flags, H5P_DEFAULT);
+  if (f < 0) io_fail(path, "cannot open the HDF5 file (truncated, corrupt or read-only?)");
+  return f;
+}
+
+bool group_is_complete(hid_t runs, const char* name) {
+  Handle g(H5Gopen2(runs, name, H5P_DEFAULT), H5Gclose);
+  AttrValue v;
+  return g.ok() && read_attr(g.get(), "status", &v) && std::holds_alternative<std::string>(v) &&
+         std::get<std::string>(v) == "complete";
+}
+
+std::vector<std::string> link_names(hid_t group) {
+  std::vector<std::string> names;
+  H5Literate(
+      group, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5L_info_t*, void* op) -> herr_t {
+        static_cast<std::vector<std::string>*>(op)->emplace_back(name);
+        return 0;
+      },
+      &names);
+  return names;
+}
+
+}  // namespace
+
+const AttrValue* find_attr(const Attrs& attrs, const std::string& name) {
+  for (const auto& [k, v] : attrs)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+std::string sanitize_key(const std::string& key) {
+  std::string out = key;
+  for (char& c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '=' ||
+          c == '-'))
+      c = '_';
+  if (!out.empty() && out[0] == '.') out[0] = '_';
+  return out;
+}
+
+ResultsFile::ResultsFile(std::string path, OpenMode mode, const Attrs& root_attrs)
+    : path_(std::move(path)) {
+  quiet_hdf5();
+  namespace fs = std::filesystem;
+  const fs::path p(path_);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw IoError(path_ + ": folder '" + dir.string() + "' does not exist");
+  if (access(dir.c_str(), W_OK) != 0)
+    throw IoError(path_ + ": folder '" + dir.string() + "' is not writable");
+  const bool exists = fs::exists(p, ec);
+  if (exists && mode == OpenMode::kCreate)
+    throw ConfigError("output file " + path_ +
+                      " exists: pass --resume to continue it or --force to replace it");
+  if (exists && mode == OpenMode::kResume) {
+    Handle f(open_existing(path_, H5F_ACC_RDWR), H5Fclose);
+    AttrValue v;
+    if (!read_attr(f.get(), "schema_version", &v) || !std::holds_alternative<std::int64_t>(v))
+      throw ConfigError(
+          path_ + " is not a bubblebench results file (no schema_version); refusing to resume it");
+    if (std::get<std::int64_t>(v) != kSchemaVersion)
+      throw ConfigError(path_ + " has schema_version " + std::to_string(std::get<std::int64_t>(v)) +
+                        ", this bubblebench writes " + std::to_string(kSchemaVersion) +
+                        "; refusing to resume it");
+    if (H5Lexists(f.get(), "runs", H5P_DEFAULT) > 0) {
+      Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
+      for (const auto& name : link_names(runs.get())) {
+        if (name.rfind(".partial-", 0) == 0)
+          H5Ldelete(runs.get(), name.c_str(), H5P_DEFAULT);  // a crash mid-write
+        else if (group_is_complete(runs.get(), name.c_str()))
+          complete_.insert(name);
+      }
+    }
+    check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
+    return;
+  }
+  Handle f(H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!f.ok()) io_fail(path_, "cannot create the file");
+  write_attr(f.get(), "schema_version", kSchemaVersion, path_);
+  for (const auto& [k, v] : root_attrs) write_attr(f.get(), k, v, path_);
+  Handle runs(H5Gcreate2(f.get(), "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!runs.ok()) io_fail(path_, "cannot create /runs");
+  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
+}
+
+void ResultsFile::write_run(const RunRecord& run) {
+  quiet_hdf5();
+  const std::string key = sanitize_key(run.key);
+  const std::string partial = ".partial-" + key;
+  Handle f(open_existing(path_, H5F_ACC_RDWR), H5Fclose);
+  Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
+  if (!runs.ok()) io_fail(path_, "no /runs group");
+  if (H5Lexists(runs.get(), partial.c_str(), H5P_DEFAULT) > 0)
+    H5Ldelete(runs.get(), partial.c_str(), H5P_DEFAULT);
+  if (H5Lexists(runs.get(), key.c_str(), H5P_DEFAULT) > 0)
+    H5Ldelete(runs.get(), key.c_str(), H5P_DEFAULT);
+  {
+    Handle g(H5Gcreate2(runs.get(), partial.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Gclose);
+    if (!g.ok()) io_fail(path_, "cannot create the run group");
+    for (const auto& [k, v] : run.attrs)
+      if (k != "status") write_attr(g.get(), k, v, path_);
+    write_dataset(g.get(), "step_time_s", H5T_NATIVE_DOUBLE, run.step_time_s.data(),
+                  run.step_time_s.size(), path_);
+    Handle str(vlen_string_type(), H5Tclose);
+    {
+      std::vector<EventMem> ev(run.events.size());
+      for (std::size_t i = 0; i < ev.size(); ++i) {
+        const EventRecord& e = run.events[i];
+        ev[i] = {e.iter, e.rank, e.chunk, e.microbatch, e.kind.c_str(), e.t_start_s, e.t_end_s};
+      }
+      Handle t(event_type(str.get()), H5Tclose);
+      write_dataset(g.get(), "events", t.get(), ev.data(), ev.size(), path_);
+    }
+    {
+      std::vector<RankMem> rk(run.ranks.size());
+      for (std::size_t i = 0; i < rk.size(); ++i) {
+        const RankRecord& r = run.ranks[i];
+        rk[i] = {r.rank,
+                 r.host.c_str(),
+                 r.device,
+                 r.busy_s,
+                 r.wait_s,
+                 r.comm_s,
+                 r.peak_activation_bytes,
+                 r.peak_device_bytes,
+                 r.param_bytes};
+      }
+      Handle t(rank_type(str.get()), H5Tclose);
+      write_dataset(g.get(), "ranks", t.get(), rk.data(), rk.size(), path_);
+    }
+    write_attr(g.get(), "status", std::string("complete"), path_);  // last: the run is whole
+  }
+  check(H5Lmove(runs.get(), partial.c_str(), runs.get(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+        path_, "rename the finished run into place");
+  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
+  complete_.insert(key);
+}  // closing the file here leaves it consistent on disk between runs
+
+std::set<std::string> read_complete_keys(const std::string& path) {
+  Handle f(open_existing(path, H5F_ACC_RDONLY), H5Fclose);
+  std::set<std::string> out;
+  if (H5Lexists(f.get(), "runs", H5P_DEFAULT) <= 0) return out;
+  Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
+  for (const auto& name : link_names(runs.get()))
+    if (name.rfind(".partial-", 0) != 0 && group_is_complete(runs.get(), name.c_str()))
+      out.insert(name);
+  return out;
+}
+
+Attrs read_root_attrs(const std::string& path) {
+  Handle f(open_existing(path, H5F_ACC_RDONLY), H5Fclose);
+  return read_all_attrs(f.get());
+}
+
+RunRecord read_run(const std::string& path, const std::string& key) {
+  Handle f(open_existing(path, H5F_ACC_RDONLY), H5Fclose);
+  Handle g(H5Gopen2(f.get(), ("runs/" + key).c_str(), H5P_DEFAULT), H5Gclose);
+  if (!g.ok()) io_fail(path, "no run '" + key + "'");
+  RunRecord run;
+  run.key = key;
+  run.attrs = read_all_attrs(g.get());
+  {
+    Handle ds(H5Dopen2(g.get(), "step_time_s", H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) io_fail(path, "run '" + key + "' has no step_time_s");
+    run.step_time_s.resize(dataset_length(ds.get()));
+    if (!run.step_time_s.empty())
+      check(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                    run.step_time_s.data()),
+            path, "read step_time_s");
+  }
+  Handle str(vlen_string_type(), H5Tclose);
+  {
+    Handle ds(H5Dopen2(g.get(), "events", H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) io_fail(path, "run '" + key + "' has no events");
+    std::vector<EventMem> ev(dataset_length(ds.get()));
+    Handle t(event_type(str.get()), H5Tclose);
+    if (!ev.empty()) {
+      check(H5Dread(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ev.data()), path,
+            "read events");
+      for (const EventMem& e : ev)
+        run.events.push_back(
+            {e.iter, e.rank, e.chunk, e.microbatch, e.kind ? e.kind : "", e.t_start_s, e.t_end_s});
+      Handle space(H5Dget_space(ds.get()), H5Sclose);
+      H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, ev.data());
+    }
+  }
+  {
+    Handle ds(H5Dopen2(g.get(), "ranks", H5P_DEFAULT), H5Dclose);
+    if (!ds.ok()) io_fail(path, "run '" + key + "' has no ranks");
+    std::vector<RankMem> rk(dataset_length(ds.get()));
+    Handle t(rank_type(str.get()), H5Tclose);
+    if (!rk.empty()) {
+      check(H5Dread(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, rk.data()), path,
+            "read ranks");
+      for (const RankMem& r : rk)
+        run.ranks.push_back({r.rank, r.host ? r.host : "", r.device, r.busy_s, r.wait_s, r.comm_s,
+                             r.peak_activation_bytes, r.peak_device_bytes, r.param_bytes});
+      Handle space(H5Dget_space(ds.get()), H5Sclose);
+      H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, rk.data());
+    }
+  }
+  return run;
+}
+
+}  // namespace bb

@@ -1,0 +1,50 @@
+// The results file of design §6 on the HDF5 C API. Only rank 0 opens it. A run is written
+// whole under a temporary name, marked complete, then renamed into /runs and the file is
+// flushed and closed, so that between runs the file on disk is always consistent and holds
+// only complete runs; a crash while writing leaves at most a `.partial-*` group, which
+// `--resume` removes.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "results/run_record.hpp"
+
+namespace bb {
+
+inline constexpr std::int64_t kSchemaVersion = 1;
+
+enum class OpenMode {
+  kCreate,  // the file must not exist
+  kResume,  // open an existing file (or create it) and skip its complete runs
+  kForce,   // replace whatever is there
+};
+
+class ResultsFile {
+ public:
+  // Root attributes (tool_version, git_sha, ...) are written when the file is created.
+  // Throws ConfigError (file exists without --resume/--force; other schema version) or
+  // IoError (missing or read-only folder; unreadable, truncated or corrupt file).
+  ResultsFile(std::string path, OpenMode mode, const Attrs& root_attrs);
+
+  const std::string& path() const { return path_; }
+  bool has_complete(const std::string& key) const { return complete_.count(key) != 0; }
+  const std::set<std::string>& complete_keys() const { return complete_; }
+
+  // Writes the run, sets status "complete" and flushes. Throws IoError.
+  void write_run(const RunRecord& run);
+
+ private:
+  std::string path_;
+  std::set<std::string> complete_;
+};
+
+// Reading back (tests, tools). Throws IoError.
+std::set<std::string> read_complete_keys(const std::string& path);
+RunRecord read_run(const std::string& path, const std::string& key);
+Attrs read_root_attrs(const std::string& path);
+
+// A key usable as an HDF5 link name: [A-Za-z0-9_.=-] only.
+std::string sanitize_key(const std::string& key);
+
+}  // namespace bb
