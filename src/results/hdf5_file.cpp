@@ -128,7 +128,7 @@ struct RankMem {
   const char* host;
   std::int32_t device;
   double busy_s, wait_s, comm_s;
-  std::uint64_t peak_activation_bytes, peak_device_bytes, param_bytes;
+  std::uint64_t peak_activation_bytes, peak_device_bytes, param_bytes, peak_activation_bytes_model;
 };
 
 hid_t event_type(hid_t str) {
@@ -154,6 +154,8 @@ hid_t rank_type(hid_t str) {
   H5Tinsert(t, "peak_activation_bytes", HOFFSET(RankMem, peak_activation_bytes), H5T_NATIVE_UINT64);
   H5Tinsert(t, "peak_device_bytes", HOFFSET(RankMem, peak_device_bytes), H5T_NATIVE_UINT64);
   H5Tinsert(t, "param_bytes", HOFFSET(RankMem, param_bytes), H5T_NATIVE_UINT64);
+  H5Tinsert(t, "peak_activation_bytes_model", HOFFSET(RankMem, peak_activation_bytes_model),
+            H5T_NATIVE_UINT64);
   return t;
 }
 
@@ -316,7 +318,8 @@ void ResultsFile::write_run(const RunRecord& run) {
                  r.comm_s,
                  r.peak_activation_bytes,
                  r.peak_device_bytes,
-                 r.param_bytes};
+                 r.param_bytes,
+                 r.peak_activation_bytes_model};
       }
       Handle t(rank_type(str.get()), H5Tclose);
       write_dataset(g.get(), "ranks", t.get(), rk.data(), rk.size(), path_);
@@ -387,7 +390,8 @@ RunRecord read_run(const std::string& path, const std::string& key) {
             "read ranks");
       for (const RankMem& r : rk)
         run.ranks.push_back({r.rank, r.host ? r.host : "", r.device, r.busy_s, r.wait_s, r.comm_s,
-                             r.peak_activation_bytes, r.peak_device_bytes, r.param_bytes});
+                             r.peak_activation_bytes, r.peak_device_bytes, r.param_bytes,
+                             r.peak_activation_bytes_model});
       Handle space(H5Dget_space(ds.get()), H5Sclose);
       H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, rk.data());
     }

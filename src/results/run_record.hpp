@@ -24,6 +24,8 @@ struct RankRecord {
   std::int32_t device = -1;
   double busy_s = 0, wait_s = 0, comm_s = 0;
   std::uint64_t peak_activation_bytes = 0, peak_device_bytes = 0, param_bytes = 0;
+  // Extension: the simulator's prediction of peak_activation_bytes for this rank.
+  std::uint64_t peak_activation_bytes_model = 0;
 };
 
 struct RunRecord {

@@ -35,8 +35,8 @@ RunRecord sample_run(const std::string& key, int iters) {
   for (int i = 0; i < iters; ++i) r.step_time_s.push_back(0.1 + i * 0.01);
   r.events.push_back({0, 0, 0, 3, "F", 0.0, 0.5});
   r.events.push_back({1, 1, 1, 2, "RECV_B", 0.25, 0.75});
-  r.ranks.push_back({0, "host-a", -1, 1.5, 0.25, 0.125, 4096, 0, 1024});
-  r.ranks.push_back({1, "héte-b", 0, 1.0, 0.5, 0.0, 2048, 8192, 1024});
+  r.ranks.push_back({0, "host-a", -1, 1.5, 0.25, 0.125, 4096, 0, 1024, 4000});
+  r.ranks.push_back({1, "héte-b", 0, 1.0, 0.5, 0.0, 2048, 8192, 1024, 2000});
   return r;
 }
 
@@ -68,6 +68,7 @@ TEST(ResultsFile, RoundTripsEveryField) {
   ASSERT_EQ(r.ranks.size(), 2u);
   EXPECT_EQ(r.ranks[1].host, "héte-b");
   EXPECT_EQ(r.ranks[1].peak_device_bytes, 8192u);
+  EXPECT_EQ(r.ranks[1].peak_activation_bytes_model, 2000u);
   EXPECT_EQ(r.ranks[0].device, -1);
 }
 
