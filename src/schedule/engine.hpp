@@ -100,15 +100,15 @@ class DataflowEngine {
   }
 
   // Input arrival time of one action, or false if it has not arrived.
-  bool input(const Action& a, int step, Time* t) const {
+  bool input(const Action& a, std::uint8_t gen, Time* t) const {
     const Route& rt = s_.routes[a.mb];
     if (a.op == Op::F && a.chunk > rt.first) {
       const std::size_t k = idx(a.chunk - 1, a.mb);
-      if (fgen_[k] != stamp(step)) return false;
+      if (fgen_[k] != gen) return false;
       if (favail_[k] > *t) *t = favail_[k];
     } else if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last) {
       const std::size_t k = idx(a.chunk + 1, a.mb);
-      if (bgen_[k] != stamp(step)) return false;
+      if (bgen_[k] != gen) return false;
       if (bavail_[k] > *t) *t = bavail_[k];
     }
     return true;
@@ -121,49 +121,57 @@ class DataflowEngine {
     }
   }
 
-  void output(int r, int step, const Action& a, Time f_end, Time grad_at) {
+  void output(int r, std::uint8_t gen, const Action& a, Time f_end, Time grad_at) {
     const Route& rt = s_.routes[a.mb];
     if (a.op == Op::F && a.chunk < rt.last) {
       const int dst = s_.chunk_rank[a.chunk + 1];
       const std::size_t k = idx(a.chunk, a.mb);
       favail_[k] = f_end + (dst != r ? pol_.delay(r, dst, a) : Time{});
-      fgen_[k] = stamp(step);
+      fgen_[k] = gen;
       if (dst != r) wake(dst);
     } else if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first) {
       const int dst = s_.chunk_rank[a.chunk - 1];
       const std::size_t k = idx(a.chunk, a.mb);
       bavail_[k] = grad_at + (dst != r ? pol_.delay(r, dst, a) : Time{});
-      bgen_[k] = stamp(step);
+      bgen_[k] = gen;
       if (dst != r) wake(dst);
     }
   }
 
   void advance(int r) {
     RankState& st = st_[r];
-    const auto& acts = s_.ranks[r];
-    while (st.step < steps_) {
-      if (st.pos >= acts.size()) {
-        st.pos = 0;
-        if (++st.step < steps_) st.clock += pol_.step_gap(r);
+    const Action* acts = s_.ranks[r].data();
+    const std::size_t size = s_.ranks[r].size();
+    // Work on locals; write the state back when the rank blocks or finishes.
+    std::size_t pos = st.pos;
+    int step = st.step;
+    Time clock = st.clock;
+    std::uint8_t gen = stamp(step);
+    while (step < steps_) {
+      if (pos >= size) {
+        pos = 0;
+        if (++step < steps_) clock += pol_.step_gap(r);
+        gen = stamp(step);
         continue;
       }
-      const Action* a = &acts[st.pos];
+      const Action* a = acts + pos;
       if (is_comm(a->op)) {
-        ++st.pos;
+        ++pos;
         continue;
       }
-      std::size_t n = 1;
-      if (a->overlap_next() && st.pos + 1 < acts.size()) n = 2;
-      Time start = st.clock;
-      if (!input(a[0], st.step, &start)) return;
-      if (n == 2 && !input(a[1], st.step, &start)) return;
+      const std::size_t n = a->overlap_next() && pos + 1 < size ? 2 : 1;
+      Time start = clock;
+      if (!input(a[0], gen, &start) || (n == 2 && !input(a[1], gen, &start))) break;
       const Time end = start + pol_.cost(r, a, n);
       const Time grad_at = start + pol_.grad_offset(r, a, n);
-      pol_.record(r, st.step, st.pos, n, st.clock, start, end);
-      for (std::size_t k = 0; k < n; ++k) output(r, st.step, a[k], end, grad_at);
-      st.clock = end;
-      st.pos += n;
+      pol_.record(r, step, pos, n, clock, start, end);
+      for (std::size_t k = 0; k < n; ++k) output(r, gen, a[k], end, grad_at);
+      clock = end;
+      pos += n;
     }
+    st.pos = pos;
+    st.step = step;
+    st.clock = clock;
   }
 
   const Schedule& s_;
