@@ -10,6 +10,7 @@
 
 #include "cli/list.hpp"
 #include "cli/run.hpp"
+#include "cli/table.hpp"
 #include "common/error.hpp"
 #include "model/closed_form.hpp"
 #include "results/chrome_trace.hpp"
@@ -38,6 +39,18 @@ struct Selection {
   std::string format = "table";
   std::string timeline;
 };
+
+// A schedule CSV named on the command line: unreadable or malformed is a configuration error
+// (exit 2); a CSV that parses but is not a valid schedule is a failed check (exit 1) later.
+Schedule load_csv_arg(const std::string& path) {
+  try {
+    return load_csv_file(path);
+  } catch (const IoError& e) {
+    throw ConfigError(e.what());
+  } catch (const ScheduleError& e) {
+    throw ConfigError(e.what());
+  }
+}
 
 struct Config {
   std::string schedule;  // name, or csv:FILE
@@ -106,7 +119,7 @@ std::vector<std::pair<Config, Schedule>> expand(const Selection& sel, bool lists
   std::string last_error;
   for (const auto& name : names) {
     if (name.rfind("csv:", 0) == 0) {
-      Schedule s = load_csv_file(name.substr(4));
+      Schedule s = load_csv_arg(name.substr(4));
       Config c{name, {s.P, s.M, s.v}};
       if (s.P != sel.P)
         std::cerr << "note: " << name << " has P=" << s.P << " (-P " << sel.P << " ignored)\n";
@@ -189,12 +202,6 @@ json model_json(const ModelResult& m) {
   j["peak_activations"] = m.peak_activations;
   j["peak_formula"] = m.peak_formula;
   return j;
-}
-
-std::string fmt(double x, int prec = 4) {
-  std::ostringstream os;
-  os << std::setprecision(prec) << x;
-  return os.str();
 }
 
 void write_timeline(const std::string& path, const Schedule& s, const SimResult& r) {
@@ -336,19 +343,7 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
     }
     return kExitOk;
   }
-  std::vector<std::size_t> w(cols.size());
-  for (std::size_t i = 0; i < cols.size(); ++i) {
-    w[i] = cols[i].size();
-    for (const auto& row : rows) w[i] = std::max(w[i], row[i].size());
-  }
-  for (std::size_t i = 0; i < cols.size(); ++i)
-    std::cout << std::left << std::setw(static_cast<int>(w[i] + 2)) << cols[i];
-  std::cout << "\n";
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i)
-      std::cout << std::left << std::setw(static_cast<int>(w[i] + 2)) << row[i];
-    std::cout << "\n";
-  }
+  print_table(std::cout, cols, rows);
   for (const auto& j : out) {
     const json& mm = simulate_too ? j["model"] : j;
     if (!mm["applies"].get<bool>())
@@ -360,7 +355,7 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
 }
 
 Schedule load_one(const Selection& sel, const std::string& csv) {
-  if (!csv.empty()) return load_csv_file(csv);
+  if (!csv.empty()) return load_csv_arg(csv);
   auto configs = expand(sel, false);
   if (configs.size() != 1) throw ConfigError("this command takes one schedule");
   return std::move(configs.front().second);
@@ -458,6 +453,12 @@ int cli_main(int argc, char** argv) {
   } catch (const IoError& e) {
     std::cerr << "bubblebench: I/O error: " << e.what() << "\n";
     return kExitIo;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "bubblebench: error: out of memory for this configuration\n";
+    return kExitConfig;
+  } catch (const std::exception& e) {
+    std::cerr << "bubblebench: internal error: " << e.what() << "\n";
+    return kExitCheckFailed;
   }
   return kExitConfig;
 }

@@ -25,6 +25,10 @@ Schedule generate_zb_v(const ScheduleParams& p);
 Schedule generate_dualpipe(const ScheduleParams& p);
 Schedule generate_dualpipev(const ScheduleParams& p);
 
+// The largest chunks x micro-batches a configuration may have (validation and simulation
+// keep per-pair state): 2^28.
+inline constexpr long long kMaxChunkMicroBatches = 1LL << 28;
+
 // The built-in names, in the order of design §5.1.
 const std::vector<std::string>& schedule_names();
 // True when the schedule's generator uses v (others take v = 1, or their fixed v).

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "common/error.hpp"
 #include "schedule/generators.hpp"
 
@@ -14,6 +16,13 @@ bool schedule_takes_v(const std::string& name) {
 }
 
 Schedule generate(const std::string& name, const ScheduleParams& p) {
+  // Validation and simulation keep a few bytes per (chunk, micro-batch): refuse sizes that
+  // would not fit rather than die allocating.
+  const long long chunks = static_cast<long long>(p.P) * std::max(p.v, 2);
+  if (p.P < 1 || p.M < 1 || p.v < 1 || chunks * p.M > kMaxChunkMicroBatches)
+    throw ConfigError(name + ": P=" + std::to_string(p.P) + ", M=" + std::to_string(p.M) +
+                      ", v=" + std::to_string(p.v) + " is out of range (P, M, v >= 1 and at most " +
+                      std::to_string(kMaxChunkMicroBatches) + " chunk x micro-batch pairs)");
   if (name == "naive") return generate_naive(p);
   if (name == "gpipe") return generate_gpipe(p);
   if (name == "1f1b") return generate_1f1b(p);

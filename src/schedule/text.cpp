@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "schedule/generators.hpp"
 
 namespace bb {
 namespace {
@@ -182,13 +183,16 @@ Schedule load_csv(std::istream& in) {
     }
   }
   if (rows.empty()) throw ScheduleError("CSV: no rows (one row of actions per rank expected)");
+  constexpr long kMaxHeader = 1L << 24;
   auto get_int = [&](const char* key, long fallback) -> long {
     auto it = meta.find(key);
-    if (it == meta.end()) return fallback;
-    std::uint64_t v = 0;
-    if (!parse_uint(it->second, &v) || v == 0 || v > 0xFFFFFFFFull)
+    std::uint64_t v = static_cast<std::uint64_t>(fallback);
+    if (it != meta.end() && (!parse_uint(it->second, &v) || v == 0))
       throw ScheduleError(std::string("CSV: header ") + key + "=" + it->second +
                           " is not a positive integer");
+    if (v > static_cast<std::uint64_t>(kMaxHeader))
+      throw ScheduleError(std::string("CSV: ") + key + "=" + std::to_string(v) +
+                          " is too large (at most " + std::to_string(kMaxHeader) + ")");
     return static_cast<long>(v);
   };
   // Infer what the header does not say from the actions themselves.
@@ -209,6 +213,9 @@ Schedule load_csv(std::istream& in) {
   const long chunks = static_cast<long>(max_chunk) + 1;
   s.v = static_cast<int>(get_int("v", (chunks + s.P - 1) / s.P));
   if (static_cast<long>(s.P) * s.v > 0xFFFF) throw ScheduleError("CSV: too many chunks");
+  if (static_cast<long long>(s.P) * std::max(s.v, 2) * s.M > kMaxChunkMicroBatches)
+    throw ScheduleError("CSV: P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
+                        ", v=" + std::to_string(s.v) + " is too large");
   if (placement == "looped")
     set_looped_placement(s);
   else if (placement == "v")

@@ -69,7 +69,9 @@ timeout 60 "$BB" validate --csv "$tmp/dpv.csv" | grep -q "^ok: dualpipev"; check
 printf '# P=2\n0F0,0BW0,0F1,0BW1\n1F1,1BW1,1F0,1BW0\n' >"$tmp/bad.csv"
 timeout 30 "$BB" validate --csv "$tmp/bad.csv" >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -q "cyclic wait" "$tmp/out"; check "cyclic CSV exit 1" $?
-timeout 30 "$BB" validate --csv "$tmp/missing.csv" >/dev/null 2>&1; [ $? = 4 ]; check "missing CSV exit 4" $?
+reject "cannot read schedule CSV" validate --csv "$tmp/missing.csv"; check "missing CSV exit 2" $?
+printf '0F0,0ZZ1\n' >"$tmp/garbage.csv"
+reject "CSV line 1" sim -s "csv:$tmp/garbage.csv"; check "malformed CSV exit 2" $?
 timeout 60 "$BB" sim -s "csv:$tmp/dpv.csv" -P 4 --format json >"$tmp/c.json"; check "sim csv" $?
 
 # --timeline writes a Chrome trace with one slice per compute action.

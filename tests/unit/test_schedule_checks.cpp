@@ -178,6 +178,10 @@ TEST(Csv, ErrorsNameTheLine) {
   std::istringstream empty("# nothing\n");
   EXPECT_THROW(load_csv(empty), ScheduleError);
   EXPECT_THROW(load_csv_file("/nonexistent/x.csv"), IoError);
+  std::istringstream huge("# M=4294967295\n0F0\n");
+  EXPECT_THROW(load_csv(huge), ScheduleError);
+  std::istringstream wide("# P=1\n# v=65535\n# M=65535\n0F0\n");
+  EXPECT_THROW(load_csv(wide), ScheduleError);
 }
 
 TEST(List, Syntax) {
