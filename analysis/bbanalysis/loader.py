@@ -1,0 +1,297 @@
+"""Reading bubblebench results files (design §6, schema_version 1) into pandas DataFrames.
+
+A results file holds root attributes (tool_version, git_sha, hostname, slurm_job_id, ...) and
+one group per run under /runs/<run_key> with scalar attributes and three datasets:
+step_time_s (float64[iters]), events and ranks (compound). Only complete runs count:
+groups whose `status` attribute is "complete"; `.partial-*` groups (a crash mid-write) and
+anything else are skipped.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Iterable, Iterator, List, Sequence, Tuple, Union
+
+import h5py
+import numpy as np
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+#: Run attributes of design §6, in the order the summary shows them.
+RUN_ATTRS = (
+    "schedule", "P", "M", "v", "backend", "transport", "compute", "hidden", "layers",
+    "mb_size", "dtype", "recompute", "warmup", "iters", "status", "t_f_s", "t_b_s", "t_w_s",
+    "makespan_s", "bubble_fraction_measured", "bubble_fraction_model",
+    "bubble_fraction_sim", "check",
+)
+#: Attributes that are NaN rather than missing when absent, so that columns always exist.
+FLOAT_ATTRS = (
+    "t_f_s", "t_b_s", "t_w_s", "makespan_s", "bubble_fraction_measured",
+    "bubble_fraction_model", "bubble_fraction_sim",
+)
+EVENT_FIELDS = ("iter", "rank", "chunk", "microbatch", "kind", "t_start_s", "t_end_s")
+RANK_FIELDS = (
+    "rank", "host", "device", "busy_s", "wait_s", "comm_s", "peak_activation_bytes",
+    "peak_device_bytes", "param_bytes", "peak_activation_bytes_model",
+)
+#: Event kinds that are computation (everything else: waits and communication).
+COMPUTE_KINDS = ("F", "B", "W", "BW", "FB")
+RESULT_SUFFIXES = (".h5", ".hdf5")
+
+
+class NoResultsError(Exception):
+    """No results file, or no complete run, was found."""
+
+
+class ResultsWarning(UserWarning):
+    """A file or group was skipped (not HDF5, not a bubblebench file, ...)."""
+
+
+RunRef = Union[pd.DataFrame, pd.Series, Tuple[str, str], Sequence[Tuple[str, str]]]
+
+
+# --- Finding files ----------------------------------------------------------------------------
+
+
+def find_results_files(paths: Iterable[Union[str, Path]]) -> List[Path]:
+    """Files named on the command line as they are; folders searched for *.h5 recursively.
+
+    Raises FileNotFoundError for a path that does not exist. Order: as given, folders sorted.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    out: List[Path] = []
+    seen = set()
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in RESULT_SUFFIXES)
+        elif p.is_file():
+            found = [p]
+        else:
+            raise FileNotFoundError(f"{p}: no such file or folder")
+        for f in found:
+            r = f.resolve()
+            if r not in seen:
+                seen.add(r)
+                out.append(f)
+    return out
+
+
+# --- Values -----------------------------------------------------------------------------------
+
+
+def decode_value(v):
+    """An HDF5 attribute value as a plain Python value (bytes -> str, numpy -> int/float)."""
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).decode("utf-8", errors="replace")
+    if isinstance(v, np.ndarray):
+        if v.size == 1:
+            return decode_value(v.reshape(-1)[0])
+        return [decode_value(x) for x in v.reshape(-1)]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _decode_column(col: np.ndarray) -> np.ndarray:
+    """A structured-array field: vlen strings come back as bytes from h5py 3.7."""
+    if col.dtype.kind == "O" or col.dtype.kind == "S":
+        return np.array([x.decode("utf-8", errors="replace") if isinstance(x, (bytes, np.bytes_))
+                         else ("" if x is None else str(x)) for x in col], dtype=object)
+    return col
+
+
+def compound_frame(ds: h5py.Dataset) -> pd.DataFrame:
+    """A 1-D compound dataset as a DataFrame, one column per member, strings decoded."""
+    arr = ds[()]
+    if arr.dtype.names is None:
+        raise ValueError(f"{ds.name}: not a compound dataset")
+    arr = np.atleast_1d(arr)
+    return pd.DataFrame({name: _decode_column(arr[name]) for name in arr.dtype.names})
+
+
+def _attrs(obj) -> dict:
+    out = {}
+    for k in obj.attrs.keys():
+        try:
+            out[k] = decode_value(obj.attrs[k])
+        except (OSError, TypeError, ValueError) as e:  # an attribute h5py cannot read
+            warnings.warn(f"{obj.file.filename}:{obj.name}: attribute {k!r} unreadable ({e})",
+                          ResultsWarning, stacklevel=3)
+    return out
+
+
+def is_complete(group: h5py.Group) -> bool:
+    return decode_value(group.attrs.get("status", "")) == "complete"
+
+
+# --- Runs -------------------------------------------------------------------------------------
+
+
+def _open(path: Path):
+    try:
+        if not h5py.is_hdf5(path):
+            warnings.warn(f"{path}: not an HDF5 file; skipped", ResultsWarning, stacklevel=3)
+            return None
+        return h5py.File(path, "r")
+    except OSError as e:
+        warnings.warn(f"{path}: unreadable ({e}); skipped", ResultsWarning, stacklevel=3)
+        return None
+
+
+def iter_complete_runs(f: h5py.File) -> Iterator[Tuple[str, h5py.Group]]:
+    """(run_key, group) of every complete run of an open file, by key."""
+    runs = f.get("runs")
+    if not isinstance(runs, h5py.Group):
+        return
+    for key in sorted(runs.keys()):
+        if key.startswith(".partial-"):
+            continue
+        g = runs.get(key)
+        if isinstance(g, h5py.Group) and is_complete(g):
+            yield key, g
+
+
+def _dataset_stats(g: h5py.Group) -> dict:
+    out = {}
+    st = g.get("step_time_s")
+    if isinstance(st, h5py.Dataset):
+        x = np.asarray(st[()], dtype=float).reshape(-1)
+        out["n_steps"] = int(x.size)
+        out["step_time_s_median"] = float(np.median(x)) if x.size else np.nan
+        out["step_time_s_min"] = float(np.min(x)) if x.size else np.nan
+        out["step_time_s_max"] = float(np.max(x)) if x.size else np.nan
+    for name in ("events", "ranks"):
+        ds = g.get(name)
+        out[f"n_{name}"] = int(ds.shape[0]) if isinstance(ds, h5py.Dataset) and ds.shape else 0
+    return out
+
+
+def load_runs(paths, *, warn_schema: bool = True) -> pd.DataFrame:
+    """One row per complete run of every results file under `paths` (files or folders).
+
+    Columns: `path`, `run_key`, every run attribute (design §6 ones first, then any other,
+    e.g. period_s, model_reason), `n_steps`, `step_time_s_median|min|max`, `n_events`,
+    `n_ranks`, and the file's root attributes prefixed `file_` (file_git_sha,
+    file_hostname, file_slurm_job_id, ...). Raises NoResultsError when there is no file or
+    no complete run; FileNotFoundError for a path that does not exist.
+    """
+    files = find_results_files(paths)
+    if not files:
+        where = ", ".join(str(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths))
+        raise NoResultsError(f"no results files (*.h5) found in {where}")
+    rows = []
+    for path in files:
+        f = _open(path)
+        if f is None:
+            continue
+        with f:
+            root = _attrs(f)
+            if "schema_version" not in root:
+                warnings.warn(f"{path}: no schema_version attribute, not a bubblebench results "
+                              "file; skipped", ResultsWarning, stacklevel=2)
+                continue
+            if warn_schema and root["schema_version"] != SCHEMA_VERSION:
+                warnings.warn(f"{path}: schema_version {root['schema_version']}, this reader "
+                              f"knows {SCHEMA_VERSION}; reading what it recognises",
+                              ResultsWarning, stacklevel=2)
+            for key, g in iter_complete_runs(f):
+                row = {"path": str(path), "run_key": key}
+                attrs = _attrs(g)
+                for a in FLOAT_ATTRS:
+                    attrs.setdefault(a, np.nan)
+                for k, val in attrs.items():
+                    if k in ("path", "run_key"):
+                        k = "attr_" + k
+                    row[k] = np.nan if val is None else val
+                row.update(_dataset_stats(g))
+                row.update({f"file_{k}": val for k, val in root.items()})
+                rows.append(row)
+    if not rows:
+        raise NoResultsError(f"no complete runs in {len(files)} results file(s): "
+                             + ", ".join(str(f) for f in files[:5])
+                             + (" ..." if len(files) > 5 else ""))
+    df = pd.DataFrame(rows)
+    known = [c for c in RUN_ATTRS if c in df.columns]
+    stats = [c for c in ("n_steps", "step_time_s_median", "step_time_s_min", "step_time_s_max",
+                         "n_events", "n_ranks") if c in df.columns]
+    files_ = [c for c in df.columns if c.startswith("file_")]
+    other = [c for c in df.columns
+             if c not in ("path", "run_key") and c not in known and c not in stats
+             and c not in files_]
+    return df[["path", "run_key"] + known + other + stats + files_].reset_index(drop=True)
+
+
+# --- Datasets of given runs -------------------------------------------------------------------
+
+
+def _refs(runs: RunRef) -> List[Tuple[str, str]]:
+    if isinstance(runs, pd.DataFrame):
+        return list(zip(runs["path"].astype(str), runs["run_key"].astype(str)))
+    if isinstance(runs, pd.Series):
+        return [(str(runs["path"]), str(runs["run_key"]))]
+    if isinstance(runs, tuple) and len(runs) == 2 and all(isinstance(x, (str, Path)) for x in runs):
+        return [(str(runs[0]), str(runs[1]))]
+    return [(str(p), str(k)) for p, k in runs]
+
+
+def _per_run(runs: RunRef, dataset: str, read) -> pd.DataFrame:
+    frames = []
+    by_file = {}
+    for p, k in _refs(runs):
+        by_file.setdefault(p, []).append(k)
+    for p, keys in by_file.items():
+        with h5py.File(p, "r") as f:
+            for k in keys:
+                g = f.get(f"runs/{k}")
+                if not isinstance(g, h5py.Group):
+                    raise KeyError(f"{p}: no run {k!r}")
+                ds = g.get(dataset)
+                if not isinstance(ds, h5py.Dataset):
+                    raise KeyError(f"{p}: run {k!r} has no {dataset} dataset")
+                df = read(ds)
+                df.insert(0, "run_key", k)
+                df.insert(0, "path", p)
+                frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=["path", "run_key"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_events(runs: RunRef, *, iters=None, kinds=None) -> pd.DataFrame:
+    """Events of the given runs (a runs DataFrame or row, or (path, run_key) pairs).
+
+    Columns: path, run_key, iter, rank, chunk, microbatch, kind (str), t_start_s, t_end_s,
+    duration_s. `iters`: an int or a list to keep only those timed iterations; `kinds`: a
+    list of kinds to keep.
+    """
+    def read(ds):
+        df = compound_frame(ds)
+        for c in EVENT_FIELDS:
+            if c not in df.columns:
+                df[c] = np.nan
+        if iters is not None:
+            keep = [iters] if np.isscalar(iters) else list(iters)
+            df = df[df["iter"].isin(keep)]
+        if kinds is not None:
+            df = df[df["kind"].isin(list(kinds))]
+        df = df.reset_index(drop=True)
+        df["duration_s"] = df["t_end_s"] - df["t_start_s"]
+        return df
+
+    return _per_run(runs, "events", read)
+
+
+def load_ranks(runs: RunRef) -> pd.DataFrame:
+    """The per-rank records (busy/wait/comm seconds, peak bytes, ...) of the given runs."""
+    return _per_run(runs, "ranks", compound_frame)
+
+
+def load_step_times(runs: RunRef) -> pd.DataFrame:
+    """step_time_s of the given runs: columns path, run_key, step (0-based), step_time_s."""
+    def read(ds):
+        x = np.asarray(ds[()], dtype=float).reshape(-1)
+        return pd.DataFrame({"step": np.arange(x.size), "step_time_s": x})
+
+    return _per_run(runs, "step_time_s", read)

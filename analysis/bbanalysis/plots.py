@@ -1,0 +1,504 @@
+"""PNG figures: bubble fraction vs M, peak activation memory per rank, one run's timeline.
+
+Figures are built on matplotlib's object API with the Agg canvas (no pyplot, no global
+backend switch), so the module works headless and inside notebooks alike.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+from matplotlib import colors as mcolors
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from .loader import COMPUTE_KINDS
+from .model import FORMULAS, closed_form_curve, has_closed_form
+
+#: Canonical schedule order for panels and legends.
+SCHEDULE_ORDER = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v",
+                  "dualpipe", "dualpipev")
+SCHEDULE_COLORS = {
+    "naive": "#7f7f7f", "gpipe": "#1f77b4", "1f1b": "#ff7f0e", "interleaved": "#2ca02c",
+    "zb-h1": "#d62728", "zb-h2": "#9467bd", "zb-v": "#8c564b", "dualpipe": "#e377c2",
+    "dualpipev": "#17becf",
+}
+#: One colour per action kind, the same in every Gantt chart.
+KIND_COLORS = {
+    "F": "#4C78A8",   # forward: blue
+    "B": "#F58518",   # input-gradient backward: orange
+    "W": "#54A24B",   # weight-gradient backward: green
+    "BW": "#E45756",  # fused full backward (B then W): red
+    "FB": "#9D6BBF",  # overlapped F & B pair (DualPipe): purple
+}
+KIND_LABELS = {
+    "F": "F  forward",
+    "B": "B  backward (input grad.)",
+    "W": "W  backward (weight grad.)",
+    "BW": "BW  full backward (B+W)",
+    "FB": "FB  overlapped F & B",
+}
+WAIT_COLOR = "#D0D0D0"
+EXTRA_COLORS = ["#B8860B", "#708090", "#20B2AA", "#CD853F", "#6B8E23"]
+CONFIG_ATTRS = ("backend", "transport", "compute", "hidden", "layers", "mb_size", "dtype",
+                "recompute")
+
+
+def _order_schedules(names) -> List[str]:
+    names = list(dict.fromkeys(str(n) for n in names))
+    known = [s for s in SCHEDULE_ORDER if s in names]
+    return known + sorted(n for n in names if n not in SCHEDULE_ORDER)
+
+
+def schedule_color(name: str, i: int = 0) -> str:
+    return SCHEDULE_COLORS.get(str(name), EXTRA_COLORS[i % len(EXTRA_COLORS)])
+
+
+def _fmt_val(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def config_text(runs: pd.DataFrame, attrs=CONFIG_ATTRS) -> str:
+    """The configuration shared by all rows, e.g. 'cpu/mpi, gemm, hidden=1024, ...'."""
+    parts = []
+    for a in attrs:
+        if a not in runs.columns:
+            continue
+        vals = runs[a].dropna().unique()
+        if len(vals) == 0:
+            continue
+        if len(vals) > 1:
+            parts.append(f"{a} varies")
+        elif a in ("backend", "transport", "compute", "dtype"):
+            parts.append(_fmt_val(vals[0]))
+        elif a == "recompute":
+            if str(vals[0]) not in ("0", "False", "false", "0.0", ""):
+                parts.append("recompute")
+        else:
+            parts.append(f"{a}={_fmt_val(vals[0])}")
+    return ", ".join(parts)
+
+
+def _save(fig: Figure, out, dpi: int) -> Optional[Path]:
+    if out is None:
+        return None
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(out, dpi=dpi)
+    return out
+
+
+def _int(x, default=1) -> int:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(x) else int(x)
+
+
+# --- Bubble fraction vs M ---------------------------------------------------------------------
+
+
+@dataclass
+class BubblePlot:
+    fig: Figure
+    axes: list
+    path: Optional[Path]
+    schedules: List[str]
+    n_measured: int  # measured points drawn
+    n_sim: int       # simulated points drawn
+
+
+def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubblePlot:
+    """One panel per schedule: bubble fraction against M, measured (filled circles) and
+    simulated (hollow squares) per run, and the closed form as a line over a dense range of M.
+    Series (colours) are the (P, v) configurations and whatever else varies."""
+    df = runs.copy()
+    df["M"] = pd.to_numeric(df["M"], errors="coerce")
+    df = df[df["M"].notna()]
+    schedules = _order_schedules(df["schedule"])
+    n = max(1, len(schedules))
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(5.4 * ncols, 4.1 * nrows + 1.3))
+    axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(n)]
+    varying = [a for a in CONFIG_ATTRS if a in df.columns and df[a].nunique(dropna=True) > 1]
+
+    def series_label(row) -> str:
+        s = f"P={_int(row['P'])}"
+        if _int(row.get("v", 1)) != 1 or row["schedule"] == "interleaved":
+            s += f", v={_int(row.get('v', 1))}"
+        for a in varying:
+            s += f", {a}={_fmt_val(row[a])}"
+        return s
+
+    df["_series"] = [series_label(r) for _, r in df.iterrows()]
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+               "#17becf", "#7f7f7f", "#bcbd22"]
+    colors = {lab: palette[i % len(palette)]
+              for i, lab in enumerate(sorted(df["_series"].unique(),
+                                             key=lambda s: (len(s), s)))}
+    n_meas = n_sim = n_file_model = 0
+    for ax, sched in zip(axes, schedules):
+        d = df[df["schedule"] == sched]
+        m_all = np.sort(d["M"].unique())
+        log = len(m_all) > 1 and m_all.max() / m_all.min() >= 4
+        handles = []
+        ymax = 0.0
+        for lab in sorted(d["_series"].unique(), key=lambda s: (len(s), s)):
+            s = d[d["_series"] == lab].sort_values("M")
+            c = colors[lab]
+            meas = pd.to_numeric(s["bubble_fraction_measured"], errors="coerce")
+            sim = pd.to_numeric(s["bubble_fraction_sim"], errors="coerce")
+            ok = meas.notna()
+            ax.plot(s["M"][ok], meas[ok], "o", color=c, ms=6.5, zorder=3)
+            n_meas += int(ok.sum())
+            ok = sim.notna()
+            ax.plot(s["M"][ok], sim[ok], "s", mfc="none", color=c, ms=11, mew=1.6, zorder=4)
+            n_sim += int(ok.sum())
+            ymax = max(ymax, np.nanmax(np.r_[meas.to_numpy(float), sim.to_numpy(float), 0]))
+            P, v = _int(s["P"].iloc[0]), _int(s["v"].iloc[0] if "v" in s else 1)
+            lo, hi = m_all.min(), m_all.max()
+            if has_closed_form(sched):
+                mm = (np.geomspace(max(lo / 1.25, 1), hi * 1.25, 200) if log
+                      else np.linspace(max(lo - 0.5, 1), hi + 0.5, 200))
+                yy = closed_form_curve(sched, P, mm, v)
+                ax.plot(mm, yy, "-", color=c, lw=1.6, alpha=0.75, zorder=2)
+                ymax = max(ymax, np.nanmax(yy))
+            else:
+                model = pd.to_numeric(s.get("bubble_fraction_model"), errors="coerce")
+                ok = model.notna() if model is not None else pd.Series(False, index=s.index)
+                if ok.any():
+                    ax.plot(s["M"][ok], model[ok], "D", mfc="none", color=c, ms=7, zorder=2)
+                    n_file_model += int(ok.sum())
+                    ymax = max(ymax, np.nanmax(model[ok]))
+            handles.append(Line2D([], [], color=c, marker="o", ls="-", label=lab))
+        if log:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(m_all)
+        ax.set_xticklabels([_fmt_val(float(m)) for m in m_all])
+        ax.minorticks_off()
+        ax.set_ylim(0, min(1.0, ymax * 1.18 + 0.02) if ymax > 0 else 1.0)
+        ax.set_xlabel("micro-batches per step, M")
+        ax.set_ylabel("bubble fraction = idle / (P·T)")
+        form = FORMULAS.get(sched)
+        ax.set_title(f"{sched}: closed form {form}" if form else
+                     f"{sched}: no closed form from P, M alone", fontsize=11)
+        ax.grid(True, alpha=0.3)
+        ax.legend(handles=handles, fontsize=8, loc="upper right", title="configuration",
+                  title_fontsize=8)
+    style = [
+        Line2D([], [], color="k", marker="o", ls="none", ms=7, label="measured (runtime, median step)"),
+        Line2D([], [], color="k", marker="s", mfc="none", ls="none", ms=11, mew=1.6,
+               label="simulated (fed the measured action times)"),
+        Line2D([], [], color="k", ls="-", lw=1.6, label="closed form (design §4)"),
+    ]
+    if n_file_model:
+        style.append(Line2D([], [], color="k", marker="D", mfc="none", ls="none",
+                            label="model from the file (where no P, M closed form)"))
+    fig.legend(handles=style, loc="lower center", ncol=len(style), fontsize=9.5, frameon=False)
+    cfg = config_text(df)
+    fig.suptitle("Bubble fraction vs micro-batches M: measured vs simulated vs closed form"
+                 + (f"\n{cfg}" if cfg else ""), fontsize=13)
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
+    path = _save(fig, out, dpi)
+    return BubblePlot(fig, axes, path, schedules, n_meas, n_sim)
+
+
+# --- Peak activation memory per rank ----------------------------------------------------------
+
+
+@dataclass
+class MemoryPlot:
+    fig: Figure
+    ax: object
+    path: Optional[Path]
+    data: pd.DataFrame  # the rows drawn: one per (series, rank)
+    n_bars: int
+
+
+def _byte_unit(max_bytes: float):
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if max_bytes >= scale:
+            return unit, scale
+    return "bytes", 1
+
+
+def plot_peak_activation(mem: pd.DataFrame, out=None, *, title_suffix: str = "",
+                         dpi: int = 110) -> MemoryPlot:
+    """Grouped bars: x = pipeline rank, one bar per schedule (and v) with the measured peak
+    activation bytes; a black cap on each bar marks the model's (simulator's) peak.
+
+    `mem`: memory_comparison() rows of the runs to draw (one run per schedule/v, same P)."""
+    d = mem.copy()
+    d["v"] = d["v"] if "v" in d.columns else 1
+    d["_series"] = [f"{s}" + (f" v={_int(v)}" if _int(v) != 1 else "")
+                    for s, v in zip(d["schedule"], d["v"])]
+    order = []
+    for s in _order_schedules(d["schedule"]):
+        order += sorted(d.loc[d["schedule"] == s, "_series"].unique())
+    ranks = np.sort(pd.to_numeric(d["rank"]).unique())
+    meas_all = pd.to_numeric(d["peak_activation_bytes"], errors="coerce").astype(float)
+    model_all = pd.to_numeric(d["peak_activation_bytes_model"], errors="coerce").astype(float)
+    unit, scale = _byte_unit(np.nanmax(np.r_[meas_all.to_numpy(), model_all.to_numpy(), 1]))
+    width = 0.8 / max(1, len(order))
+    fig = Figure(figsize=(max(8.0, 1.2 + len(ranks) * (0.45 + 0.32 * len(order))), 5.6))
+    ax = fig.add_subplot(1, 1, 1)
+    n_bars = 0
+    handles = []
+    for i, lab in enumerate(order):
+        s = d[d["_series"] == lab].sort_values("rank")
+        sched = s["schedule"].iloc[0]
+        c = schedule_color(sched, i)
+        x = s["rank"].to_numpy(float) + (i - (len(order) - 1) / 2) * width
+        meas = pd.to_numeric(s["peak_activation_bytes"], errors="coerce").to_numpy(float) / scale
+        model = pd.to_numeric(s["peak_activation_bytes_model"],
+                              errors="coerce").to_numpy(float) / scale
+        bars = ax.bar(x, meas, width * 0.92, color=c, edgecolor="white", lw=0.5, zorder=2)
+        n_bars += len(bars)
+        ok = ~np.isnan(model)
+        ax.hlines(model[ok], x[ok] - width * 0.5, x[ok] + width * 0.5, colors="black", lw=2.2,
+                  zorder=3)
+        handles.append(Patch(color=c, label=f"{lab} (measured)"))
+    handles.append(Line2D([], [], color="black", lw=2.2, label="model (simulator's peak)"))
+    ax.set_xticks(ranks)
+    ax.set_xticklabels([f"rank {_int(r)}" for r in ranks])
+    ax.set_xlabel("pipeline rank (stage)")
+    ax.set_ylabel(f"peak activation memory ({unit})")
+    ax.grid(True, axis="y", alpha=0.3, zorder=0)
+    ax.set_axisbelow(True)
+    ax.legend(handles=handles, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0)
+    ax.set_title("Peak activation memory per rank: measured (bars) vs model (black caps)"
+                 + (f"\n{title_suffix}" if title_suffix else ""), fontsize=12)
+    fig.tight_layout()
+    path = _save(fig, out, dpi)
+    return MemoryPlot(fig, ax, path, d, n_bars)
+
+
+# --- Gantt chart of one run -------------------------------------------------------------------
+
+
+@dataclass
+class GanttPlot:
+    fig: Figure
+    ax: object
+    path: Optional[Path]
+    iteration: int
+    n_bars: int      # rectangles drawn: one per event of that iteration
+    n_events: int    # events of the run in that iteration
+    counts: Dict[str, int] = field(default_factory=dict)  # bars per kind
+
+
+def _lighten(color, amount: float):
+    r, g, b = mcolors.to_rgb(color)
+    return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
+
+
+def _is_wait(kind: str) -> bool:
+    k = kind.lower()
+    return k.startswith("wait") or k == "idle"
+
+
+def _is_comm(kind: str) -> bool:
+    k = kind.upper()
+    return k.startswith("SEND") or k.startswith("RECV")
+
+
+def representative_iteration(events: pd.DataFrame) -> int:
+    """The timed iteration whose makespan (compute events) is the median one."""
+    comp = events[events["kind"].isin(COMPUTE_KINDS)]
+    if comp.empty:
+        comp = events
+    span = comp.groupby("iter").agg(a=("t_start_s", "min"), b=("t_end_s", "max"))
+    span = (span["b"] - span["a"]).sort_values(kind="mergesort")
+    return int(span.index[(len(span) - 1) // 2])
+
+
+def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, *,
+               iteration: Optional[int] = None, dpi: int = 110,
+               label_microbatches: bool = True) -> GanttPlot:
+    """Timeline of one timed iteration of one run: one row per rank, x in milliseconds.
+
+    Compute actions (F, B, W, BW, FB) are coloured by kind (a lighter shade for a rank's
+    later chunks when it holds several) and labelled with the micro-batch; waits for an
+    input are grey and hatched; SEND and RECV are thin bars in two lanes under each rank.
+    Every event of the iteration is one rectangle: `n_bars` == `n_events`.
+
+    `events`: load_events() rows of one run (all iterations, or already filtered);
+    `iteration`: default the iteration with the median makespan."""
+    if events.empty:
+        raise ValueError("no events to draw")
+    if "run_key" in events.columns and events["run_key"].nunique() > 1:
+        raise ValueError("events of several runs given; pass one run's events")
+    if iteration is None:
+        iteration = representative_iteration(events)
+    ev = events[events["iter"] == iteration].copy()
+    if ev.empty:
+        raise ValueError(f"no events in iteration {iteration}")
+    n_iters = events["iter"].nunique()
+    ev["kind"] = ev["kind"].astype(str)
+    P = _int(run["P"]) if run is not None and "P" in run else int(ev["rank"].max()) + 1
+    P = max(P, int(ev["rank"].max()) + 1)
+    ranks = list(range(P))
+    # A rank's chunks, in order: the lighter shades mark the later ones.
+    comp_mask = ~ev["kind"].map(_is_wait) & ~ev["kind"].map(_is_comm)
+    local: Dict[tuple, int] = {}
+    n_local = 1
+    for r, g in ev[comp_mask].groupby("rank"):
+        chunks = sorted(g["chunk"].unique())
+        n_local = max(n_local, len(chunks))
+        for i, c in enumerate(chunks):
+            local[(r, c)] = i
+    has_comm = bool(ev["kind"].map(_is_comm).any())
+    t0 = 0.0
+    ms = 1e3
+    x_lo = min(0.0, ev["t_start_s"].min()) * ms
+    x_hi = ev["t_end_s"].max() * ms
+    span = max(x_hi - x_lo, 1e-9)
+    fig_w = 15.0
+    fig = Figure(figsize=(fig_w, 2.3 + 0.62 * P * (1.25 if has_comm else 1.0)))
+    ax = fig.add_subplot(1, 1, 1)
+    # Lanes (y grows downwards after invert_yaxis): compute, then SEND, then RECV.
+    comp_y, comp_h = -0.40, 0.56
+    send_y, recv_y, comm_h = 0.19, 0.31, 0.11
+    if not has_comm:
+        comp_y, comp_h = -0.32, 0.64
+    counts: Dict[str, int] = {}
+    n_bars = 0
+    extra_colors: Dict[str, str] = {}
+    axes_w_px = fig_w * 0.82 * dpi
+    # Micro-batch labels on every compute bar, or on none (when the typical bar is too
+    # narrow for the longest number), so that a missing label never means anything.
+    cw = (ev.loc[comp_mask, "t_end_s"] - ev.loc[comp_mask, "t_start_s"]) * ms
+    digits = len(str(int(ev.loc[comp_mask, "microbatch"].max()))) if comp_mask.any() else 1
+    label_all = (label_microbatches and comp_mask.any()
+                 and cw.median() / span * axes_w_px >= 7 * digits + 4)
+    for kind, g in ev.groupby("kind", sort=False):
+        y_rank = g["rank"].to_numpy(float)
+        left = (g["t_start_s"].to_numpy(float) - t0) * ms
+        width = (g["t_end_s"].to_numpy(float) - g["t_start_s"].to_numpy(float)) * ms
+        if _is_wait(kind):
+            bars = ax.barh(y_rank + comp_y, width, left=left, height=comp_h, align="edge",
+                           color=WAIT_COLOR, edgecolor="#8a8a8a", hatch="////", lw=0.4,
+                           zorder=1)
+        elif _is_comm(kind):
+            is_send = kind.upper().startswith("SEND")
+            fam = kind.upper().split("_")[-1] if "_" in kind else ""
+            c = KIND_COLORS.get("F" if fam == "F" else "B" if fam == "B" else "", "#555555")
+            c = mcolors.to_rgb(c)
+            dark = tuple(x * 0.55 for x in c)
+            if is_send:
+                bars = ax.barh(y_rank + send_y, width, left=left, height=comm_h, align="edge",
+                               color=dark, edgecolor=dark, lw=0.4, zorder=2)
+            else:
+                bars = ax.barh(y_rank + recv_y, width, left=left, height=comm_h, align="edge",
+                               color="white", edgecolor=dark, lw=0.9, zorder=2)
+        else:
+            base = KIND_COLORS.get(kind)
+            if base is None:
+                base = extra_colors.setdefault(kind, EXTRA_COLORS[len(extra_colors)
+                                                                  % len(EXTRA_COLORS)])
+            shades = [
+                _lighten(base, 0.5 * local.get((r, c), 0) / max(1, n_local - 1))
+                for r, c in zip(g["rank"], g["chunk"])
+            ]
+            bars = ax.barh(y_rank + comp_y, width, left=left, height=comp_h, align="edge",
+                           color=shades, edgecolor="white", lw=0.6, zorder=2)
+            if label_all:
+                for x, w, yr, m in zip(left, width, y_rank, g["microbatch"]):
+                    txt = str(int(m))
+                    if w / span * axes_w_px >= 6 * len(txt) + 2:
+                        ax.text(x + w / 2, yr + comp_y + comp_h / 2, txt, ha="center",
+                                va="center", fontsize=7.5, color="white", zorder=5,
+                                fontweight="bold")
+        counts[kind] = counts.get(kind, 0) + len(bars)
+        n_bars += len(bars)
+    ax.set_ylim(P - 0.5, -0.5)
+    ax.set_xlim(x_lo - 0.01 * span, x_hi + 0.01 * span)
+    ax.set_yticks([r + comp_y + comp_h / 2 for r in ranks])
+    ax.set_yticklabels([f"rank {r}" for r in ranks])
+    if has_comm:
+        minor = [r + y + comm_h / 2 for r in ranks for y in (send_y, recv_y)]
+        ax.set_yticks(minor, minor=True)
+        ax.set_yticklabels(["send", "recv"] * P, minor=True, fontsize=6.5, color="#555555")
+        ax.tick_params(axis="y", which="minor", length=0)
+    ax.set_xlabel("time since the step's start (ms)")
+    ax.grid(True, axis="x", alpha=0.3, zorder=0)
+    ax.set_axisbelow(True)
+    # Legend: kinds present, in canonical order, then wait and communication.
+    handles = []
+    present = list(ev["kind"].unique())
+    for k in list(KIND_COLORS) + sorted(extra_colors):
+        if k in present:
+            handles.append(Patch(facecolor=KIND_COLORS.get(k, extra_colors.get(k)),
+                                 label=KIND_LABELS.get(k, k)))
+    if any(_is_wait(k) for k in present):
+        handles.append(Patch(facecolor=WAIT_COLOR, edgecolor="#8a8a8a", hatch="////",
+                             label="waiting for an input"))
+    def comm_order(k):
+        u = k.upper()
+        return ({"F": 0, "B": 1}.get(u.split("_")[-1], 2), 0 if u.startswith("SEND") else 1, u)
+
+    for k in sorted((k for k in present if _is_comm(k)), key=comm_order):
+        fam = k.upper().split("_")[-1]
+        c = tuple(x * 0.55 for x in mcolors.to_rgb(KIND_COLORS.get(fam, "#555555")))
+        what = "activation" if fam == "F" else "gradient" if fam == "B" else ""
+        if k.upper().startswith("SEND"):
+            handles.append(Patch(facecolor=c, edgecolor=c, label=f"{k} (send {what})"))
+        else:
+            handles.append(Patch(facecolor="white", edgecolor=c, lw=1.2,
+                                 label=f"{k} (receive {what})"))
+    if n_local > 1:
+        handles.append(Patch(facecolor=_lighten(KIND_COLORS["F"], 0.5),
+                             label="lighter shade: the rank's later chunk"))
+    ncol = len(handles) if len(handles) <= 5 else math.ceil(len(handles) / 2)
+    n_rows = math.ceil(len(handles) / ncol)
+    fig_h = fig.get_figheight()
+    legend_h = (0.25 + 0.24 * n_rows) / fig_h
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8.5, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    # Title: configuration and the bubble figures.
+    lines = []
+    if run is not None:
+        head = (f"{run.get('schedule', '?')}: P={_int(run.get('P'))}, M={_int(run.get('M'))}, "
+                f"v={_int(run.get('v', 1))}")
+        cfg = config_text(pd.DataFrame([run]))
+        lines.append(head + (f"  ({cfg})" if cfg else ""))
+    comp = ev[comp_mask & ev["kind"].isin(COMPUTE_KINDS)]
+    if not comp.empty:
+        T = comp["t_end_s"].max() - comp["t_start_s"].min()
+        busy = (comp["t_end_s"] - comp["t_start_s"]).sum()
+        frac = 1 - busy / (P * T) if T > 0 else float("nan")
+        sub = (f"timed iteration {iteration} ({n_iters} recorded): makespan {T * 1e3:.2f} ms, "
+               f"bubble fraction {frac:.3f}")
+        if run is not None:
+            bits = []
+            for lab, col in (("run median", "bubble_fraction_measured"),
+                             ("simulated", "bubble_fraction_sim"),
+                             ("closed form", "bubble_fraction_closed_form")):
+                val = run.get(col)
+                if col == "bubble_fraction_closed_form" and (val is None or pd.isna(val)):
+                    val = run.get("bubble_fraction_model")
+                    lab = "model"
+                try:
+                    if val is not None and not pd.isna(val):
+                        bits.append(f"{lab} {float(val):.3f}")
+                except (TypeError, ValueError):
+                    pass
+            if bits:
+                sub += " (" + ", ".join(bits) + ")"
+        lines.append(sub)
+    ax.set_title("\n".join(lines), fontsize=11)
+    fig.tight_layout(rect=(0, legend_h, 1, 1))
+    path = _save(fig, out, dpi)
+    return GanttPlot(fig, ax, path, int(iteration), n_bars, len(ev), counts)

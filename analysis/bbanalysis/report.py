@@ -1,0 +1,301 @@
+"""The report: summary.csv, report.md with tables and the PNGs, and a terminal table."""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import pandas as pd
+
+from .compare import summarize
+from .loader import load_events, load_runs
+from .model import FORMULAS
+from .plots import (_order_schedules, config_text, plot_bubble_vs_m, plot_gantt,
+                    plot_peak_activation)
+
+BUBBLE_TABLE = [
+    ("schedule", "schedule", None),
+    ("P", "P", "int"),
+    ("M", "M", "int"),
+    ("v", "v", "int"),
+    ("measured", "bubble_fraction_measured", "frac"),
+    ("sim", "bubble_fraction_sim", "frac"),
+    ("model", "bubble_fraction_model", "frac"),
+    ("closed form", "bubble_fraction_closed_form", "frac"),
+    ("meas−sim", "diff_measured_sim", "diff"),
+    ("meas−model", "diff_measured_model", "diff"),
+    ("model vs closed form", "closed_form_check", None),
+    ("from events", "bubble_fraction_events", "frac"),
+]
+RUN_TABLE = [
+    ("schedule", "schedule", None),
+    ("P", "P", "int"),
+    ("M", "M", "int"),
+    ("v", "v", "int"),
+    ("step ms (median)", "step_time_s_median", "ms"),
+    ("makespan ms", "makespan_s", "ms"),
+    ("t_F ms", "t_f_s", "ms"),
+    ("t_B ms", "t_b_s", "ms"),
+    ("t_W ms", "t_w_s", "ms"),
+    ("iters", "n_steps", "int"),
+    ("events", "n_events", "int"),
+    ("check", "check", None),
+    ("run key", "run_key", None),
+]
+
+
+def _fmt(x, kind) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    try:
+        if pd.isna(x):
+            return "–"
+    except (TypeError, ValueError):
+        pass
+    if kind == "int":
+        try:
+            return str(int(x))
+        except (TypeError, ValueError):
+            return str(x)
+    if kind == "frac":
+        return f"{float(x):.4f}"
+    if kind == "diff":
+        x = float(x)
+        return f"{0.0 if abs(x) < 5e-5 else x:+.4f}"
+    if kind == "ms":
+        return f"{float(x) * 1e3:.3f}"
+    if kind == "MiB":
+        return f"{float(x) / 2 ** 20:.2f}"
+    if kind == "ratio":
+        return f"{float(x):.3f}"
+    return str(x)
+
+
+def table_rows(df: pd.DataFrame, spec) -> Tuple[List[str], List[List[str]]]:
+    spec = [(h, c, k) for h, c, k in spec if c in df.columns]
+    header = [h for h, _, _ in spec]
+    rows = [[_fmt(r[c], k) for _, c, k in spec] for _, r in df.iterrows()]
+    return header, rows
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def esc(s):
+        return str(s).replace("|", "\\|")
+    num = re.compile(r"[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|–")
+    right = [bool(rows) and all(num.fullmatch(str(r[i])) for r in rows)
+             for i in range(len(header))]
+    out = ["| " + " | ".join(esc(h) for h in header) + " |",
+           "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+         for i, h in enumerate(header)]
+    line = lambda cells: "  ".join(str(c).rjust(w[i]) if i else str(c).ljust(w[i])  # noqa
+                                   for i, c in enumerate(cells))
+    return "\n".join([line(header), line(["-" * x for x in w])] + [line(r) for r in rows])
+
+
+def _sort_runs(df: pd.DataFrame) -> pd.DataFrame:
+    order = {s: i for i, s in enumerate(_order_schedules(df["schedule"]))}
+    key = df["schedule"].map(order)
+    return (df.assign(_o=key).sort_values(["_o", "P", "v", "M", "run_key"], kind="mergesort")
+            .drop(columns="_o"))
+
+
+def choose_config(runs: pd.DataFrame, P: Optional[int] = None, M: Optional[int] = None):
+    """(P, M) shown per rank: the one with the most schedules, then the largest P, then M
+    closest to 2P (GPipe's M peaks and 1F1B's P−s are both visible; the timeline stays
+    readable). P or M given: restricted to it."""
+    d = runs
+    if P is not None:
+        d = d[d["P"] == P]
+    if M is not None:
+        d = d[d["M"] == M]
+    if d.empty:
+        return None
+    g = d.groupby(["P", "M"])["schedule"].nunique().reset_index(name="n")
+    g["_d"] = (g["M"] - 2 * g["P"]).abs()
+    g = g.sort_values(["n", "P", "_d", "M"], ascending=[False, False, True, True])
+    return int(g["P"].iloc[0]), int(g["M"].iloc[0])
+
+
+def runs_at(runs: pd.DataFrame, P: int, M: int) -> pd.DataFrame:
+    """One run per (schedule, v) at P and M: the first found."""
+    d = runs[(runs["P"] == P) & (runs["M"] == M)]
+    return _sort_runs(d.drop_duplicates(["schedule", "v"], keep="first"))
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name).strip("._") or "run"
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    summary: pd.DataFrame
+    memory: pd.DataFrame
+    files: List[Path] = field(default_factory=list)  # everything written
+    pngs: List[Path] = field(default_factory=list)
+    gantt: list = field(default_factory=list)  # GanttPlot results
+    terminal: str = ""
+    config: Optional[Tuple[int, int]] = None
+
+
+def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
+                 gantt_iter: Optional[int] = None, P: Optional[int] = None,
+                 M: Optional[int] = None, events: bool = True, dpi: int = 110) -> Report:
+    """Loads every complete run under `paths` (files/folders, or a load_runs() DataFrame)
+    and writes the report into `out_dir`.
+
+    gantt_keys: run keys to draw timelines of (default: one per schedule at the chosen
+    (P, M); an empty list: none). Raises NoResultsError / FileNotFoundError / KeyError."""
+    runs = paths if isinstance(paths, pd.DataFrame) else load_runs(paths)
+    missing = [k for k in (gantt_keys or []) if not (runs["run_key"] == k).any()]
+    if missing:
+        raise KeyError(f"no run with key {missing[0]!r} (keys look like "
+                       f"{runs['run_key'].iloc[0]!r})")
+    if (P is not None or M is not None) and choose_config(runs, P, M) is None:
+        raise KeyError("no runs with" + (f" P={P}" if P is not None else "")
+                       + (f" M={M}" if M is not None else ""))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary, mem = summarize(runs, events=events)
+    summary = _sort_runs(summary).reset_index(drop=True)
+    rep = Report(out, summary, mem)
+
+    csv = out / "summary.csv"
+    summary.to_csv(csv, index=False)
+    rep.files.append(csv)
+
+    # Figures.
+    bub = plot_bubble_vs_m(summary, out / "bubble_vs_M.png", dpi=dpi)
+    rep.pngs.append(bub.path)
+    cfg = choose_config(summary, P, M)
+    rep.config = cfg
+    chosen = runs_at(summary, *cfg) if cfg else summary.iloc[0:0]
+    mem_plot = None
+    if not mem.empty and not chosen.empty:
+        sel = mem.merge(chosen[["path", "run_key"]], on=["path", "run_key"])
+        if not sel.empty:
+            suffix = f"P={cfg[0]}, M={cfg[1]}"
+            c = config_text(chosen)
+            mem_plot = plot_peak_activation(sel, out / "peak_activation.png",
+                                            title_suffix=suffix + (f" ({c})" if c else ""),
+                                            dpi=dpi)
+            rep.pngs.append(mem_plot.path)
+    if gantt_keys is None:
+        gantt_runs = chosen
+    else:
+        picks = [summary[summary["run_key"] == k].iloc[[0]] for k in gantt_keys]
+        gantt_runs = pd.concat(picks) if picks else summary.iloc[0:0]
+    used = set()
+    for _, run in gantt_runs.iterrows():
+        ev = load_events(run)
+        if ev.empty:
+            continue
+        name = f"gantt_{_safe(run['run_key'])}"
+        while name in used:
+            name += "_"
+        used.add(name)
+        g = plot_gantt(ev, run, out / f"{name}.png", iteration=gantt_iter, dpi=dpi)
+        rep.gantt.append((run, g))
+        rep.pngs.append(g.path)
+
+    # Tables.
+    header, rows = table_rows(summary, BUBBLE_TABLE)
+    rep.terminal = text_table(header, rows)
+    md = _markdown(rep, runs, header, rows, bub, mem_plot)
+    path = out / "report.md"
+    path.write_text(md, encoding="utf-8")
+    rep.files.append(path)
+    rep.files += rep.pngs
+    return rep
+
+
+def check_lines(summary: pd.DataFrame) -> List[str]:
+    """One line per cross-check: closed form vs the file's model; events vs measured."""
+    lines = []
+    c = summary["closed_form_check"].value_counts()
+    lines.append(f"closed form vs the file's model: {int(c.get('ok', 0))} agree, "
+                 f"{int(c.get('MISMATCH', 0))} differ, {int(c.get('no model', 0))} without a "
+                 f"model value, {int(c.get('n/a', 0))} with no P/M/v closed form")
+    if "diff_events_measured" in summary.columns:
+        d = summary["diff_events_measured"].abs()
+        if d.notna().any():
+            lines.append(f"bubble fraction from the events vs the runtime's measured value: "
+                         f"largest difference {d.max():.2e} ({summary.loc[d.idxmax(), 'run_key']})")
+    if "activation_ratio_max" in summary.columns:
+        r = summary["activation_ratio_max"]
+        if r.notna().any():
+            lines.append(f"peak activation bytes measured/model: {r.min():.3f} … {r.max():.3f} "
+                         "(largest over ranks, per run)")
+    return lines
+
+
+def _markdown(rep: Report, runs, header, rows, bub, mem_plot) -> str:
+    s = rep.summary
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    md = ["# bubblebench results: measured vs simulated vs closed-form bubbles", ""]
+    files = s.groupby("path", sort=False)
+    md.append(f"{len(s)} complete run(s) from {files.ngroups} results file(s); "
+              f"report written {now} by bbanalysis.")
+    md.append("")
+    fcols = [("file", "path", None), ("runs", "_n", "int"), ("git_sha", "file_git_sha", None),
+             ("host", "file_hostname", None), ("created (UTC)", "file_created_utc", None),
+             ("tool", "file_tool_version", None), ("SLURM job", "file_slurm_job_id", None)]
+    fd = files.first().reset_index()
+    fd["_n"] = files.size().to_numpy()
+    h, r = table_rows(fd, fcols)
+    md += [markdown_table(h, r), ""]
+    md += ["## Bubble fraction", "",
+           "Bubble fraction = idle / (P·T) of one step (design §4): T from the first compute "
+           "start to the last compute end over all ranks. *measured*: the runtime's median "
+           "over timed steps; *sim*: the simulator fed the run's measured per-action times; "
+           "*model*: the closed form as written in the file; *closed form*: recomputed here "
+           "from P, M, v (" + "; ".join(f"{k}: {v}" for k, v in FORMULAS.items())
+           + "; other schedules have none from P, M alone); *from events*: the same "
+           "definition recomputed from the events dataset (median over steps).", ""]
+    md += [markdown_table(header, rows), ""]
+    md += ["Cross-checks:", ""] + [f"- {x}" for x in check_lines(s)] + [""]
+    md += [f"![Bubble fraction vs M]({bub.path.name})", ""]
+    md += ["## Runs", ""]
+    h, r = table_rows(s, RUN_TABLE)
+    md += [markdown_table(h, r), ""]
+    md += ["## Peak activation memory", ""]
+    mcols = [("schedule", "schedule", None), ("P", "P", "int"), ("M", "M", "int"),
+             ("v", "v", "int"), ("measured MiB (max rank)", "peak_activation_bytes_max", "MiB"),
+             ("model MiB (max rank)", "peak_activation_bytes_model_max", "MiB"),
+             ("measured/model (max)", "activation_ratio_max", "ratio"),
+             ("device peak MiB", "peak_device_bytes_max", "MiB"),
+             ("params MiB", "param_bytes_max", "MiB")]
+    if "peak_activation_bytes_max" in s.columns:
+        h, r = table_rows(s, mcols)
+        md += ["Per run, the largest value over ranks:", "", markdown_table(h, r), ""]
+    if mem_plot is not None:
+        d = mem_plot.data.copy()
+        d["_series"] = d["_series"].astype(str)
+        piv_cols = [("series", "_series", None), ("rank", "rank", "int"),
+                    ("measured MiB", "peak_activation_bytes", "MiB"),
+                    ("model MiB", "peak_activation_bytes_model", "MiB"),
+                    ("measured/model", "activation_ratio", "ratio")]
+        h, r = table_rows(d, piv_cols)
+        md += [f"Per rank at P={rep.config[0]}, M={rep.config[1]}:", "", markdown_table(h, r), "",
+               f"![Peak activation memory per rank]({mem_plot.path.name})", ""]
+    if rep.gantt:
+        md += ["## Timelines", "",
+               "One timed step per chart (the one with the median makespan unless chosen): "
+               "ranks as rows, x in ms from the step's start; compute coloured by action kind "
+               "and labelled with the micro-batch, waits for an input grey and hatched, "
+               "SEND/RECV in the thin lanes under each rank.", ""]
+        for run, g in rep.gantt:
+            md += [f"### {run['schedule']} P={int(run['P'])} M={int(run['M'])} "
+                   f"v={int(run['v']) if not pd.isna(run.get('v')) else 1}", "",
+                   f"`{run['run_key']}` in `{run['path']}`, iteration {g.iteration}: "
+                   f"{g.n_events} events.", "", f"![timeline {run['run_key']}]({g.path.name})", ""]
+    return "\n".join(md)

@@ -1,0 +1,108 @@
+import math
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+
+import fake_results
+from conftest import complete_keys
+
+from bbanalysis import (NoResultsError, ResultsWarning, find_results_files, load_events,
+                        load_ranks, load_runs, load_step_times)
+from bbanalysis.loader import RUN_ATTRS
+
+DESIGN_ROOT_ATTRS = ("schema_version", "git_sha", "hostname", "slurm_job_id")
+
+
+def test_one_row_per_complete_run(results_file):
+    runs = load_runs(results_file)
+    assert sorted(runs["run_key"]) == complete_keys(results_file)
+    assert runs["run_key"].is_unique
+    assert (runs["path"] == str(results_file)).all()
+    assert (runs["status"] == "complete").all()
+
+
+def test_columns(results_file):
+    runs = load_runs([results_file])
+    for a in RUN_ATTRS:
+        assert a in runs.columns, a
+    for a in DESIGN_ROOT_ATTRS:
+        assert f"file_{a}" in runs.columns, a
+    assert (runs["file_schema_version"] == 1).all()
+    for c in ("n_steps", "step_time_s_median", "n_events", "n_ranks"):
+        assert c in runs.columns
+    assert runs["schedule"].map(type).eq(str).all()
+    assert pd.api.types.is_integer_dtype(runs["P"]) and pd.api.types.is_integer_dtype(runs["M"])
+
+
+def test_events_and_ranks_decoded(results_file):
+    runs = load_runs(results_file)
+    run = runs.iloc[0]
+    ev = load_events(run)
+    assert len(ev) == run["n_events"]
+    assert ev["kind"].map(type).eq(str).all(), "vlen strings must be decoded to str"
+    assert set(ev.columns) >= {"iter", "rank", "chunk", "microbatch", "kind", "t_start_s",
+                               "t_end_s", "duration_s", "path", "run_key"}
+    assert np.allclose(ev["duration_s"], ev["t_end_s"] - ev["t_start_s"])
+    first = int(ev["iter"].min())
+    assert (load_events(run, iters=first)["iter"] == first).all()
+    assert set(load_events(run, kinds=["F"])["kind"]) <= {"F"}
+    rk = load_ranks(runs)
+    assert len(rk) == runs["n_ranks"].sum()
+    assert rk["host"].map(type).eq(str).all()
+    for _, r in runs.iterrows():
+        got = rk[rk["run_key"] == r["run_key"]]
+        assert sorted(got["rank"]) == list(range(int(r["P"])))
+    st = load_step_times(runs.head(3))
+    assert len(st) == runs.head(3)["n_steps"].sum()
+
+
+def _write(path, runs, root=None, extra=None):
+    with h5py.File(path, "w") as f:
+        for k, v in (root if root is not None else fake_results.root_attrs()).items():
+            fake_results._attr(f, k, v)
+        f.create_group("runs")
+        for status, run in runs:
+            key, attrs, steps, events, ranks = run
+            if extra:
+                attrs = {**attrs, **extra}
+            name = key if status != "partial" else ".partial-" + key
+            fake_results.write_run(f, name, attrs, steps, events, ranks,
+                                   status="complete" if status == "partial" else status)
+
+
+def test_skips_partial_incomplete_and_foreign_files(tmp_path):
+    a = fake_results.make_run("gpipe", 2, 2, iters=1, seed=1)
+    b = fake_results.make_run("1f1b", 2, 4, iters=1, seed=2)
+    c = fake_results.make_run("1f1b", 2, 8, iters=1, seed=3)
+    _write(tmp_path / "one.h5", [("complete", a), ("partial", b), ("running", c)],
+           extra={"period_s": 0.25})
+    sub = tmp_path / "deeper" / "still"
+    sub.mkdir(parents=True)
+    _write(sub / "two.h5", [("complete", b), (None, c)])
+    (tmp_path / "garbage.h5").write_bytes(b"not hdf5 at all")
+    with h5py.File(tmp_path / "foreign.h5", "w") as f:
+        f.create_dataset("x", data=[1, 2, 3])
+    (tmp_path / "notes.txt").write_text("ignored")
+    assert len(find_results_files([tmp_path])) == 4
+    with pytest.warns(ResultsWarning) as w:
+        runs = load_runs(tmp_path)
+    msgs = " ".join(str(x.message) for x in w)
+    assert "garbage.h5" in msgs and "foreign.h5" in msgs
+    assert sorted(runs["run_key"]) == sorted([a[0], b[0]])
+    # An attribute outside design §6 is kept as a column (NaN where a run lacks it).
+    assert "period_s" in runs.columns
+    one = runs[runs["path"].str.endswith("one.h5")].iloc[0]
+    assert one["period_s"] == pytest.approx(0.25)
+    assert math.isnan(runs[runs["path"].str.endswith("two.h5")].iloc[0]["period_s"])
+
+
+def test_no_results(tmp_path):
+    with pytest.raises(NoResultsError):
+        load_runs(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_runs(tmp_path / "missing")
+    _write(tmp_path / "empty.h5", [])
+    with pytest.raises(NoResultsError, match="no complete runs"):
+        load_runs(tmp_path)

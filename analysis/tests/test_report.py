@@ -1,0 +1,94 @@
+import re
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+
+from conftest import complete_keys, run_cli
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_runs(report):
+    out, proc = report
+    assert proc.returncode == 0, proc.stderr
+    for name in ("summary.csv", "report.md", "bubble_vs_M.png", "peak_activation.png"):
+        assert (out / name).is_file(), name
+    assert list(out.glob("gantt_*.png")), "at least one timeline"
+
+
+def test_summary_has_one_row_per_run(report, results_file):
+    out, _ = report
+    s = pd.read_csv(out / "summary.csv")
+    assert sorted(s["run_key"]) == complete_keys(results_file)
+    for c in ("bubble_fraction_measured", "bubble_fraction_sim", "bubble_fraction_model",
+              "bubble_fraction_closed_form", "diff_measured_sim", "diff_measured_model",
+              "file_git_sha", "path", "run_key"):
+        assert c in s.columns, c
+
+
+def test_summary_closed_form_for_gpipe_1f1b(report):
+    out, _ = report
+    s = pd.read_csv(out / "summary.csv")
+    rows = s[s["schedule"].isin(["gpipe", "1f1b"])]
+    assert len(rows) > 0
+    expected = (rows["P"] - 1) / (rows["M"] + rows["P"] - 1)
+    assert np.allclose(rows["bubble_fraction_closed_form"], expected, rtol=1e-12)
+    assert np.allclose(rows["bubble_fraction_model"], expected, rtol=1e-9)
+
+
+def test_every_png_is_a_real_picture(report):
+    out, _ = report
+    md = (out / "report.md").read_text()
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md)
+    pngs = sorted(out.glob("*.png"))
+    assert pngs and sorted(linked) == sorted(p.name for p in pngs)
+    for p in pngs:
+        assert p.read_bytes()[:8] == PNG_MAGIC, p.name
+        assert p.stat().st_size > 10_000, p.name
+        img = mpimg.imread(p)
+        assert img.ndim == 3 and img.shape[1] > 400 and img.shape[0] > 200, (p.name, img.shape)
+        assert img[..., :3].std() > 0.05, f"{p.name} looks blank"
+
+
+def test_report_md_and_terminal_tables(report):
+    out, proc = report
+    md = (out / "report.md").read_text()
+    s = pd.read_csv(out / "summary.csv")
+    assert "| schedule | P | M | v | measured | sim | model | closed form |" in md
+    for sched in s["schedule"].unique():
+        assert f"| {sched} |" in md
+        assert sched in proc.stdout
+    assert "closed form" in proc.stdout and "meas−sim" in proc.stdout
+
+
+def test_no_results_is_exit_2(tmp_path):
+    (tmp_path / "README.txt").write_text("no results here")
+    proc = run_cli("report", tmp_path, "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bbanalysis: error:"), proc.stderr
+    assert "no results" in lines[0]
+
+
+def test_missing_path_is_exit_2(tmp_path):
+    proc = run_cli("report", tmp_path / "nope", "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_file_without_complete_runs_is_exit_2(tmp_path):
+    import fake_results
+    fake_results.write_results_file(tmp_path / "empty.h5", [])
+    proc = run_cli("report", tmp_path, "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    assert "no complete runs" in proc.stderr
+
+
+def test_chosen_timeline(results_file, tmp_path):
+    key = complete_keys(results_file)[0]
+    proc = run_cli("report", results_file, "--out", tmp_path, "--gantt", key)
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in tmp_path.glob("gantt_*.png")] == [f"gantt_{key}.png"]
+    proc = run_cli("report", results_file, "--out", tmp_path / "x", "--gantt", "no-such-run")
+    assert proc.returncode == 2 and "no-such-run" in proc.stderr
