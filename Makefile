@@ -8,7 +8,8 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-dev \
   libopenblas-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  python3-h5py python3-pandas python3-matplotlib python3-pytest python3-numpy shellcheck
+  python3-h5py python3-pandas python3-matplotlib python3-pytest python3-numpy shellcheck \
+  slurm-wlm munge
 
 .PHONY: all deps configure build test run bench asan format clean
 

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# The jobs/ scripts end to end in a real (local, single-node) SLURM 22.05:
+#   0. bash -n and shellcheck on jobs/*.sbatch and tools/*.sh
+#   1. tools/slurm-local.sh up (idempotent), in its own state dir and ports (6827/6828)
+#   2. a plain job: `srun --mpi=pmi2 -n 2` of a shell (SLURM_PROCID/LOCALID), of an MPI hello
+#      (PMI2 wire-up with MPICH) and of `bubblebench run` without --out
+#   3. jobs/sweep-array.sbatch over jobs/params/smoke.txt (2 tasks, 2 CPU ranks each,
+#      synthetic stages), jobs/merge_index.py as a dependent job, and jobs/sweep-node.sbatch
+#      (2 CPU ranks): job states from scontrol, then the HDF5 files with h5py (runs complete,
+#      slurm_job_id / slurm_array_job_id / slurm_array_task_id at the root, index.h5 reaching
+#      every task's runs)
+#   4. jobs/merge_index.py on hand-made task files (links and --copy), independent of `run`
+#   5. tools/slurm-local.sh down (twice): the daemons are gone
+# Never skips: if SLURM is missing or does not start, it fails with the daemon logs.
+#   usage: tests/slurm/test_slurm_jobs.sh BUILD_DIR      (KEEP=1 keeps the temporary folder)
+set -uo pipefail
+BUILD=${1:?usage: $0 BUILD_DIR}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BB=$(cd "$BUILD" 2>/dev/null && pwd)/bubblebench
+PY=/usr/bin/python3
+SL=$ROOT/tools/slurm-local.sh
+WAIT_JOBS=${WAIT_JOBS:-150}  # seconds for all jobs together
+t0=$(date +%s)
+
+# A private cluster: own state dir and ports (not a developer's tools/slurm-local.sh up on the
+# defaults, not a system slurmctld), and none of an enclosing job's SLURM variables.
+while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM_|SBATCH_|SRUN_|SALLOC_)')
+export BB_SLURM_CTLD_PORT=${BB_SLURM_CTLD_PORT:-6827}
+export BB_SLURM_SLURMD_PORT=${BB_SLURM_SLURMD_PORT:-6828}
+tmp=$(mktemp -d /tmp/bb-slurm-test.XXXXXX)
+# A fixed state dir: if an earlier run was killed before its trap could stop the daemons,
+# this run's first `down` finds them by their PID files and stops them.
+STATE=${BB_SLURM_TEST_DIR:-/tmp/bb-slurm-test-state-$(id -u)}
+"$ROOT/tools/slurm-local.sh" down "$STATE" >/dev/null 2>&1
+rm -rf "$STATE"
+fails=0
+pass=0
+check() {  # name, status
+  if [ "$2" = 0 ]; then
+    pass=$((pass + 1))
+    echo "ok: $1"
+  else
+    echo "FAIL: $1"
+    fails=$((fails + 1))
+  fi
+}
+dump() {  # everything that helps after a failure
+  local f
+  for f in "$tmp"/*.out; do
+    [ -f "$f" ] || continue
+    echo "----- $f -----"
+    tail -n 40 "$f"
+  done
+  if "$SL" status "$STATE" >/dev/null 2>&1; then
+    squeue 2>&1 | head -n 20
+  fi
+  [ -f "$STATE/slurm.conf" ] && "$SL" logs "$STATE" 2>&1
+}
+cleanup() {
+  "$SL" down "$STATE" >/dev/null 2>&1 || true
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $tmp and $STATE"; else rm -rf "$tmp" "$STATE"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- 0. static checks --------------------------------------------------------------------
+for f in "$ROOT"/jobs/*.sbatch "$ROOT"/tools/*.sh "$0"; do
+  bash -n "$f"
+  check "bash -n ${f#"$ROOT"/}" $?
+done
+if command -v shellcheck >/dev/null 2>&1; then
+  for f in "$ROOT"/jobs/*.sbatch "$ROOT"/tools/*.sh "$0"; do
+    shellcheck -x "$f"
+    check "shellcheck ${f#"$ROOT"/}" $?
+  done
+else
+  check "shellcheck installed (apt-get install shellcheck)" 1
+fi
+$PY -c "import sys, h5py; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\")" "$ROOT/jobs/merge_index.py"
+check "merge_index.py compiles; $PY has h5py" $?
+[ -x "$BB" ]
+check "bubblebench built at $BB" $?
+missing=""
+for b in munged munge sinfo sbatch srun squeue scontrol slurmctld slurmd mpicc; do
+  command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || missing="$missing $b"
+done
+[ -z "$missing" ]
+check "SLURM, munge and MPICH installed (missing:${missing:- none}; apt-get install slurm-wlm munge libmpich-dev)" $?
+if [ -n "$missing" ]; then
+  echo "FAILED: $fails of $((pass + fails)) checks"
+  exit 1
+fi
+
+# --- 1. bring-up -------------------------------------------------------------------------
+if ! conf=$("$SL" up "$STATE"); then
+  check "tools/slurm-local.sh up (daemon logs above)" 1
+  echo "FAILED: $fails of $((pass + fails)) checks"
+  exit 1
+fi
+eval "$conf"
+check "slurm up in $(($(date +%s) - t0)) s: $conf" 0
+[ "$("$SL" up "$STATE")" = "$conf" ]
+check "up again while up: no-op, same SLURM_CONF" $?
+[ "$(sinfo -h -o %T)" = idle ]
+check "sinfo: node idle" $?
+cd "$ROOT" || exit 1 # SLURM_SUBMIT_DIR of the jobs: the repository
+
+# --- 2. plain srun job ---------------------------------------------------------------------
+cat >"$tmp/mpi_hello.c" <<'EOF'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  int rank, size, sum = 0;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  printf("mpi rank %d of %d sum %d\n", rank, size, sum);
+  MPI_Finalize();
+  return 0;
+}
+EOF
+mpicc -o "$tmp/mpi_hello" "$tmp/mpi_hello.c"
+check "mpicc mpi_hello" $?
+cat >"$tmp/plain.sh" <<EOF
+#!/bin/bash
+# shellcheck disable=SC2016
+srun --mpi=pmi2 -n 2 bash -c 'echo "task \$SLURM_PROCID local \$SLURM_LOCALID of \$SLURM_NTASKS job \$SLURM_JOB_ID"'
+echo "step1 rc=\$?"
+srun --mpi=pmi2 -n 2 "$tmp/mpi_hello"
+echo "step2 rc=\$?"
+srun --mpi=pmi2 -n 2 "$BB" run --schedule 1f1b,gpipe -M 4 --backend cpu --compute synthetic --t-f 1ms --t-b 1ms --warmup 0 --iters 2
+echo "step3 rc=\$?"
+EOF
+plain=$(sbatch --parsable --job-name=bb-plain --ntasks=2 --time=00:05:00 \
+  --output="$tmp/%x-%j.out" "$tmp/plain.sh")
+check "sbatch plain srun job ($plain)" $?
+
+# --- 3. the job scripts --------------------------------------------------------------------
+RES=$tmp/results
+aid=$(env BB="$BB" RESULTS_DIR="$RES" PARAMS=jobs/params/smoke.txt \
+  sbatch --parsable --array=0-1 --ntasks=2 --time=00:05:00 --output="$tmp/%x-%A_%a.out" \
+  jobs/sweep-array.sbatch)
+check "sbatch jobs/sweep-array.sbatch --array=0-1 ($aid)" $?
+merge=$(sbatch --parsable --job-name=bb-merge --dependency=afterany:"$aid" --ntasks=1 \
+  --time=00:05:00 --output="$tmp/%x-%j.out" \
+  --wrap "$PY $ROOT/jobs/merge_index.py $RES/$aid --expect 2")
+check "sbatch merge_index.py --dependency=afterany:$aid ($merge)" $?
+node=$(env BB="$BB" RESULTS_DIR="$RES" SCHEDULES=1f1b,zb-h1 M_LIST=4 V_LIST=1 BACKEND=cpu \
+  COMPUTE=synthetic T_F=1ms T_B=1ms WARMUP=1 ITERS=2 \
+  sbatch --parsable --ntasks=2 --time=00:05:00 --output="$tmp/%x-%j.out" jobs/sweep-node.sbatch)
+check "sbatch jobs/sweep-node.sbatch --ntasks=2 ($node)" $?
+
+ids="$plain,$aid,$merge,$node"
+deadline=$(($(date +%s) + WAIT_JOBS))
+while [ -n "$(squeue -h -j "$ids" -o %i 2>/dev/null)" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+  sleep 1
+done
+[ -z "$(squeue -h -j "$ids" -o %i 2>/dev/null)" ]
+check "all jobs finished within ${WAIT_JOBS} s ($(($(date +%s) - t0)) s since start)" $?
+
+# JobState / ExitCode of a job (one line per array task): "ArrayTaskId=JobId:State:Exit"
+states() {
+  scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' |
+    awk -F= '/^JobId=/{j=$2} /^ArrayTaskId=/{a=$2} /^JobState=/{s=$2}
+             /^ExitCode=/{print (a==""?"-":a) "=" j ":" s ":" $2; a=""}'
+}
+job_ok() {  # job id, name
+  local st
+  st=$(states "$1" | tr '\n' ' ')
+  [ -n "$st" ] && ! grep -qv ':COMPLETED:0:0' <<<"$(states "$1")"
+  check "$2 completed, exit 0 ($st)" $?
+}
+job_ok "$plain" "plain job"
+out=$tmp/bb-plain-$plain.out
+grep -q "task 0 local 0 of 2 job $plain" "$out" && grep -q "task 1 local 1 of 2 job $plain" "$out" &&
+  grep -q 'step1 rc=0' "$out"
+check "srun --mpi=pmi2 -n 2: tasks 0 and 1 with SLURM_LOCALID" $?
+grep -q 'mpi rank 0 of 2 sum 1' "$out" && grep -q 'mpi rank 1 of 2 sum 1' "$out" && grep -q 'step2 rc=0' "$out"
+check "srun --mpi=pmi2 -n 2 MPI hello (PMI2 + MPICH, allreduce)" $?
+grep -q 'step3 rc=0' "$out" && grep -qE '^gpipe +2 +4 ' "$out"
+check "srun --mpi=pmi2 -n 2 bubblebench run (no --out)" $?
+
+job_ok "$aid" "sweep-array tasks"
+job_ok "$merge" "merge_index job"
+job_ok "$node" "sweep-node job"
+
+# Array task -> its own job id (for slurm_job_id in each task file).
+task_jobs=$(states "$aid" | sed 's/:.*//' | tr '\n' ' ')
+$PY - "$RES" "$aid" "$node" "$task_jobs" <<'PY'
+import os, sys
+import h5py
+
+res, aid, node, task_jobs = sys.argv[1:5]
+task_job = dict(kv.split("=") for kv in task_jobs.split())  # "0" -> job id
+fails = 0
+
+def ok(cond, what):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + what)
+    fails += 0 if cond else 1
+
+def s(v):
+    if isinstance(v, bytes):
+        v = v.decode()
+    if hasattr(v, "item"):
+        v = v.item()
+    return str(v)
+
+def check_file(path, want_schedules, root):
+    if not os.path.exists(path):
+        ok(False, f"{path} exists (needs `bubblebench run --out`)")
+        return
+    with h5py.File(path, "r") as f:
+        for k, v in root.items():
+            ok(k in f.attrs and s(f.attrs[k]) == v,
+               f"{os.path.basename(path)}: root attr {k} = {v} (got {s(f.attrs[k]) if k in f.attrs else 'none'})")
+        runs = f.get("runs")
+        ok(runs is not None, f"{os.path.basename(path)}: /runs")
+        if runs is None:
+            return
+        got = sorted(s(runs[k].attrs.get("schedule", "?")) for k in runs if not k.startswith("."))
+        ok(got == sorted(want_schedules), f"{os.path.basename(path)}: runs {got} == {sorted(want_schedules)}")
+        for k in runs:
+            g = runs[k]
+            ok(s(g.attrs.get("status", "")) == "complete", f"{os.path.basename(path)}:{k} status complete")
+            ok(s(g.attrs.get("P", "")) == "2", f"{os.path.basename(path)}:{k} P = 2")
+            ok("step_time_s" in g and g["step_time_s"].shape == (2,), f"{os.path.basename(path)}:{k} step_time_s[2]")
+
+check_file(f"{res}/{node}/sweep.h5", ["1f1b", "zb-h1"], {"slurm_job_id": node})
+want = {"0": ["1f1b", "gpipe"], "1": ["zb-h1", "interleaved"]}
+for t, scheds in want.items():
+    check_file(f"{res}/{aid}/task-{t}.h5", scheds,
+               {"slurm_array_job_id": aid, "slurm_array_task_id": t, "slurm_job_id": task_job.get(t, "?")})
+idx = f"{res}/{aid}/index.h5"
+if os.path.exists(idx):
+    with h5py.File(idx, "r") as f:
+        names = sorted(f["runs"])
+        ok(len(names) == 4, f"index.h5: 4 runs ({names})")
+        ok(all(s(f["runs"][n].attrs["status"]) == "complete" for n in names), "index.h5: runs readable through the links")
+        ok(s(f.attrs.get("slurm_array_job_id", "")) == aid, "index.h5: slurm_array_job_id at the root")
+        ok(sorted(f["tasks"]) == ["task-0", "task-1"], "index.h5: /tasks/task-0, task-1")
+else:
+    ok(False, f"{idx} exists (merge_index job)")
+sys.exit(1 if fails else 0)
+PY
+check "HDF5 results of the jobs (h5py)" $?
+
+# --- 4. merge_index.py on hand-made task files ------------------------------------------------
+mkdir -p "$tmp/fake/42"
+$PY - "$tmp/fake/42" <<'PY'
+import sys
+import h5py, numpy as np
+d = sys.argv[1]
+for t in (0, 1, 2):
+    with h5py.File(f"{d}/task-{t}.h5", "w") as f:
+        f.attrs.update({"schema_version": 1, "tool_version": "x", "slurm_array_job_id": "42",
+                        "slurm_array_task_id": str(t), "slurm_job_id": str(43 + t)})
+        for k in ("a", "b"):
+            g = f.create_group(f"runs/{k}")
+            g.attrs["status"] = "complete"
+            g["step_time_s"] = np.full(3, t, dtype=float)
+        f.create_group("runs/.partial-c").attrs["status"] = "writing"  # a killed task
+open(f"{d}/task-3.h5", "w").write("not hdf5")  # a corrupt file: reported, not fatal
+PY
+$PY "$ROOT/jobs/merge_index.py" -q "$tmp/fake/42" 2>"$tmp/merge-fake.err"
+rc=$?
+[ $rc = 1 ] && grep -q 'task-3.h5: unreadable' "$tmp/merge-fake.err"
+check "merge_index: corrupt task file reported, exit 1 (rc $rc)" $?
+rm "$tmp/fake/42/task-3.h5"
+$PY "$ROOT/jobs/merge_index.py" -q "$tmp/fake/42" --expect 3 &&
+  $PY "$ROOT/jobs/merge_index.py" -q "$tmp/fake/42" --copy --out "$tmp/fake/merged.h5"
+check "merge_index: links and --copy, exit 0" $?
+$PY "$ROOT/jobs/merge_index.py" -q "$tmp/fake/42" --expect 4 --out "$tmp/fake/x.h5" 2>/dev/null
+[ $? = 1 ]
+check "merge_index: --expect 4 with 3 files exits 1" $?
+mv "$tmp/fake/42" "$tmp/fake/moved"
+(cd / && $PY - "$tmp/fake" <<'PY'
+import sys
+import h5py
+d = sys.argv[1]
+for path, kind in ((f"{d}/moved/index.h5", "external-links"), (f"{d}/merged.h5", "copy")):
+    with h5py.File(path, "r") as f:
+        assert f.attrs["index_kind"] == kind, dict(f.attrs)
+        assert sorted(f["runs"]) == [f"task-{t}.{k}" for t in range(3) for k in "ab"], list(f["runs"])
+        assert f["runs/task-2.b/step_time_s"][0] == 2.0
+        assert f.attrs["slurm_array_job_id"] == "42" and "slurm_job_id" not in f.attrs
+        assert f["tasks/task-1"].attrs["slurm_job_id"] == "44"
+        assert len(f["run_sources"]) == 6
+PY
+)
+check "merge_index: index readable after moving the folder; --copy self-contained" $?
+
+# --- 5. teardown ---------------------------------------------------------------------------
+[ $fails -ne 0 ] && dump  # while the daemons still answer
+pids=$(cat "$STATE"/pids/*.pid 2>/dev/null | tr '\n' ' ')
+"$SL" down "$STATE"
+check "tools/slurm-local.sh down" $?
+"$SL" down "$STATE"
+check "down again: no-op" $?
+gone=0
+for p in $pids; do
+  if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then gone=1; fi
+done
+"$SL" status "$STATE" >/dev/null 2>&1
+[ $? = 3 ] && [ $gone = 0 ] && [ -n "$pids" ]
+check "daemons gone after down (pids $pids)" $?
+
+echo "slurm test: $(($(date +%s) - t0)) s"
+if [ $fails -ne 0 ]; then
+  echo "FAILED: $fails of $((pass + fails)) checks"
+  exit 1
+fi
+echo "all $pass checks passed"
