@@ -1,0 +1,151 @@
+// CUDA implementation of bb::Backend (design §3, §7): cuBLAS GEMMs and small kernels on one
+// compute stream, a caching device allocator, CUDA-event timing marks and a calibrated spin
+// kernel for the synthetic compute mode.
+//
+// This header is plain C++ (g++ can include it): CUDA handles appear only as pointers to the
+// driver's opaque structs (cudaStream_t is CUstream_st*). The definitions live in
+// src/runtime/cuda/ and exist only when the build found CUDA (BB_HAVE_CUDA=1), so callers
+// guard their use with #ifdef BB_HAVE_CUDA.
+//
+// Threading: a CudaBackend is used from one host thread (the executor's). Its constructor
+// binds that thread to the device (cudaSetDevice); every call re-binds it, which is cheap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "runtime/backend.hpp"
+
+struct CUstream_st;  // cudaStream_t
+
+namespace bb::cuda {
+
+// Number of usable CUDA devices; 0 on any error (no driver, the stub libcuda, no device,
+// CUDA_VISIBLE_DEVICES empty...). Never throws.
+int device_count();
+// One line: "" when device_count() > 0, else why not, e.g.
+// "no CUDA device (cudaGetDeviceCount: CUDA driver version is insufficient for CUDA runtime
+// version, error 35)".
+std::string no_device_reason();
+// "13.0" (runtime) and the driver's "13.0" or "none"; for the HDF5 root attributes.
+std::string runtime_version_string();
+std::string driver_version_string();
+
+// Arithmetic of gemm(). kBf16 rounds both operands to bfloat16 (into a backend workspace,
+// each call) and multiplies them with fp32 accumulation and fp32 output (cublasGemmEx,
+// CUBLAS_COMPUTE_32F); every other kernel and every tensor stays fp32. fp32 GEMMs never use
+// TF32 (CUBLAS_DEFAULT_MATH; NVIDIA_TF32_OVERRIDE cannot turn it on), so --check reaches 1e-5.
+enum class GemmDtype { kFp32, kBf16 };
+
+// Clock of the synthetic-compute spin kernel.
+enum class SpinClock {
+  kClock64,      // SM cycles (clock64), converted with a rate calibrated against CUDA events
+  kGlobalTimer,  // the GPU's nanosecond %globaltimer: no calibration, immune to clock changes
+};
+
+struct CudaBackendOptions {
+  GemmDtype gemm_dtype = GemmDtype::kFp32;
+  SpinClock spin_clock = SpinClock::kClock64;
+  // cuBLAS workspace, allocated once at construction (so no GEMM allocates).
+  std::size_t cublas_workspace_bytes = std::size_t{32} << 20;
+  // Calibrate the spin kernel in the constructor (about 50 ms); otherwise at the first
+  // spin_for/sleep_for.
+  bool calibrate_spin_at_start = true;
+};
+
+// Device memory as seen by the caching allocator and by the driver.
+struct DeviceMemoryStats {
+  std::size_t in_use_bytes = 0;         // blocks handed out (rounded sizes)
+  std::size_t peak_in_use_bytes = 0;
+  std::size_t reserved_bytes = 0;       // obtained with cudaMalloc: in use + cached + workspaces
+  std::size_t peak_reserved_bytes = 0;  // the allocator's high-water mark
+  std::size_t cached_bytes = 0;         // free blocks kept for reuse
+  std::uint64_t device_mallocs = 0;     // cudaMalloc calls so far (workspaces included)
+  std::uint64_t cache_hits = 0;         // allocations served from the cache
+  std::size_t device_free_bytes = 0;    // cudaMemGetInfo, sampled by memory_stats()
+  std::size_t device_total_bytes = 0;
+  // Largest (total − free) seen by cudaMemGetInfo at any cudaMalloc or memory_stats() call:
+  // the device's peak including the CUDA context, cuBLAS and NCCL (and other processes).
+  std::size_t device_peak_used_bytes = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Binds the calling thread to `device` (the caller passes the node-local rank modulo
+  // device_count()), creates the compute stream, the cuBLAS handle and the workspaces.
+  // Throws bb::cuda::CudaError (a std::runtime_error) when CUDA fails.
+  explicit CudaBackend(int device, const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+
+  void to_host(const float* device_src, float* host_dst, std::size_t count) override;
+  void from_host(const float* host_src, float* device_dst, std::size_t count) override;
+
+  void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
+            int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
+  void fill(float* x, float value, std::size_t count) override;
+  void copy(const float* src, float* dst, std::size_t count) override;
+  void axpy(float alpha, const float* x, float* y, std::size_t count) override;
+  void gelu(const float* z, float* a, std::size_t count) override;
+  void gelu_backward(const float* z, const float* da, float* dz, std::size_t count) override;
+  void mse_loss(const float* y, const float* target, float* dy, std::size_t count, float scale,
+                float* loss_sum) override;
+  void sgd_update(float* p, const float* g, std::size_t count, float lr) override;
+  void adam_update(float* p, const float* g, float* m, float* v, std::size_t count,
+                   const AdamParams& params, std::int64_t step) override;
+  void seeded_uniform(float* x, std::size_t count, std::uint64_t seed, std::uint64_t stream,
+                      float scale) override;
+
+  void synchronize() override;
+  double now() override;  // host steady_clock, like the CPU backend
+  // Both enqueue the spin kernel on the compute stream and return at once; sleep_for naps
+  // (__nanosleep) between clock polls, which saves power but not time.
+  void sleep_for(double seconds) override;
+  void spin_for(double seconds) override;
+
+  // CUDA events on the compute stream. begin_marks() synchronises the compute stream, takes
+  // the host origin (mark_origin()) and records the origin event, so mark_seconds() (event
+  // time since the origin event) and host times since mark_origin() share one time base.
+  // mark_seconds() throws when the mark has not completed (call synchronize() first).
+  void begin_marks() override;
+  std::size_t mark() override;
+  double mark_seconds(std::size_t id) override;
+
+  // --- CUDA specifics -----------------------------------------------------------------
+  int device() const;
+  CUstream_st* stream() const;  // the compute stream, as cudaStream_t
+  const CudaBackendOptions& options() const;
+  GemmDtype gemm_dtype() const;
+  void set_gemm_dtype(GemmDtype dtype);
+
+  DeviceMemoryStats memory_stats();  // samples cudaMemGetInfo
+  void reset_peak_memory();          // peaks := current values
+  // Returns cached blocks to the driver (synchronises the device).
+  void release_cached_memory();
+
+  // Re-measures the spin kernel's clock rate against CUDA events (synchronises); returns
+  // clock64 ticks per second. spin_ticks_per_second() is the rate in use (0 before the
+  // first calibration; 1e9 with SpinClock::kGlobalTimer).
+  double calibrate_spin();
+  double spin_ticks_per_second() const;
+
+  struct Impl;
+
+ protected:
+  float* raw_allocate(std::size_t bytes) override;
+  void raw_free(float* p, std::size_t bytes) noexcept override;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The CudaBackend behind `backend`, or null when it is another backend.
+CudaBackend* as_cuda(Backend& backend);
+
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaBackendOptions& options = {});
+
+}  // namespace bb::cuda

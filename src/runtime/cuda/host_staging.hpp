@@ -1,0 +1,77 @@
+// Pinned-host staging of device buffers, for a transport that moves host memory (the MPI
+// transport) when the backend is CUDA. Plain C++ header; defined only with BB_HAVE_CUDA.
+//
+// How the MPI transport uses it (one HostStaging per transport, made when
+// bb::cuda::as_cuda(backend) is non-null):
+//
+//   isend(dev, n, peer, tag):  t = staging.stage_send(dev, n);          // D2H enqueued
+//       state "staging"; the MPI_Isend is posted later, from any test():
+//   progress (every test(), for every staged send):
+//       if (const float* host = staging.send_ready(t)) MPI_Isend(host, n, MPI_FLOAT, ...);
+//   test(send):  ... once its MPI_Isend has completed: staging.release(t); return true.
+//
+//   irecv(dev, n, peer, tag):  t = staging.stage_recv(dev, n);
+//       MPI_Irecv(staging.recv_buffer(t), n, MPI_FLOAT, peer, tag, ...);
+//   test(recv):  once MPI_Test says done: staging.deliver(t); return true;
+//       (deliver enqueues the H2D copy and makes the compute stream wait for it, so compute
+//       enqueued afterwards reads the data; the pinned buffer is recycled by itself.)
+//
+// Posting a send's MPI_Isend only once its copy has finished changes the order of posts but
+// not the matching (MPI matches by tag), and test() must advance every staged send, not only
+// the one it was asked about, so that no rank waits on a send that nobody posts.
+//
+// Ordering: stage_send copies after everything enqueued so far on the compute stream (the
+// producer); stage_recv's copy waits for the same (earlier readers of the destination). The
+// copies run on two copy streams of their own, so they overlap compute.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "runtime/backend.hpp"
+
+namespace bb::cuda {
+
+class HostStaging {
+ public:
+  struct Ticket {
+    std::int64_t id = -1;
+    bool valid() const { return id >= 0; }
+  };
+
+  // `backend` must be a CudaBackend (std::invalid_argument otherwise) and outlive this.
+  explicit HostStaging(Backend& backend);
+  ~HostStaging();
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+
+  // --- Send side ----------------------------------------------------------------------
+  // Enqueues the device→pinned copy of `count` floats.
+  Ticket stage_send(const float* device_src, std::size_t count);
+  // The pinned copy once it is complete (pass it to MPI_Isend), null while it is not. Never
+  // blocks.
+  const float* send_ready(const Ticket& ticket);
+  // Gives the pinned buffer back (after the MPI send has completed) and resets the ticket.
+  void release(Ticket& ticket);
+
+  // --- Receive side -------------------------------------------------------------------
+  // A pinned buffer of `count` floats to receive into; the data goes to `device_dst`.
+  Ticket stage_recv(float* device_dst, std::size_t count);
+  float* recv_buffer(const Ticket& ticket);
+  // After the MPI receive has completed: enqueues the pinned→device copy, makes the compute
+  // stream wait for it, and resets the ticket (the pinned buffer is recycled once the copy is
+  // done).
+  void deliver(Ticket& ticket);
+
+  // Pinned bytes held (in use or cached) and in use.
+  std::size_t pinned_bytes() const;
+  std::size_t pinned_in_use_bytes() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bb::cuda

@@ -1,0 +1,327 @@
+#include "runtime/cuda/nccl_transport.hpp"
+
+#include <stdexcept>
+
+#include "common/error.hpp"
+
+#ifdef BB_HAVE_NCCL
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/cuda/check.hpp"
+#include "runtime/cuda/cuda_backend.hpp"
+
+namespace bb::cuda {
+namespace {
+
+// Waits for a non-blocking MPI operation with MPI_Test and a growing sleep (machine notes:
+// never block inside MPICH, which busy-polls).
+void wait_mpi(MPI_Request& request, const char* what) {
+  auto nap = std::chrono::microseconds(2);
+  for (;;) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      throw std::runtime_error(std::string("NCCL transport: ") + what + " failed");
+    if (done) return;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(500));
+  }
+}
+
+// Polls an event until it has completed, with the same backoff.
+void wait_event(cudaEvent_t event, ncclComm_t comm) {
+  auto nap = std::chrono::microseconds(2);
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) BB_CHECK_CUDA(e);
+    ncclResult_t async = ncclSuccess;
+    BB_CHECK_NCCL(ncclCommGetAsyncError(comm, &async));
+    BB_CHECK_NCCL(async);
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(500));
+  }
+}
+
+class NcclTransport final : public Transport {
+ public:
+  NcclTransport(MPI_Comm comm, CudaBackend& backend, const NcclTransportOptions& options)
+      : backend_(&backend), options_(options) {
+    MPI_Comm_rank(comm, &rank_);
+    MPI_Comm_size(comm, &size_);
+    BB_CHECK_CUDA(cudaSetDevice(backend.device()));
+    check_one_rank_per_gpu(comm);
+
+    // Rank 0 makes the id; a failure there is broadcast too, so no rank waits forever.
+    struct {
+      int ok = 0;
+      char error[240] = {};
+      ncclUniqueId id{};
+    } blob;
+    if (rank_ == 0) {
+      const ncclResult_t r = ncclGetUniqueId(&blob.id);
+      blob.ok = r == ncclSuccess ? 1 : 0;
+      if (r != ncclSuccess)
+        std::snprintf(blob.error, sizeof blob.error, "%s", ncclGetErrorString(r));
+    }
+    MPI_Request request;
+    MPI_Ibcast(&blob, static_cast<int>(sizeof blob), MPI_BYTE, 0, comm, &request);
+    wait_mpi(request, "MPI_Ibcast of the NCCL unique id");
+    if (blob.ok == 0)
+      throw CudaError(std::string("NCCL transport: ncclGetUniqueId failed on rank 0: ") +
+                      blob.error);
+
+    try {
+      int least = 0, greatest = 0;
+      BB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      BB_CHECK_CUDA(
+          cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
+      BB_CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+      // Every rank has passed the Ibcast, so the blocking init waits only briefly.
+      BB_CHECK_NCCL(ncclCommInitRank(&comm_, size_, blob.id, rank_));
+      connect_peers();
+    } catch (...) {
+      cleanup();
+      throw;
+    }
+  }
+
+  ~NcclTransport() override { cleanup(); }
+
+  void cleanup() noexcept {
+    (void)cudaSetDevice(backend_->device());
+    if (comm_ != nullptr) {
+      // Abort (local, never waits for peers) rather than risk a hang when something is still
+      // in flight or an exception is unwinding (a timeout, a failed peer).
+      const bool idle = ops_.empty() && cudaStreamQuery(comm_stream_) == cudaSuccess;
+      if (idle && std::uncaught_exceptions() == 0)
+        (void)ncclCommDestroy(comm_);
+      else
+        (void)ncclCommAbort(comm_);
+    }
+    for (auto& [id, op] : ops_)
+      if (op.done != nullptr) free_events_.push_back(op.done);
+    for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
+    if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
+    if (comm_stream_ != nullptr) (void)cudaStreamDestroy(comm_stream_);
+    if (scratch_ != nullptr) (void)cudaFree(scratch_);
+    (void)cudaGetLastError();
+    comm_ = nullptr;
+    comm_stream_ = nullptr;
+    ready_ = nullptr;
+    scratch_ = nullptr;
+    free_events_.clear();
+    ops_.clear();
+  }
+
+  std::string_view name() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Request isend(const float* buf, std::size_t count, int peer, int /*tag*/) override {
+    check_peer(peer);
+    return post(false, const_cast<float*>(buf), count, peer);
+  }
+
+  Request irecv(float* buf, std::size_t count, int peer, int /*tag*/) override {
+    check_peer(peer);
+    return post(true, buf, count, peer);
+  }
+
+  bool test(Request& request) override {
+    if (!request.valid()) return true;
+    const auto it = ops_.find(request.id);
+    if (it == ops_.end()) throw std::logic_error("NCCL transport: test() of an unknown request");
+    Op& op = it->second;
+    if (!op.launched) return false;  // inside a group that has not ended
+    if (op.recv && options_.recv_wait == NcclTransportOptions::RecvWait::kDevice) {
+      BB_CHECK_CUDA(cudaSetDevice(backend_->device()));
+      BB_CHECK_CUDA(cudaStreamWaitEvent(backend_->stream(), op.done, 0));
+    } else {
+      const cudaError_t e = cudaEventQuery(op.done);
+      if (e == cudaErrorNotReady) {
+        ncclResult_t async = ncclSuccess;
+        BB_CHECK_NCCL(ncclCommGetAsyncError(comm_, &async));
+        BB_CHECK_NCCL(async);
+        return false;
+      }
+      BB_CHECK_CUDA(e);
+    }
+    free_events_.push_back(op.done);
+    ops_.erase(it);
+    request = Request{};
+    return true;
+  }
+
+  void group_begin() override {
+    if (in_group_) throw std::logic_error("NCCL transport: groups do not nest");
+    BB_CHECK_NCCL(ncclGroupStart());
+    in_group_ = true;
+  }
+
+  void group_end() override {
+    if (!in_group_) throw std::logic_error("NCCL transport: group_end() without group_begin()");
+    in_group_ = false;
+    BB_CHECK_NCCL(ncclGroupEnd());
+    for (const std::int64_t id : group_ops_) launched(ops_.at(id));
+    group_ops_.clear();
+  }
+
+ private:
+  struct Op {
+    bool recv = false;
+    bool launched = false;
+    cudaEvent_t done = nullptr;  // recorded on the comm stream after the operation
+  };
+
+  void check_peer(int peer) const {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      throw std::invalid_argument("NCCL transport: bad peer " + std::to_string(peer));
+  }
+
+  // Host name and PCI bus id of every rank's device: two ranks on one GPU cannot share an
+  // NCCL communicator.
+  void check_one_rank_per_gpu(MPI_Comm comm) const {
+    constexpr int kLen = 256;
+    std::vector<char> mine(kLen, '\0'), all(static_cast<std::size_t>(kLen) * size_, '\0');
+    char host[128] = {};
+    gethostname(host, sizeof host - 1);
+    char bus[64] = {};
+    BB_CHECK_CUDA(cudaDeviceGetPCIBusId(bus, sizeof bus, backend_->device()));
+    std::snprintf(mine.data(), kLen, "%s %s", host, bus);
+    MPI_Request request;
+    MPI_Iallgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm, &request);
+    wait_mpi(request, "MPI_Iallgather of the devices");
+    for (int a = 0; a < size_; ++a)
+      for (int b = a + 1; b < size_; ++b)
+        if (std::strncmp(&all[static_cast<std::size_t>(a) * kLen],
+                         &all[static_cast<std::size_t>(b) * kLen], kLen) == 0)
+          throw ConfigError("--transport nccl needs one rank per GPU, but ranks " +
+                            std::to_string(a) + " and " + std::to_string(b) + " share " +
+                            std::string(&all[static_cast<std::size_t>(a) * kLen]) +
+                            "; use --transport mpi");
+  }
+
+  // One float to and from each peer in a single group: NCCL sets the connections up now.
+  void connect_peers() {
+    std::set<int> peers;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const bool neighbour = p == (rank_ + 1) % size_ || p == (rank_ + size_ - 1) % size_;
+      if (options_.connect_all_peers || neighbour) peers.insert(p);
+    }
+    if (peers.empty()) return;
+    BB_CHECK_CUDA(cudaMalloc(&scratch_, 2 * peers.size() * sizeof(float)));
+    BB_CHECK_CUDA(cudaMemsetAsync(scratch_, 0, 2 * peers.size() * sizeof(float), comm_stream_));
+    BB_CHECK_NCCL(ncclGroupStart());
+    std::size_t i = 0;
+    for (const int p : peers) {
+      BB_CHECK_NCCL(ncclSend(scratch_ + 2 * i, 1, ncclFloat, p, comm_, comm_stream_));
+      BB_CHECK_NCCL(ncclRecv(scratch_ + 2 * i + 1, 1, ncclFloat, p, comm_, comm_stream_));
+      ++i;
+    }
+    BB_CHECK_NCCL(ncclGroupEnd());
+    cudaEvent_t done = take_event();
+    BB_CHECK_CUDA(cudaEventRecord(done, comm_stream_));
+    wait_event(done, comm_);
+    free_events_.push_back(done);
+  }
+
+  cudaEvent_t take_event() {
+    if (free_events_.empty()) {
+      cudaEvent_t e = nullptr;
+      BB_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      return e;
+    }
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+
+  void launched(Op& op) {
+    op.done = take_event();
+    BB_CHECK_CUDA(cudaEventRecord(op.done, comm_stream_));
+    op.launched = true;
+  }
+
+  Request post(bool recv, float* buf, std::size_t count, int peer) {
+    BB_CHECK_CUDA(cudaSetDevice(backend_->device()));
+    // Send: after its producer. Receive: after earlier readers of the buffer.
+    BB_CHECK_CUDA(cudaEventRecord(ready_, backend_->stream()));
+    BB_CHECK_CUDA(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+    if (recv)
+      BB_CHECK_NCCL(ncclRecv(buf, count, ncclFloat, peer, comm_, comm_stream_));
+    else
+      BB_CHECK_NCCL(ncclSend(buf, count, ncclFloat, peer, comm_, comm_stream_));
+    const std::int64_t id = next_id_++;
+    Op& op = ops_[id];
+    op.recv = recv;
+    if (in_group_)
+      group_ops_.push_back(id);
+    else
+      launched(op);
+    return Request{id};
+  }
+
+  CudaBackend* backend_;
+  NcclTransportOptions options_;
+  int rank_ = 0, size_ = 1;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  float* scratch_ = nullptr;
+  std::unordered_map<std::int64_t, Op> ops_;
+  std::vector<std::int64_t> group_ops_;
+  std::vector<cudaEvent_t> free_events_;
+  std::int64_t next_id_ = 0;
+  bool in_group_ = false;
+};
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+std::string nccl_version_string() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess || v <= 0) return "unknown";
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
+}
+
+std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend,
+                                               const NcclTransportOptions& options) {
+  CudaBackend* cuda = as_cuda(backend);
+  if (cuda == nullptr)
+    throw std::invalid_argument("--transport nccl needs --backend cuda (got backend " +
+                                std::string(backend.name()) + ")");
+  return std::make_unique<NcclTransport>(comm, *cuda, options);
+}
+
+}  // namespace bb::cuda
+
+#else  // !BB_HAVE_NCCL
+
+namespace bb::cuda {
+
+bool nccl_available() { return false; }
+std::string nccl_version_string() { return "none"; }
+
+std::unique_ptr<Transport> make_nccl_transport(MPI_Comm, Backend&, const NcclTransportOptions&) {
+  throw ConfigError("--transport nccl: this bubblebench was built without NCCL");
+}
+
+}  // namespace bb::cuda
+
+#endif

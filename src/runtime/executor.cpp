@@ -1,0 +1,523 @@
+#include "runtime/executor.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "runtime/wait.hpp"
+
+namespace bb {
+
+namespace {
+
+// Activation/gradient message tags wrap below kGradientTagBase (MPI guarantees tags up to
+// 32767); the DualPipe gradient exchange uses the tags above it.
+constexpr std::int64_t kMessageTagLimit = 16384;
+constexpr int kGradientTagBase = 16384;
+
+RecordKind kind_of(Op op) {
+  switch (op) {
+    case Op::F:
+      return RecordKind::F;
+    case Op::B:
+      return RecordKind::B;
+    case Op::W:
+      return RecordKind::W;
+    default:
+      return RecordKind::BW;
+  }
+}
+
+std::string where(const Action& a) {
+  return "chunk " + std::to_string(a.chunk) + " mb " + std::to_string(a.mb);
+}
+
+}  // namespace
+
+const char* record_kind_name(RecordKind k) {
+  switch (k) {
+    case RecordKind::F:
+      return "F";
+    case RecordKind::B:
+      return "B";
+    case RecordKind::W:
+      return "W";
+    case RecordKind::BW:
+      return "BW";
+    case RecordKind::FB:
+      return "FB";
+  }
+  return "?";
+}
+
+// --- BufferPool ----------------------------------------------------------------------------
+
+int BufferPool::acquire() {
+  if (!free_.empty()) {
+    const int id = free_.back();
+    free_.pop_back();
+    return id;
+  }
+  buffers_.push_back(backend_->allocate(count_));
+  // Deterministic content for buffers that synthetic mode sends without computing them.
+  backend_->fill(buffers_.back().data(), 0.0f, count_);
+  return static_cast<int>(buffers_.size() - 1);
+}
+
+// --- Executor ------------------------------------------------------------------------------
+
+Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transport,
+                   BufferPool& pool, const ExecutorConfig& config)
+    : lowered_(lowered), backend_(backend), transport_(transport), pool_(pool), config_(config) {
+  if (!lowered.lowered) throw std::invalid_argument("Executor: the schedule is not lowered");
+  if (transport.size() != lowered.P)
+    throw std::invalid_argument("Executor: transport has " + std::to_string(transport.size()) +
+                                " ranks, the schedule " + std::to_string(lowered.P));
+  if (config.hidden <= 0 || config.layers <= 0 || config.mb_size <= 0)
+    throw std::invalid_argument("Executor: hidden, layers and mb_size must be positive");
+  if (pool.count() != static_cast<std::size_t>(config.hidden) * config.mb_size)
+    throw std::invalid_argument("Executor: buffer pool of the wrong tensor size");
+  rank_ = transport.rank();
+  const int C = lowered.num_chunks();
+  for (int c = 0; c < C; ++c) num_stages_ = std::max(num_stages_, lowered.chunk_stage[c] + 1);
+
+  fractions_.assign(static_cast<std::size_t>(C), 1.0);
+  for (int m = 0; m < lowered.M; ++m) {
+    if (m > 0 && lowered.routes[m] == lowered.routes[m - 1]) continue;
+    for (int c = lowered.routes[m].first; c <= lowered.routes[m].last; ++c)
+      fractions_[static_cast<std::size_t>(c)] = lowered.chunk_fraction(m);
+  }
+
+  // Micro-batches in flight per chunk (F..W, and B..W): reserve the stages' pools.
+  std::vector<int> fwd(static_cast<std::size_t>(C), 0), bwd(fwd), max_fwd(fwd), max_bwd(fwd);
+  for (const Action& a : lowered.ranks[static_cast<std::size_t>(rank_)]) {
+    const auto c = static_cast<std::size_t>(a.chunk);
+    if (a.op == Op::F) max_fwd[c] = std::max(max_fwd[c], ++fwd[c]);
+    if (a.op == Op::B) max_bwd[c] = std::max(max_bwd[c], ++bwd[c]);
+    if (a.op == Op::BW) max_bwd[c] = std::max(max_bwd[c], bwd[c] + 1);
+    if (a.op == Op::W) --bwd[c];
+    if (a.op == Op::W || a.op == Op::BW) --fwd[c];
+  }
+
+  stages_.resize(static_cast<std::size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    if (lowered.chunk_rank[c] != rank_) continue;
+    local_chunks_.push_back(c);
+    StageConfig sc;
+    sc.hidden = config.hidden;
+    sc.rows = config.mb_size;
+    sc.first_layer = lowered.chunk_stage[c] * config.layers;
+    sc.num_layers = config.layers;
+    sc.seed = config.seed;
+    sc.recompute = config.recompute;
+    if (config.synthetic) sc.synthetic = SyntheticTimes{};  // accounting only: we sleep
+    auto st = std::make_unique<Stage>(backend, sc, &meter_);
+    st->reserve(max_fwd[static_cast<std::size_t>(c)], max_bwd[static_cast<std::size_t>(c)]);
+    stages_[static_cast<std::size_t>(c)] = std::move(st);
+  }
+
+  const std::size_t table = static_cast<std::size_t>(C) * static_cast<std::size_t>(lowered.M) * 2;
+  inputs_.assign(table, Tensor{});
+  outputs_.assign(table, -1);
+
+  // DualPipe: the two chunks of one stage are partners.
+  std::vector<std::vector<int>> by_stage(static_cast<std::size_t>(num_stages_));
+  for (int c = 0; c < C; ++c)
+    by_stage[static_cast<std::size_t>(lowered.chunk_stage[c])].push_back(c);
+  partner_.assign(static_cast<std::size_t>(C), -1);
+  partner_recv_.resize(static_cast<std::size_t>(C));
+  for (const auto& chunks : by_stage) {
+    if (chunks.size() > 2)
+      throw std::invalid_argument("Executor: more than two copies of stage " +
+                                  std::to_string(lowered.chunk_stage[chunks[0]]));
+    if (chunks.size() < 2) continue;
+    for (int k = 0; k < 2; ++k) {
+      const int c = chunks[k], p = chunks[1 - k];
+      partner_[static_cast<std::size_t>(c)] = p;
+      if (!config.synthetic && lowered.chunk_rank[c] == rank_ && lowered.chunk_rank[p] != rank_)
+        partner_recv_[static_cast<std::size_t>(c)] = backend.allocate(stage(c).param_count());
+    }
+  }
+}
+
+Executor::~Executor() {
+  for (Tensor& t : inputs_)
+    if (t.buffer >= 0 && !t.request.valid()) pool_.release(t.buffer);
+  for (int b : outputs_)
+    if (b >= 0) pool_.release(b);
+}
+
+[[noreturn]] void Executor::missing(const Action& a, const char* what) const {
+  throw std::logic_error("rank " + std::to_string(rank_) + ": " + to_string(a) + ": " + what);
+}
+
+void Executor::post_recv(const Action& a) {
+  const int c = a.chunk, m = static_cast<int>(a.mb);
+  const bool fwd = a.op == Op::RECV_F;
+  const int peer = fwd ? lowered_.prev_rank(c, m) : lowered_.next_rank(c, m);
+  if (peer < 0 || peer == rank_) missing(a, "no remote peer for this receive");
+  Tensor& t = inputs_[key(fwd ? 0 : 1, c, m)];
+  if (t.buffer >= 0) missing(a, "its tensor is already there");
+  t.buffer = pool_.acquire();
+  const int tag =
+      fwd ? message_tag(Direction::kForward, c - 1, m, lowered_.num_chunks(), kMessageTagLimit)
+          : message_tag(Direction::kBackward, c + 1, m, lowered_.num_chunks(), kMessageTagLimit);
+  t.request = transport_.irecv(pool_.data(t.buffer), pool_.count(), peer, tag);
+}
+
+void Executor::post_send(const Action& a) {
+  const int c = a.chunk, m = static_cast<int>(a.mb);
+  const bool fwd = a.op == Op::SEND_F;
+  const int peer = fwd ? lowered_.next_rank(c, m) : lowered_.prev_rank(c, m);
+  if (peer < 0 || peer == rank_) missing(a, "no remote peer for this send");
+  int& out = outputs_[key(fwd ? 0 : 1, c, m)];
+  if (out < 0) missing(a, "nothing to send (its producer has not run)");
+  const int buffer = out;
+  out = -1;
+  if (config_.drop_sends) {
+    pool_.release(buffer);
+    return;
+  }
+  const int tag = message_tag(fwd ? Direction::kForward : Direction::kBackward, c, m,
+                              lowered_.num_chunks(), kMessageTagLimit);
+  sends_.push_back(
+      {buffer, transport_.isend(pool_.data(buffer), pool_.count(), peer, tag), a, peer});
+  // One progress poll right away: an eager send leaves now rather than after the next
+  // compute (MPI moves data only inside MPI calls).
+  progress_sends();
+}
+
+void Executor::progress_sends() {
+  for (std::size_t i = 0; i < sends_.size();) {
+    if (transport_.test(sends_[i].request)) {
+      pool_.release(sends_[i].buffer);
+      sends_[i] = sends_.back();
+      sends_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Executor::finish_sends() {
+  wait_until(
+      [&] {
+        progress_sends();
+        return sends_.empty();
+      },
+      config_.timeout_s,
+      [&] {
+        const PendingSend& s = sends_.front();
+        return "rank " + std::to_string(rank_) + ": waiting " + std::string(op_name(s.action.op)) +
+               " " + where(s.action) + " to rank " + std::to_string(s.peer);
+      });
+}
+
+void Executor::await_input(Tensor& t, const Action& consumer, int dir) {
+  if (t.buffer < 0)
+    missing(consumer, dir == 0 ? "no input activation (no RECV_F and no local producer)"
+                               : "no output gradient (no RECV_B and no local producer)");
+  if (!t.request.valid()) return;
+  const int c = consumer.chunk, m = static_cast<int>(consumer.mb);
+  wait_until(
+      [&] { return transport_.test(t.request); }, [&] { progress_sends(); }, config_.timeout_s,
+      [&] {
+        const int peer = dir == 0 ? lowered_.prev_rank(c, m) : lowered_.next_rank(c, m);
+        return "rank " + std::to_string(rank_) + ": waiting " + (dir == 0 ? "RECV_F " : "RECV_B ") +
+               where(consumer) + " from rank " + std::to_string(peer);
+      });
+}
+
+void Executor::sample_units() {
+  double units = 0;
+  for (int c : local_chunks_) units += stage(c).in_flight() * fraction(c);
+  peak_units_ = std::max(peak_units_, units);
+}
+
+void Executor::reset_peaks() {
+  meter_.reset_peak();
+  peak_units_ = 0;
+  sample_units();
+}
+
+void Executor::compute_forward(const Action& a) {
+  const int c = a.chunk, m = static_cast<int>(a.mb);
+  const Route& route = lowered_.routes[static_cast<std::size_t>(m)];
+  Stage& st = stage(c);
+  int x;
+  if (c == route.first) {
+    x = pool_.acquire();
+    st.make_input(m, pool_.data(x));
+  } else {
+    Tensor& t = inputs_[key(0, c, m)];
+    x = t.buffer;
+    t = Tensor{};
+  }
+  const int y = pool_.acquire();
+  st.forward(m, pool_.data(x), pool_.data(y));
+  pool_.release(x);
+  if (c == route.last) {
+    st.loss(m, lowered_.M, pool_.data(y), pool_.data(y));
+    Tensor& g = inputs_[key(1, c, m)];
+    if (g.buffer >= 0) missing(a, "its loss gradient is already there");
+    g.buffer = y;
+  } else if (lowered_.next_rank(c, m) == rank_) {
+    Tensor& next = inputs_[key(0, c + 1, m)];
+    if (next.buffer >= 0) missing(a, "the next chunk's input is already there");
+    next.buffer = y;
+  } else {
+    int& out = outputs_[key(0, c, m)];
+    if (out >= 0) missing(a, "its previous output was never sent");
+    out = y;
+  }
+}
+
+void Executor::compute_backward(const Action& a) {
+  const int c = a.chunk, m = static_cast<int>(a.mb);
+  const Route& route = lowered_.routes[static_cast<std::size_t>(m)];
+  Stage& st = stage(c);
+  Tensor& g = inputs_[key(1, c, m)];
+  const int dy = g.buffer;
+  g = Tensor{};
+  const int dx = c == route.first ? -1 : pool_.acquire();
+  float* dx_ptr = dx >= 0 ? pool_.data(dx) : nullptr;
+  if (a.op == Op::B)
+    st.backward_input(m, pool_.data(dy), dx_ptr);
+  else
+    st.backward_full(m, pool_.data(dy), dx_ptr);
+  pool_.release(dy);
+  if (dx < 0) return;
+  if (lowered_.prev_rank(c, m) == rank_) {
+    Tensor& prev = inputs_[key(1, c - 1, m)];
+    if (prev.buffer >= 0) missing(a, "the previous chunk's gradient is already there");
+    prev.buffer = dx;
+  } else {
+    int& out = outputs_[key(1, c, m)];
+    if (out >= 0) missing(a, "its previous input gradient was never sent");
+    out = dx;
+  }
+}
+
+// On CPU: sleeps until shortly before the deadline, then polls the clock with sched_yield()
+// in between. A sleep alone overshoots by the kernel's wake-up latency (tens of µs, with a
+// tail beyond 100 µs in VMs), which would lengthen every action by a random amount; a plain
+// spin instead would keep other ranks sharing the core from waking up on time. The polling
+// phase is at most 20% of the action and 300 µs. Other backends' sleep_for is exact already
+// (a GPU spin kernel).
+void Executor::sleep_synthetic(double seconds) {
+  if (seconds <= 0) return;
+  if (backend_.name() != "cpu") {
+    backend_.sleep_for(seconds);
+    return;
+  }
+  const double deadline = backend_.now() + seconds;
+  backend_.sleep_for(seconds - std::min(0.2 * seconds, 300e-6));
+  while (backend_.now() < deadline) std::this_thread::yield();
+}
+
+double Executor::synthetic_time(const Action* a, std::size_t n) const {
+  if (n == 2 && config_.t_fb >= 0) return config_.t_fb * fraction(a[0].chunk);
+  double t = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const double f = fraction(a[k].chunk);
+    switch (a[k].op) {
+      case Op::F:
+        t += config_.t_f * f;
+        break;
+      case Op::B:
+        t += config_.t_b * f;
+        break;
+      case Op::W:
+        t += config_.t_w * f;
+        break;
+      case Op::BW:
+        t += (config_.t_b + config_.t_w) * f;
+        break;
+      default:
+        break;
+    }
+  }
+  return t;
+}
+
+void Executor::run_step(StepRecord* record) {
+  const auto& acts = lowered_.ranks[static_cast<std::size_t>(rank_)];
+  struct Pending {
+    ActionRecord rec;
+    std::size_t ready_mark, start_mark, end_mark;
+  };
+  std::vector<Pending> pending;
+  double origin = 0;
+  if (record != nullptr) {
+    backend_.begin_marks();
+    origin = backend_.mark_origin();
+    pending.reserve(acts.size());
+  }
+  comm_time_ = 0;
+  double wait_total = 0;
+  for (std::size_t i = 0; i < acts.size();) {
+    const Action& a = acts[i];
+    if (is_comm(a.op)) {
+      const double t0 = backend_.now();
+      if (is_recv(a.op))
+        post_recv(a);
+      else
+        post_send(a);
+      comm_time_ += backend_.now() - t0;
+      ++i;
+      continue;
+    }
+    const std::size_t n = a.overlap_next() && i + 1 < acts.size() ? 2 : 1;
+    const double ready = backend_.now();
+    const std::size_t ready_mark = record != nullptr ? backend_.mark() : 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const Action& b = acts[i + k];
+      const int c = b.chunk, m = static_cast<int>(b.mb);
+      if (b.op == Op::F && c != lowered_.routes[static_cast<std::size_t>(m)].first)
+        await_input(inputs_[key(0, c, m)], b, 0);
+      else if (b.op == Op::B || b.op == Op::BW)
+        await_input(inputs_[key(1, c, m)], b, 1);
+    }
+    const double waited = backend_.now() - ready;
+    wait_total += waited;
+    const std::size_t start_mark = record != nullptr ? backend_.mark() : 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const Action& b = acts[i + k];
+      if (b.op == Op::F)
+        compute_forward(b);
+      else if (b.op == Op::W)
+        stage(b.chunk).backward_weight(static_cast<int>(b.mb));
+      else
+        compute_backward(b);
+      sample_units();
+    }
+    if (config_.synthetic) sleep_synthetic(synthetic_time(&a, n));
+    const std::size_t end_mark = record != nullptr ? backend_.mark() : 0;
+    if (!sends_.empty()) progress_sends();
+    if (record != nullptr) {
+      ActionRecord r;
+      r.index = static_cast<std::uint32_t>(i);
+      r.mb = a.mb;
+      r.chunk = a.chunk;
+      r.kind = n == 2 ? RecordKind::FB : kind_of(a.op);
+      r.fraction = fraction(a.chunk);
+      r.wait = waited;
+      pending.push_back({r, ready_mark, start_mark, end_mark});
+    }
+    i += n;
+  }
+  const double t0 = backend_.now();
+  finish_sends();
+  comm_time_ += backend_.now() - t0;
+  for (std::size_t k = 0; k < inputs_.size(); ++k)
+    if (inputs_[k].buffer >= 0 || outputs_[k] >= 0)
+      throw std::logic_error("rank " + std::to_string(rank_) + ": chunk " +
+                             std::to_string(k / 2 / static_cast<std::size_t>(lowered_.M)) + " mb " +
+                             std::to_string(k / 2 % static_cast<std::size_t>(lowered_.M)) +
+                             ": a tensor was left unused at the end of the step");
+  if (record == nullptr) return;
+  backend_.synchronize();
+  StepRecord& rec = *record;
+  rec.origin = origin;
+  rec.actions.clear();
+  rec.busy = 0;
+  rec.wait = wait_total;
+  rec.comm = comm_time_;
+  rec.first_start = 0;
+  rec.last_end = 0;
+  rec.num_actions = acts.size();
+  for (Pending& p : pending) {
+    p.rec.ready = backend_.mark_seconds(p.ready_mark);
+    p.rec.start = backend_.mark_seconds(p.start_mark);
+    p.rec.end = backend_.mark_seconds(p.end_mark);
+    rec.busy += p.rec.end - p.rec.start;
+    rec.last_end = std::max(rec.last_end, p.rec.end);
+    rec.actions.push_back(p.rec);
+  }
+  if (!rec.actions.empty()) rec.first_start = rec.actions.front().start;
+}
+
+void Executor::sum_partner_gradients() {
+  if (config_.synthetic) return;
+  std::vector<int> remote;  // local chunks whose partner copy is on another rank
+  for (int c : local_chunks_) {
+    const int p = partner_[static_cast<std::size_t>(c)];
+    if (p < 0) continue;
+    if (lowered_.chunk_rank[p] != rank_) {
+      remote.push_back(c);
+    } else if (c < p) {  // both copies here: sum once, into both
+      backend_.axpy(1.0f, stage(p).grads(), stage(c).grads(), stage(c).param_count());
+      backend_.copy(stage(c).grads(), stage(p).grads(), stage(c).param_count());
+    }
+  }
+  if (remote.empty()) return;
+  // Both partners post in stage order, so the order agrees on both sides (NCCL matches in
+  // order). Float addition commutes: both copies end up bit-identical.
+  std::sort(remote.begin(), remote.end(),
+            [&](int a, int b) { return lowered_.chunk_stage[a] < lowered_.chunk_stage[b]; });
+  std::vector<Request> reqs;
+  transport_.group_begin();
+  for (int c : remote) {
+    const int peer = lowered_.chunk_rank[partner_[static_cast<std::size_t>(c)]];
+    const int tag = kGradientTagBase + lowered_.chunk_stage[c] % (32767 - kGradientTagBase);
+    Stage& st = stage(c);
+    reqs.push_back(transport_.isend(st.grads(), st.param_count(), peer, tag));
+    reqs.push_back(transport_.irecv(partner_recv_[static_cast<std::size_t>(c)].data(),
+                                    st.param_count(), peer, tag));
+  }
+  transport_.group_end();
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    const int c = remote[i / 2];
+    wait_until([&] { return transport_.test(reqs[i]); }, config_.timeout_s,
+               [&] {
+                 return "rank " + std::to_string(rank_) +
+                        ": waiting for the weight gradients of stage " +
+                        std::to_string(lowered_.chunk_stage[c]) + " " +
+                        (i % 2 == 0 ? "to" : "from") + " rank " +
+                        std::to_string(lowered_.chunk_rank[partner_[static_cast<std::size_t>(c)]]);
+               });
+  }
+  for (int c : remote) {
+    Stage& st = stage(c);
+    backend_.axpy(1.0f, partner_recv_[static_cast<std::size_t>(c)].data(), st.grads(),
+                  st.param_count());
+  }
+}
+
+void Executor::optimizer_step() {
+  for (int c : local_chunks_) stage(c).optimizer_step(config_.optimizer);
+}
+
+void Executor::zero_grads() {
+  for (int c : local_chunks_) stage(c).zero_grads();
+}
+
+void Executor::reset_loss() {
+  for (int c : local_chunks_) stage(c).reset_loss();
+}
+
+double Executor::loss_sum() {
+  double sum = 0;
+  for (int c : local_chunks_) sum += stage(c).loss_sum();
+  return sum;
+}
+
+GradientSet Executor::gradients() const {
+  GradientSet out;
+  for (int c : local_chunks_) {
+    bool primary = true;
+    for (int p = 0; p < c; ++p)
+      primary = primary && lowered_.chunk_stage[p] != lowered_.chunk_stage[c];
+    if (primary) append_gradients(*stages_[static_cast<std::size_t>(c)], out);
+  }
+  return out;
+}
+
+std::size_t Executor::param_bytes() const {
+  std::size_t total = 0;
+  for (int c : local_chunks_) total += stages_[static_cast<std::size_t>(c)]->param_bytes();
+  return total;
+}
+
+}  // namespace bb

@@ -1,0 +1,192 @@
+// The executor: runs one rank's lowered action list (bb::lower) step after step, with the MLP
+// stage model of design §3 on a Backend and the rank's messages on a Transport.
+//
+// Model and layers: every chunk holds `layers` MLP blocks; chunk c holds the stage
+// s = chunk_stage[c] and its global layers [s·layers, (s+1)·layers). The model has
+// (number of stages)·layers layers: route length·layers, i.e. P·v·L for looped placements,
+// 2P·L for V placements and P·L for DualPipe, whose two copies (chunk s and chunk P+s) hold
+// the same layers and sum their weight gradients (sum_partner_gradients) before the optimizer.
+//
+// Actions:
+//   RECV_F/RECV_B  post irecv() into a pooled buffer; the consuming compute waits for it.
+//   F              input: the seeded micro-batch (first chunk of its route), a received
+//                  activation, or the tensor the previous chunk left on this rank (V
+//                  placements: local hand-off, no SEND/RECV). The last chunk of a route adds
+//                  the MSE loss (scaled by 1/M) and keeps its gradient for its backward.
+//   B, BW          input gradient from the loss, a receive, or the next chunk on this rank.
+//   W              weight gradient of a micro-batch whose B ran.
+//   FB             an F flagged overlap_next and the backward after it: both inputs are
+//                  awaited first, then the two run one after the other (one record).
+//   SEND_F/SEND_B  isend() of the tensor the producing compute left; the buffer returns to
+//                  the pool once test() says the send is complete.
+// Synthetic compute: the stages only do the accounting and each action sleeps its time
+// (Backend::sleep_for): F = t_f·f, B = t_b·f, W = t_w·f, BW = (t_b+t_w)·f and an FB pair
+// t_fb·f when t_fb >= 0 (else the sum), where f = P / route length (the chunk's share).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/backend.hpp"
+#include "runtime/reference.hpp"
+#include "runtime/stage.hpp"
+#include "runtime/transport.hpp"
+#include "schedule/schedule.hpp"
+
+namespace bb {
+
+// Device buffers of one size (an activation of one micro-batch), reused across actions,
+// steps and configurations of one run.
+class BufferPool {
+ public:
+  BufferPool(Backend& backend, std::size_t count) : backend_(&backend), count_(count) {}
+  int acquire();
+  void release(int id) { free_.push_back(id); }
+  float* data(int id) const { return buffers_[static_cast<std::size_t>(id)].data(); }
+  std::size_t count() const { return count_; }
+  std::size_t allocated() const { return buffers_.size(); }
+  std::size_t in_use() const { return buffers_.size() - free_.size(); }
+
+ private:
+  Backend* backend_;
+  std::size_t count_;
+  std::vector<Buffer> buffers_;
+  std::vector<int> free_;
+};
+
+struct ExecutorConfig {
+  int hidden = 16;
+  int layers = 1;   // MLP blocks per chunk
+  int mb_size = 4;  // rows of a micro-batch
+  std::uint64_t seed = 1234;
+  bool recompute = false;
+  bool synthetic = false;
+  // Synthetic times of one stage for one micro-batch, seconds.
+  double t_f = 0, t_b = 0, t_w = 0, t_fb = -1;
+  OptimizerConfig optimizer;
+  double timeout_s = 600;   // watchdog of every wait
+  bool drop_sends = false;  // testing only: skip SEND actions (the watchdog must fire)
+};
+
+// What one compute action record describes. FB: an overlapped pair as one record.
+enum class RecordKind : std::uint8_t { F, B, W, BW, FB };
+const char* record_kind_name(RecordKind k);
+
+struct ActionRecord {
+  std::uint32_t index = 0;  // position in the lowered list (the F of an FB pair)
+  std::uint32_t mb = 0;
+  std::uint16_t chunk = 0;
+  RecordKind kind = RecordKind::F;
+  double fraction = 1;  // stage-equivalents of the action's chunk (P / route length)
+  // Seconds from the step's origin, from compute-stream marks (Backend::mark): ready = the
+  // executor reached the action, start/end = its compute. start - ready is the time the
+  // compute stream waited for the inputs (on a GPU the wait may happen on the device).
+  double ready = 0, start = 0, end = 0;
+  double wait = 0;  // host seconds spent polling for the inputs (host clock)
+};
+
+struct StepRecord {
+  double origin = 0;  // Backend::mark_origin() of the step (host clock, seconds)
+  std::vector<ActionRecord> actions;
+  double busy = 0;              // sum of compute (end - start)
+  double wait = 0;              // sum of (start - ready)
+  double comm = 0;              // host time posting SEND/RECV and completing sends
+  double first_start = 0;       // first compute start
+  double last_end = 0;          // last compute end
+  std::size_t num_actions = 0;  // lowered actions executed (compute and communication)
+};
+
+class Executor {
+ public:
+  // `lowered` must outlive the executor. `rank` is transport.rank().
+  Executor(const Schedule& lowered, Backend& backend, Transport& transport, BufferPool& pool,
+           const ExecutorConfig& config);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs every action of one step and waits for its sends. Records timings when `record` is
+  // not null (Backend::begin_marks() is called at the start: the step's origin).
+  void run_step(StepRecord* record);
+  // DualPipe: adds the partner copy's weight gradients (the same stage on another chunk,
+  // local or on another rank through the transport), so both copies hold the sum.
+  void sum_partner_gradients();
+  void optimizer_step();
+  void zero_grads();
+  void reset_loss();
+
+  // This rank's loss sum (last chunks of routes) and gradients of the layers whose primary
+  // copy (lowest chunk holding the stage) is on this rank. GEMM mode only.
+  double loss_sum();
+  GradientSet gradients() const;
+
+  int rank() const { return rank_; }
+  int num_layers_total() const { return num_stages_ * config_.layers; }
+  const std::vector<int>& local_chunks() const { return local_chunks_; }
+  // Peak live activations on this rank since construction or reset_peaks(): bytes from the
+  // stages' shared ActivationMeter, and micro-batch-stage units (the micro-batches the
+  // stages hold, each counted as its chunk's fraction of a stage).
+  std::size_t peak_activation_bytes() const { return meter_.peak(); }
+  double peak_activation_units() const { return peak_units_; }
+  void reset_peaks();
+  std::size_t param_bytes() const;
+
+ private:
+  struct Tensor {
+    int buffer = -1;
+    Request request;  // pending receive into `buffer`
+  };
+  struct PendingSend {
+    int buffer;
+    Request request;
+    Action action;
+    int peer;
+  };
+
+  std::size_t key(int dir, int chunk, int mb) const {
+    return (static_cast<std::size_t>(chunk) * static_cast<std::size_t>(lowered_.M) +
+            static_cast<std::size_t>(mb)) *
+               2 +
+           static_cast<std::size_t>(dir);
+  }
+  Stage& stage(int chunk) { return *stages_[static_cast<std::size_t>(chunk)]; }
+  double fraction(int chunk) const { return fractions_[static_cast<std::size_t>(chunk)]; }
+
+  void post_recv(const Action& a);
+  void post_send(const Action& a);
+  void await_input(Tensor& t, const Action& consumer, int dir);
+  void progress_sends();
+  void finish_sends();
+  [[noreturn]] void missing(const Action& a, const char* what) const;
+  void sample_units();
+
+  // Computes (no waiting): returns with outputs stored in the tables.
+  void compute_forward(const Action& a);
+  void compute_backward(const Action& a);
+  void sleep_synthetic(double seconds);
+  double synthetic_time(const Action* a, std::size_t n) const;
+
+  const Schedule& lowered_;
+  Backend& backend_;
+  Transport& transport_;
+  BufferPool& pool_;
+  ExecutorConfig config_;
+  int rank_ = 0;
+  int num_stages_ = 0;
+  std::vector<int> local_chunks_;
+  std::vector<double> fractions_;               // per chunk
+  std::vector<std::unique_ptr<Stage>> stages_;  // per chunk, null when not local
+  ActivationMeter meter_;
+  double peak_units_ = 0;
+  std::vector<Tensor> inputs_;  // key(dir, chunk, mb): 0 forward input, 1 output gradient
+  std::vector<int> outputs_;    // key(dir, chunk, mb): tensors waiting for their SEND
+  std::vector<PendingSend> sends_;
+  std::vector<int> partner_;          // per chunk: the other chunk of the same stage, or -1
+  std::vector<Buffer> partner_recv_;  // per chunk: receives the remote partner's gradients
+  double comm_time_ = 0;
+};
+
+}  // namespace bb

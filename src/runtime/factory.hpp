@@ -1,0 +1,33 @@
+// Backend and transport by name (`run --backend cpu|cuda --transport mpi|nccl`). The CUDA
+// backend and the NCCL transport live in runtime/cuda/ and exist only in builds with
+// BB_HAVE_CUDA / BB_HAVE_NCCL; asking for them otherwise is a configuration error (exit 2).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "runtime/backend.hpp"
+#include "runtime/transport.hpp"
+
+namespace bb {
+
+// Throws ConfigError with one line, e.g. "--backend cuda: built without CUDA",
+// "--dtype bf16: backend cpu computes in fp32 only". `device` selects the GPU (cuda); the
+// CPU backend ignores it. `dtype`: fp32, or bf16 (CUDA: bf16 GEMM operands, fp32 accumulate).
+std::unique_ptr<Backend> make_backend(const std::string& name, int device,
+                                      const std::string& dtype = "fp32");
+
+// `comm` carries the pipeline's point-to-point traffic (the transport does not free it).
+// Throws ConfigError for an unknown name or a transport this build lacks. The MPI transport
+// stages device buffers through pinned host memory when the backend is CUDA.
+std::unique_ptr<Transport> make_transport(const std::string& name, MPI_Comm comm, Backend& backend);
+
+// The transport that goes with a backend when none is asked for: mpi for cpu, nccl for cuda.
+std::string default_transport(const std::string& backend);
+
+// Whether the backend computes in `dtype` (fp32 | bf16); when not, `why` says so in one line.
+bool backend_supports_dtype(const std::string& backend, const std::string& dtype, std::string* why);
+
+}  // namespace bb

@@ -1,0 +1,66 @@
+// Transport over MPI point-to-point: MPI_Isend / MPI_Irecv, completed with MPI_Test. Never
+// blocks inside MPI.
+//
+// Host memory is sent as is. With the CUDA backend (builds with BB_HAVE_CUDA) device buffers
+// go through pinned host staging (runtime/cuda/host_staging.hpp): a send's device-to-host
+// copy is enqueued at isend() and its MPI_Isend posted by a later test() once the copy is
+// done (staged sends are posted strictly in their isend() order, so the per-pair message
+// order is kept); a receive lands in a pinned buffer and is copied to the device when test()
+// sees it complete.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "runtime/backend.hpp"
+#include "runtime/transport.hpp"
+
+namespace bb {
+
+namespace cuda {
+class HostStaging;
+}
+
+class MpiTransport final : public Transport {
+ public:
+  // Uses `comm` as given (pass a duplicate reserved for pipeline traffic); does not free it.
+  // `backend` (optional) decides whether buffers are device memory that needs staging.
+  explicit MpiTransport(MPI_Comm comm, Backend* backend = nullptr);
+  ~MpiTransport() override;
+
+  std::string_view name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Request isend(const float* buf, std::size_t count, int peer, int tag) override;
+  Request irecv(float* buf, std::size_t count, int peer, int tag) override;
+  bool test(Request& request) override;
+
+  // Operations posted and not yet completed by test().
+  std::size_t pending() const { return slots_.size() - free_.size(); }
+  bool staging() const { return staging_ != nullptr; }
+
+ private:
+  struct Slot {
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool send = false;
+    bool waiting_copy = false;  // staged send whose MPI_Isend is not posted yet
+    std::int64_t ticket = -1;   // staging ticket, or -1
+    int count = 0, peer = 0, tag = 0;
+  };
+  Request hold(const Slot& slot);
+  void post_staged_sends();
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::vector<Slot> slots_;
+  std::vector<std::int64_t> free_;
+  std::deque<std::int64_t> staged_;  // slots waiting for their copy, in isend() order
+  std::unique_ptr<cuda::HostStaging> staging_;
+};
+
+}  // namespace bb

@@ -1,0 +1,63 @@
+#!/usr/bin/python3
+"""Checks the JSON of `bubblebench run --format json` (tests/mpi).
+
+usage: check_run_json.py MODE FILE [options]
+  check    every configuration's --check passed
+  peaks    runtime peak activations per rank == bb::peak_activations (units), exactly
+  timing   measured bubble fraction within --tol of the simulator (every schedule) and of
+           the closed form (--model-schedules, default gpipe,1f1b,interleaved)
+Common: --min-configs N (at least N configurations in the file).
+"""
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["check", "peaks", "timing"])
+    ap.add_argument("file")
+    ap.add_argument("--min-configs", type=int, default=1)
+    ap.add_argument("--tol", type=float, default=0.02)
+    ap.add_argument("--model-schedules", default="gpipe,1f1b,interleaved")
+    a = ap.parse_args()
+    rows = json.load(open(a.file))
+    fails = []
+    if len(rows) < a.min_configs:
+        fails.append(f"{len(rows)} configurations, expected >= {a.min_configs}")
+    for r in rows:
+        name = f"{r['schedule']} P={r['P']} M={r['M']} v={r['v']} recompute={r['recompute']}"
+        if a.mode == "check":
+            if r["check"] != "pass":
+                fails.append(f"{name}: check {r['check']}: {r.get('check_message', '')}")
+        elif a.mode == "peaks":
+            got, want = r["peak_activations"], r["peak_activations_schedule"]
+            if len(got) != r["P"] or any(abs(g - w) > 1e-9 for g, w in zip(got, want)):
+                fails.append(f"{name}: peak activations {got} != schedule {want}")
+            # Bytes: a held micro-batch keeps 9·L·b·h floats per chunk after F (b·h with
+            # recompute) and 10·L·b·h after B; n = peak chunk-micro-batches held.
+            frac = {"dualpipe": 1.0, "zb-v": 0.5, "dualpipev": 0.5}.get(r["schedule"], 1.0 / r["v"])
+            act = 4 * r["layers"] * r["mb_size"] * r["hidden"]  # bytes of L·b·h floats
+            low = (4 * r["mb_size"] * r["hidden"]) if r["recompute"] else 9 * act
+            for units, b in zip(got, r["peak_activation_bytes"]):
+                n = units / frac
+                if not (low * n - 1e-6 <= b <= 10 * act * n + 1e-6):
+                    fails.append(f"{name}: peak bytes {b} outside [{low * n}, {10 * act * n}]")
+        else:
+            meas, sim, model = (r["bubble_fraction_measured"], r["bubble_fraction_sim"],
+                                r["bubble_fraction_model"])
+            line = f"{name}: measured {meas:.4f} sim {sim:.4f} model {model}"
+            print(line)
+            if abs(meas - sim) > a.tol:
+                fails.append(f"{line}: |measured - sim| > {a.tol}")
+            if r["schedule"] in a.model_schedules.split(","):
+                if model is None or abs(meas - model) > a.tol:
+                    fails.append(f"{line}: |measured - model| > {a.tol}")
+    for f in fails:
+        print("FAIL:", f)
+    print(f"{a.mode}: {len(rows)} configurations, {len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `--check` end to end: one MPI launch per (schedule, P) sweeping M in {P, 2P, 4P}, v in {1, 2}
+# and recompute off/on; every configuration the schedule accepts must match the sequential
+# reference (fp32, rel. error <= 1e-5), and its peak activations per rank must equal
+# bb::peak_activations exactly.
+# usage: run_check.sh BUBBLEBENCH MPIEXEC SCHEDULE P
+set -uo pipefail
+BB=${1:?usage: $0 bubblebench mpiexec schedule P}
+MPIEXEC=${2:?}
+S=${3:?}
+P=${4:?}
+HERE=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+timeout 300 "$MPIEXEC" -n "$P" "$BB" run --schedule "$S" -M "$P,$((2 * P)),$((4 * P))" -v 1,2 \
+  --recompute=both --check --hidden 16 --layers 1 --mb-size 4 --iters 1 --warmup 0 \
+  --timeout 60 --format json >"$tmp/out.json" 2>"$tmp/err.txt"
+rc=$?
+if [ $rc != 0 ]; then
+  echo "FAIL: exit $rc"
+  cat "$tmp/err.txt"
+  exit 1
+fi
+/usr/bin/python3 "$HERE/check_run_json.py" check "$tmp/out.json" --min-configs 2 &&
+  /usr/bin/python3 "$HERE/check_run_json.py" peaks "$tmp/out.json" --min-configs 2

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Configuration errors exit 2 on every rank with exactly one line on stderr (printed once,
+# before any point-to-point traffic); the watchdog turns a hang into exit 3 with the line
+# "rank R: waiting RECV_x chunk c mb m from rank q".
+# usage: run_errors.sh BUBBLEBENCH MPIEXEC
+set -uo pipefail
+BB=${1:?usage: $0 bubblebench mpiexec}
+MPIEXEC=${2:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass=0
+check() {  # name, condition result
+  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
+}
+
+# Runs `bubblebench run ARGS` on N ranks; every rank's exit code lands in $tmp/rc.<rank>.
+launch() {  # N, args...
+  local n=$1; shift
+  rm -f "$tmp"/rc.*
+  timeout 120 "$MPIEXEC" -n "$n" bash -c '"$@"; echo $? >"'"$tmp"'/rc.$PMI_RANK"' _ "$BB" run "$@" \
+    >"$tmp/out.txt" 2>"$tmp/err.txt"
+}
+
+reject() {  # name, expected exit code, expected stderr substring, N, args...
+  local name=$1 want_rc=$2 want=$3 n=$4; shift 4
+  launch "$n" "$@"
+  local ok=0 r
+  for ((r = 0; r < n; r++)); do
+    [ "$(cat "$tmp/rc.$r" 2>/dev/null)" = "$want_rc" ] || { ok=1; echo "  rank $r exit: $(cat "$tmp/rc.$r" 2>/dev/null)"; }
+  done
+  check "$name: exit $want_rc on every rank" $ok
+  [ "$(wc -l <"$tmp/err.txt")" = 1 ] && grep -q -- "$want" "$tmp/err.txt"
+  check "$name: one stderr line with '$want' (got: $(head -c 300 "$tmp/err.txt"))" $?
+  [ ! -s "$tmp/out.txt" ]
+  check "$name: nothing on stdout" $?
+}
+
+reject "rejected configuration" 2 "interleaved: needs M a multiple of P" 2 \
+  --schedule interleaved -M 3 -v 2
+reject "rejected configuration, 4 ranks" 2 "dualpipe: M must be even" 4 --schedule dualpipe -M 6
+reject "P mismatch" 2 "-P 3 does not match the MPI world size 2" 2 -P 3
+reject "P mismatch, 4 ranks" 2 "-P 2 does not match the MPI world size 4" 4 -P 2 --schedule gpipe
+reject "unknown flag" 2 "--bogus" 2 --bogus
+reject "bad LIST" 2 "-M" 2 -M 4:x
+reject "unknown schedule" 2 "unknown schedule" 2 --schedule nope
+reject "bf16 on cpu" 2 "bf16" 2 --dtype bf16
+reject "check with synthetic compute" 2 "--check needs --compute gemm" 2 --check --compute synthetic
+reject "bad duration" 2 "--t-f" 2 --compute synthetic --t-f 2xs
+reject "world size 1, schedule needs P >= 2" 2 "dualpipe" 1 --schedule dualpipe -M 4
+reject "a sweep with nothing accepted" 2 "dualpipe: P must be even" 3 --schedule dualpipe -M 4,6,8
+reject "not yet: --out" 2 "not built yet" 2 --out x.h5
+
+# Help: exit 0 everywhere, printed once.
+launch 2 --help
+[ "$(cat "$tmp/rc.0")" = 0 ] && [ "$(cat "$tmp/rc.1")" = 0 ] && [ "$(grep -c -- '--schedule' "$tmp/out.txt")" = 1 ]
+check "help printed once, exit 0" $?
+
+# Watchdog: rank 0 drops its sends; a wait exceeds --timeout 1: exit 3 and the waiting line.
+start=$(date +%s)
+timeout 120 "$MPIEXEC" -n 2 "$BB" run --schedule 1f1b -M 4 --hidden 16 --mb-size 4 --iters 1 \
+  --warmup 0 --timeout 1 --debug-drop-sends 0 >"$tmp/out.txt" 2>"$tmp/err.txt"
+rc=$?
+check "watchdog exit 3 (got $rc)" $([ $rc = 3 ] && echo 0 || echo 1)
+grep -Eq '^rank [01]: waiting RECV_[FB] chunk [0-9]+ mb [0-9]+ from rank [01]$' "$tmp/err.txt"
+check "watchdog line (got: $(head -c 300 "$tmp/err.txt"))" $?
+[ $(($(date +%s) - start)) -lt 30 ]
+check "watchdog fired within 30 s" $?
+
+# A failing --check: the table says fail, every rank exits 1.
+launch 2 --schedule 1f1b -M 4 --hidden 16 --mb-size 4 --iters 1 --warmup 0 --check \
+  --debug-perturb-grads 1
+[ "$(cat "$tmp/rc.0")" = 1 ] && [ "$(cat "$tmp/rc.1")" = 1 ]
+check "failed check: exit 1 on every rank" $?
+grep -q "^1f1b .* fail *$" "$tmp/out.txt" && grep -q "^check failed: 1f1b" "$tmp/out.txt"
+check "failed check reported (got: $(head -c 400 "$tmp/out.txt"))" $?
+
+echo "run errors: $pass passed, $fails failed"
+[ $fails = 0 ]

@@ -1,0 +1,294 @@
+// The executor without MPI: P ranks as threads over an in-process transport. Every schedule's
+// gradients and loss match the sequential reference; peak activations match the schedule;
+// records are complete; the watchdog fires on a missing message.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/cpu_backend.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/reference.hpp"
+#include "runtime/wait.hpp"
+#include "schedule/generators.hpp"
+#include "schedule/lower.hpp"
+#include "schedule/validate.hpp"
+#include "sim/sim.hpp"
+
+namespace bb {
+namespace {
+
+// Messages between threads: a send is copied and complete at once (eager); a receive
+// completes when a message from its peer with its tag is there (first one in send order).
+class Hub {
+ public:
+  struct Message {
+    int tag;
+    std::vector<float> data;
+  };
+  void put(int src, int dst, int tag, const float* buf, std::size_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queues_[{src, dst}].push_back({tag, std::vector<float>(buf, buf + count)});
+  }
+  bool take(int src, int dst, int tag, float* buf, std::size_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& q = queues_[{src, dst}];
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      if (it->tag != tag) continue;
+      if (it->data.size() != count) throw std::runtime_error("hub: message size mismatch");
+      std::copy(it->data.begin(), it->data.end(), buf);
+      q.erase(it);
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<int, int>, std::deque<Message>> queues_;
+};
+
+class ThreadTransport final : public Transport {
+ public:
+  ThreadTransport(Hub& hub, int rank, int size) : hub_(hub), rank_(rank), size_(size) {}
+  std::string_view name() const override { return "threads"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Request isend(const float* buf, std::size_t count, int peer, int tag) override {
+    hub_.put(rank_, peer, tag, buf, count);
+    return Request{};  // complete
+  }
+  Request irecv(float* buf, std::size_t count, int peer, int tag) override {
+    recvs_.push_back({buf, count, peer, tag, true});
+    return Request{static_cast<std::int64_t>(recvs_.size() - 1)};
+  }
+  bool test(Request& r) override {
+    if (!r.valid()) return true;
+    Recv& rv = recvs_.at(static_cast<std::size_t>(r.id));
+    if (rv.pending && hub_.take(rv.peer, rank_, rv.tag, rv.buf, rv.count)) rv.pending = false;
+    if (rv.pending) return false;
+    r = Request{};
+    return true;
+  }
+
+ private:
+  struct Recv {
+    float* buf;
+    std::size_t count;
+    int peer, tag;
+    bool pending;
+  };
+  Hub& hub_;
+  int rank_, size_;
+  std::vector<Recv> recvs_;
+};
+
+struct RankResult {
+  GradientSet grads;
+  double loss = 0;
+  double peak_units = 0;
+  std::size_t peak_bytes = 0;
+  StepRecord record;
+  int layers_total = 0;
+  std::string error;
+};
+
+std::vector<RankResult> run_threads(const Schedule& lowered, const ExecutorConfig& cfg, int steps,
+                                    bool record) {
+  Hub hub;
+  std::vector<RankResult> out(static_cast<std::size_t>(lowered.P));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < lowered.P; ++r)
+    threads.emplace_back([&, r] {
+      RankResult& res = out[static_cast<std::size_t>(r)];
+      try {
+        CpuBackend backend;
+        ThreadTransport transport(hub, r, lowered.P);
+        BufferPool pool(backend, static_cast<std::size_t>(cfg.hidden) * cfg.mb_size);
+        Executor ex(lowered, backend, transport, pool, cfg);
+        for (int s = 0; s < steps; ++s) ex.run_step(record ? &res.record : nullptr);
+        ex.sum_partner_gradients();
+        if (!cfg.synthetic) {
+          res.grads = ex.gradients();
+          res.loss = ex.loss_sum();
+        }
+        res.peak_units = ex.peak_activation_units();
+        res.peak_bytes = ex.peak_activation_bytes();
+        res.layers_total = ex.num_layers_total();
+      } catch (const std::exception& e) {
+        res.error = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+Schedule lowered_schedule(const std::string& name, int P, int M, int v) {
+  Schedule s = generate(name, {P, M, v});
+  validate_or_throw(s);
+  return lower(std::move(s));
+}
+
+ExecutorConfig gemm_config(bool recompute) {
+  ExecutorConfig c;
+  c.hidden = 8;
+  c.layers = 2;
+  c.mb_size = 3;
+  c.seed = 77;
+  c.recompute = recompute;
+  c.timeout_s = 30;
+  return c;
+}
+
+struct Case {
+  std::string schedule;
+  int P, M, v;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const auto& name : schedule_names())
+    for (int P : {1, 2, 3, 4})
+      for (int M : {P, 2 * P, 2 * P + 2})
+        for (int v : {1, 2}) {
+          if (!schedule_takes_v(name) && v != 1) continue;
+          try {
+            generate(name, {P, M, v});
+          } catch (const std::exception&) {
+            continue;
+          }
+          cases.push_back({name, P, M, v});
+        }
+  return cases;
+}
+
+TEST(Executor, EverySchedulesGradientsMatchTheReference) {
+  int checked = 0;
+  for (const Case& c : all_cases())
+    for (bool recompute : {false, true}) {
+      SCOPED_TRACE(c.schedule + " P=" + std::to_string(c.P) + " M=" + std::to_string(c.M) +
+                   " v=" + std::to_string(c.v) + (recompute ? " recompute" : ""));
+      const Schedule s = lowered_schedule(c.schedule, c.P, c.M, c.v);
+      const ExecutorConfig cfg = gemm_config(recompute);
+      const auto ranks = run_threads(s, cfg, 1, false);
+      GradientSet got;
+      double loss = 0;
+      for (const auto& r : ranks) {
+        ASSERT_EQ(r.error, "");
+        loss += r.loss;
+        got.layers.insert(got.layers.end(), r.grads.layers.begin(), r.grads.layers.end());
+      }
+      got.loss = loss;
+      CpuBackend be;
+      ReferenceConfig rc;
+      rc.hidden = cfg.hidden;
+      rc.rows = cfg.mb_size;
+      rc.num_layers = ranks[0].layers_total;
+      rc.num_microbatches = c.M;
+      rc.seed = cfg.seed;
+      const GradientSet ref = run_reference(be, rc);
+      ASSERT_EQ(got.layers.size(), ref.layers.size());
+      const CompareResult cmp = compare(ref, got, 1e-5);
+      EXPECT_TRUE(cmp.pass) << cmp.message;
+      const auto want = peak_activations(s);
+      for (int r = 0; r < c.P; ++r) EXPECT_DOUBLE_EQ(ranks[r].peak_units, want[r]) << "rank " << r;
+      ++checked;
+    }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(Executor, DualPipeCopiesStayIdenticalAfterTheGradientSum) {
+  const Schedule s = lowered_schedule("dualpipe", 4, 8, 2);
+  const auto ranks = run_threads(s, gemm_config(false), 1, false);
+  // Rank r's primary copy of stage r and rank P-1-r's copy (chunk P+r) hold the same sum:
+  // gradients() returns primaries only, so every layer appears exactly once.
+  std::vector<int> seen;
+  for (const auto& r : ranks) {
+    ASSERT_EQ(r.error, "");
+    for (const auto& g : r.grads.layers) seen.push_back(g.layer);
+  }
+  std::sort(seen.begin(), seen.end());
+  ASSERT_EQ(seen.size(), 8u);  // 4 stages x 2 layers
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(seen[i], i);
+}
+
+TEST(Executor, SyntheticRecordsAndTimes) {
+  const Schedule s = lowered_schedule("zb-h1", 2, 4, 1);
+  ExecutorConfig cfg;
+  cfg.hidden = 8;
+  cfg.mb_size = 2;
+  cfg.synthetic = true;
+  cfg.t_f = 1e-3;
+  cfg.t_b = 1e-3;
+  cfg.t_w = 0.5e-3;
+  const auto ranks = run_threads(s, cfg, 2, true);
+  for (int r = 0; r < 2; ++r) {
+    const RankResult& res = ranks[r];
+    ASSERT_EQ(res.error, "");
+    const StepRecord& rec = res.record;
+    EXPECT_EQ(rec.actions.size(), s.compute_size() / 2);  // 3 actions x 4 mbs per rank
+    EXPECT_EQ(rec.num_actions, s.ranks[r].size());
+    double busy = 0;
+    for (const ActionRecord& a : rec.actions) {
+      const double want = a.kind == RecordKind::W ? 0.5e-3 : 1e-3;
+      EXPECT_GE(a.end - a.start, want * 0.99);
+      EXPECT_LT(a.end - a.start, want + 5e-3);  // generous: a loaded test machine
+      EXPECT_LE(a.ready, a.start);
+      EXPECT_GE(a.wait, 0);
+      busy += a.end - a.start;
+    }
+    EXPECT_NEAR(rec.busy, busy, 1e-12);
+    EXPECT_GE(rec.last_end, rec.busy);
+    EXPECT_DOUBLE_EQ(res.peak_units, peak_activations(s)[r]);
+  }
+}
+
+TEST(Executor, WatchdogNamesTheMissingMessage) {
+  const Schedule s = lowered_schedule("1f1b", 2, 2, 1);
+  ExecutorConfig cfg = gemm_config(false);
+  cfg.timeout_s = 0.2;
+  cfg.drop_sends = true;  // nothing ever arrives
+  const auto ranks = run_threads(s, cfg, 1, false);
+  EXPECT_EQ(ranks[0].error, "rank 0: waiting RECV_B chunk 0 mb 0 from rank 1");
+  EXPECT_EQ(ranks[1].error, "rank 1: waiting RECV_F chunk 1 mb 0 from rank 0");
+}
+
+TEST(Executor, RejectsAnUnloweredScheduleAndAWrongWorld) {
+  CpuBackend be;
+  Hub hub;
+  ThreadTransport t(hub, 0, 2);
+  ExecutorConfig cfg = gemm_config(false);
+  BufferPool pool(be, static_cast<std::size_t>(cfg.hidden) * cfg.mb_size);
+  const Schedule raw = generate("1f1b", {2, 2, 1});
+  EXPECT_THROW(Executor(raw, be, t, pool, cfg), std::invalid_argument);
+  const Schedule three = lowered_schedule("1f1b", 3, 3, 1);
+  EXPECT_THROW(Executor(three, be, t, pool, cfg), std::invalid_argument);
+}
+
+TEST(Transport, MessageTagsAreDistinctAndInRange) {
+  EXPECT_NE(message_tag(Direction::kForward, 0, 0, 4), message_tag(Direction::kBackward, 0, 0, 4));
+  EXPECT_NE(message_tag(Direction::kForward, 1, 0, 4), message_tag(Direction::kForward, 0, 1, 4));
+  EXPECT_LT(message_tag(Direction::kBackward, 1023, 1 << 20, 1024, 16384), 16384);
+  EXPECT_GE(message_tag(Direction::kBackward, 1023, 1 << 20, 1024, 16384), 0);
+}
+
+TEST(Wait, BackoffAndDeadline) {
+  int polls = 0;
+  wait_until([&] { return ++polls > 50; }, 10.0, [] { return std::string("never"); });
+  EXPECT_EQ(polls, 51);
+  EXPECT_THROW(wait_until([] { return false; }, 0.05, [] { return std::string("late"); }),
+               TimeoutError);
+  try {
+    wait_until([] { return false; }, 0.01, [] { return std::string("rank 3: waiting x"); });
+  } catch (const TimeoutError& e) {
+    EXPECT_STREQ(e.what(), "rank 3: waiting x");
+  }
+}
+
+}  // namespace
+}  // namespace bb

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Packs prebuilt bubblebench binaries for a GPU machine that has the NVIDIA driver (and
+# usually CUDA) but not MPICH, HDF5, OpenBLAS, GoogleTest...: the binaries, MPICH's mpiexec and
+# hydra_pmi_proxy, UCX's transport modules, and every shared library they need that is not part
+# of the C runtime or the driver, into one folder. Run it there with
+#   tools/gpu-check.sh --bindir DIR
+#
+# Usage: tools/pack-gpu.sh [--build DIR] [--out DIR] [--with-cuda-libs]
+#   --build DIR       the CMake build folder (default: build-cuda/, else build/)
+#   --out DIR         the folder to fill (default: gpu-pack/); its lib/ gets the libraries
+#   --with-cuda-libs  also carry cuBLAS, cuBLASLt and NCCL (about 800 MB); by default only
+#                     libcudart (0.7 MB) is carried and the GPU machine must provide CUDA 13's
+#                     libcublas.so.13, libcublasLt.so.13 and libnccl.so.2
+# Also builds gemm_efficiency (tools/gemm_efficiency.cu) for sm_80 and sm_90 when nvcc exists.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+build="" out="gpu-pack" cuda_libs=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build="${2:?}"; shift 2 ;;
+    --out) out="${2:?}"; shift 2 ;;
+    --with-cuda-libs) cuda_libs=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "pack-gpu: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$build" ]; then
+  for d in "$repo/build-cuda" "$repo/build"; do [ -x "$d/bubblebench" ] && { build="$d"; break; }; done
+fi
+if [ -z "$build" ] || [ ! -x "$build/bubblebench" ]; then
+  echo "pack-gpu: no bubblebench in ${build:-build-cuda/ or build/}" >&2
+  exit 2
+fi
+mkdir -p "$out/lib"
+out="$(cd "$out" && pwd)"
+
+bins=()
+for b in bubblebench unit_tests bench_sim; do
+  if [ -x "$build/$b" ]; then cp -f "$build/$b" "$out/"; bins+=("$out/$b"); fi
+done
+
+# gemm_efficiency: standalone (CUDA runtime + cuBLAS only).
+nvcc="$(command -v nvcc || true)"
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ -n "$nvcc" ]; then
+  echo "pack-gpu: building gemm_efficiency"
+  "$nvcc" -std=c++20 --expt-relaxed-constexpr -O3 \
+    -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,"code=[sm_90,compute_90]" \
+    -I "$repo/src" "$repo/tools/gemm_efficiency.cu" "$repo/src/runtime/cuda/cuda_backend.cpp" \
+    "$repo/src/runtime/cuda/kernels.cu" -lcublas -o "$out/gemm_efficiency"
+  bins+=("$out/gemm_efficiency")
+fi
+
+# MPICH's launcher: mpiexec (Hydra) finds hydra_pmi_proxy next to itself or on PATH.
+if mpiexec_path="$(command -v mpiexec)"; then
+  cp -f "$(readlink -f "$mpiexec_path")" "$out/mpiexec"
+  bins+=("$out/mpiexec")
+fi
+if proxy="$(command -v hydra_pmi_proxy)"; then
+  cp -f "$(readlink -f "$proxy")" "$out/hydra_pmi_proxy"
+  bins+=("$out/hydra_pmi_proxy")
+fi
+
+# Libraries that stay on the target: the C runtime, the loader, the driver.
+skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so|libnvidia-|libgcc_s\.so)'
+big_cuda_re='^(libcublas\.so|libcublasLt\.so|libnccl\.so)'
+
+copy_deps() {  # copy_deps FILE...: the non-skipped libraries FILEs need
+  local f name path
+  for f in "$@"; do
+    ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' |
+    while read -r name path; do
+      [[ "$name" =~ $skip_re ]] && continue
+      if [[ "$name" =~ $big_cuda_re ]] && [ $cuda_libs -eq 0 ]; then continue; fi
+      [ -e "$out/lib/$name" ] || cp -fL "$path" "$out/lib/$name"
+    done
+  done
+}
+copy_deps "${bins[@]}"
+
+# UCX loads its transports (shared memory, verbs) as modules at run time.
+ucx_dir=""
+for d in /usr/lib/x86_64-linux-gnu/ucx /usr/lib64/ucx /usr/lib/ucx; do [ -d "$d" ] && { ucx_dir="$d"; break; }; done
+if [ -e "$out/lib/libucp.so.0" ] && [ -n "$ucx_dir" ]; then
+  mkdir -p "$out/lib/ucx"
+  for m in "$ucx_dir"/*.so.0; do
+    [ -e "$m" ] || continue
+    cp -fL "$m" "$out/lib/ucx/$(basename "$m")"
+  done
+  copy_deps "$out"/lib/ucx/*.so.0
+fi
+
+cp -f "$here/gpu-check.sh" "$out/"
+cat > "$out/README.txt" <<TXT
+bubblebench GPU pack, made $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+on $(hostname) with CUDA $("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || echo '?').
+
+On the GPU machine (NVIDIA driver for CUDA 13, i.e. >= 580; CUDA 13 cuBLAS and NCCL unless
+packed with --with-cuda-libs):
+  ./gpu-check.sh --bindir "\$PWD"                 (from this folder)
+  or, in a checkout:  tools/gpu-check.sh --bindir /path/to/this/folder
+By hand: export LD_LIBRARY_PATH=\$PWD/lib:\$LD_LIBRARY_PATH UCX_MODULE_DIR=\$PWD/lib/ucx PATH=\$PWD:\$PATH
+         mpiexec -n 2 ./bubblebench run --schedule 1f1b -M 8 --backend cuda --transport mpi --check
+TXT
+
+missing=$(for b in "${bins[@]}"; do LD_LIBRARY_PATH="$out/lib" ldd "$b" 2>/dev/null | grep 'not found' || true; done | sort -u)
+echo "pack-gpu: $out: $(find "$out" -mindepth 1 -maxdepth 1 ! -name lib | wc -l) files, $(find "$out/lib" -mindepth 1 -maxdepth 1 | wc -l) libraries, $(du -sh "$out" | cut -f1)"
+if [ -n "$missing" ]; then
+  echo "pack-gpu: not carried (must exist on the GPU machine):"
+  while IFS= read -r line; do echo "  $line"; done <<<"$missing"
+fi
