@@ -11,7 +11,7 @@ APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-
   python3-h5py python3-pandas python3-matplotlib python3-pytest python3-numpy shellcheck \
   slurm-wlm munge
 
-.PHONY: all deps configure build test run bench asan format clean
+.PHONY: all deps configure build test run analysis bench asan format clean
 
 all: build
 
@@ -29,9 +29,20 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
 
-# The default job: simulate every schedule over a small sweep, with the closed forms beside.
+# The default job: a real CPU pipeline sweep (two ranks, OpenBLAS stages, gradients checked
+# against the sequential reference), results in results/default.h5, then the simulator's view
+# of the same schedules at P=4.
+RUN_RANKS ?= 2
 run: build
+	mkdir -p results
+	mpiexec -n $(RUN_RANKS) $(BUILD)/bubblebench run --schedule all -M 4,8 -v 2 \
+	  --hidden 256 --mb-size 32 --layers 2 --warmup 1 --iters 5 --check \
+	  --out results/default.h5 --force
 	$(BUILD)/bubblebench sim --schedule all -P 4 -M 8:32:x2 -v 2 --t-f 1 --t-b 1 --t-w 1
+
+# Tables and plots from every results file under results/ (see analysis/README.md).
+analysis:
+	cd analysis && $(PYTHON) -m bbanalysis report ../results --out ../results/report
 
 bench: build
 	$(BUILD)/bench_sim

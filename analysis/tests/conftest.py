@@ -1,15 +1,14 @@
 """Fixtures: a results file per design §6, and the report made from it.
 
-`results_file` is written with h5py by fake_results.py (exactly the schema that
-src/results/hdf5_file.cpp writes) until `bubblebench run --out` produces real files; to
-switch to a real sweep, make it run e.g.
+`results_file` is a real sweep: with BB_BUILD_DIR set (ctest sets it), it runs
 
-    mpiexec -n 2 build/bubblebench run --schedule gpipe,1f1b,interleaved -M 2:8:x2 -v 2 \
-        --iters 3 --out <tmp>/sweep.h5
+    mpiexec -n 2 $BB_BUILD_DIR/bubblebench run --schedule gpipe,1f1b,interleaved,zb-h1,dualpipe
+        -M 2,4,8 -v 2 --compute synthetic ... --out <tmp>/sweep.h5
 
-and return that path. Meanwhile BBANALYSIS_RESULTS=/path/to/file.h5 runs the tests on an
-existing results file. The tests only rely on what the schema promises, never on the fake's
-numbers.
+and a failure of that run fails the tests. BBANALYSIS_RESULTS=/path/to/file.h5 runs them on
+an existing results file instead. Without either (a bare `pytest` in a checkout without a
+build), fake_results.py writes a file of exactly the schema src/results/hdf5_file.cpp writes.
+The tests only rely on what the schema promises, never on particular numbers.
 """
 from __future__ import annotations
 
@@ -36,6 +35,22 @@ def results_file(tmp_path_factory) -> Path:
     if given:
         return Path(given)
     path = tmp_path_factory.mktemp("results") / "sweep.h5"
+    build = os.environ.get("BB_BUILD_DIR")
+    if build:
+        bb = Path(build) / "bubblebench"
+        assert bb.exists(), f"BB_BUILD_DIR={build} has no bubblebench"
+        cmd = ["timeout", "300", "mpiexec", "-n", "2", str(bb), "run",
+               "--schedule", "gpipe,1f1b,interleaved,zb-h1,dualpipe", "-M", "2,4,8", "-v", "2",
+               "--compute", "synthetic", "--t-f", "1ms", "--t-b", "1ms", "--t-w", "1ms",
+               "--warmup", "1", "--iters", "3", "--out", str(path)]
+        # ... plus one single-iteration run, appended with --resume (its run key differs).
+        single = cmd[:7] + ["--schedule", "1f1b", "-M", "4", "--compute", "synthetic",
+                            "--t-f", "1ms", "--t-b", "1ms", "--iters", "1", "--resume",
+                            "--out", str(path)]
+        for c in (cmd, single):
+            proc = subprocess.run(c, capture_output=True, text=True)
+            assert proc.returncode == 0, f"{' '.join(c)}\n{proc.stdout}\n{proc.stderr}"
+        return path
     fake_results.write_results_file(path, fake_results.default_sweep())
     return path
 

@@ -1,30 +1,44 @@
 // `bubblebench run` (design §5.1): every configuration of the sweep end to end, in one MPI
 // launch. Phases:
 //   1. MPI_Init, then every rank parses and validates the same arguments and builds (generate,
-//      validate, lower) every configuration deterministically. Any error there, and any
-//      failure to make the backend or transport, is agreed with two non-blocking allreduces;
-//      one rank prints one line and every rank exits with the same code, before any
-//      point-to-point traffic.
+//      validate, lower) every configuration of the cartesian sweep (schedule × M × v × hidden
+//      × layers × mb-size × recompute) deterministically, with its run_key. Then the backend,
+//      then (rank 0 only) the outputs: the --out results file, created, resumed or replaced,
+//      and the --trace directory; then the transport. Any error there is agreed with two
+//      non-blocking allreduces; one rank prints one line and every rank exits with the same
+//      code, before any point-to-point traffic. With --resume rank 0 broadcasts (non-blocking)
+//      which configurations the file holds already; every rank skips those.
 //   2. Per configuration: an Executor on this rank; with --check, one extra untimed step whose
 //      gradients (before any optimizer update) rank 0 compares with the sequential
 //      reference; then --warmup + --iters steps, each followed by the DualPipe gradient sum
-//      and the optimizer; the records go to rank 0 (Igatherv), which computes the summary.
+//      and the optimizer; the records (and with --out/--trace every compute and SEND/RECV
+//      event) go to rank 0 (Igatherv), which computes the summary, writes the run whole to the
+//      results file and its trace (on a thread, while the next run sets up and warms up;
+//      joined before its first timed step), then prints the run's progress line.
 //   3. Rank 0 prints the table (or JSON). Exit 1 if a check failed.
 // Exceptions inside a run abort the job (MPI_Abort) with the matching exit code; the
-// watchdog's TimeoutError exits 3.
+// watchdog's TimeoutError exits 3; a failed write exits 4.
 #include "cli/run.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <future>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,6 +47,9 @@
 #include "cli/table.hpp"
 #include "common/error.hpp"
 #include "model/closed_form.hpp"
+#include "results/chrome_trace.hpp"
+#include "results/hdf5_file.hpp"
+#include "results/run_record.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/factory.hpp"
 #include "runtime/mpi_util.hpp"
@@ -43,6 +60,11 @@
 #include "schedule/text.hpp"
 #include "schedule/validate.hpp"
 #include "sim/sim.hpp"
+
+#if defined(BB_HAVE_CUDA)
+#include "runtime/cuda/cuda_backend.hpp"
+#include "runtime/cuda/nccl_transport.hpp"
+#endif
 
 #if defined(__linux__)
 #include <sys/prctl.h>
@@ -62,7 +84,7 @@ struct RunOptions {
   std::string transport;  // default: by backend
   std::string compute = "gemm";
   std::string t_f = "1ms", t_b = "2ms", t_w = "0", t_fb;
-  int hidden = 64, layers = 1, mb_size = 8;
+  std::string hidden = "64", layers = "1", mb_size = "8";  // LISTs
   std::string dtype = "fp32";
   int warmup = 1, iters = 5;
   std::string sync = "barrier";
@@ -74,7 +96,7 @@ struct RunOptions {
   double lr = 1e-3;
   std::uint64_t seed = 1234;
   std::string out, trace;
-  bool resume = false;
+  bool resume = false, force = false;
   int drop_sends_rank = -1;     // testing the watchdog
   int perturb_grads_rank = -1;  // testing a failing --check
   bool debug_records = false;   // every timed action's record on stderr
@@ -85,6 +107,9 @@ struct RunConfig {
   std::string schedule;  // name or csv:FILE
   std::shared_ptr<const Schedule> lowered;
   bool recompute = false;
+  int hidden = 64, layers = 1, mb_size = 8;
+  std::string key;    // run_key: the HDF5 group name and the trace file's name
+  std::string label;  // for progress lines: "1f1b P=2 M=8 v=1"
 };
 
 // An error of phase 1: exit code and one line.
@@ -138,9 +163,10 @@ void add_options(CLI::App& app, RunOptions& o) {
   app.add_option("--t-w", o.t_w, "Synthetic W time of one stage (0: B is the whole backward)")
       ->capture_default_str();
   app.add_option("--t-fb", o.t_fb, "Synthetic overlapped F&B pair time (default: the sum)");
-  app.add_option("--hidden", o.hidden, "Hidden width h")->capture_default_str();
-  app.add_option("--layers", o.layers, "MLP blocks per chunk")->capture_default_str();
-  app.add_option("--mb-size", o.mb_size, "Rows (tokens) of a micro-batch")->capture_default_str();
+  app.add_option("--hidden", o.hidden, "Hidden width h (LIST)")->capture_default_str();
+  app.add_option("--layers", o.layers, "MLP blocks per chunk (LIST)")->capture_default_str();
+  app.add_option("--mb-size", o.mb_size, "Rows (tokens) of a micro-batch (LIST)")
+      ->capture_default_str();
   app.add_option("--dtype", o.dtype, "fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
@@ -164,9 +190,11 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of parameters, inputs and targets")->capture_default_str();
-  app.add_option("--out", o.out, "HDF5 results file (not yet)");
-  app.add_flag("--resume", o.resume, "Skip runs already in --out (not yet)");
-  app.add_option("--trace", o.trace, "Chrome-trace directory (not yet)");
+  app.add_option("--out", o.out, "HDF5 results file (written by rank 0, one run at a time)");
+  app.add_flag("--resume", o.resume, "Continue --out: skip the runs already complete in it");
+  app.add_flag("--force", o.force, "Replace --out if it exists");
+  app.add_option("--trace", o.trace,
+                 "Directory for one Chrome-trace JSON per run (the last timed iteration)");
   app.add_flag("--debug-records", o.debug_records,
                "Diagnostics: print every timed action (host clock, ms) on stderr")
       ->group("");  // hidden
@@ -187,11 +215,11 @@ std::vector<double> durations_of(const std::string& text, const char* what) {
   return out;
 }
 
-ExecutorConfig executor_config(const RunOptions& o) {
+ExecutorConfig executor_config(const RunOptions& o, const RunConfig& rc) {
   ExecutorConfig c;
-  c.hidden = o.hidden;
-  c.layers = o.layers;
-  c.mb_size = o.mb_size;
+  c.hidden = rc.hidden;
+  c.layers = rc.layers;
+  c.mb_size = rc.mb_size;
   c.seed = o.seed;
   c.synthetic = o.compute == "synthetic";
   c.t_f = durations_of(o.t_f, "--t-f")[0];
@@ -205,16 +233,27 @@ ExecutorConfig executor_config(const RunOptions& o) {
   return c;
 }
 
+// A LIST option whose every value lies in [lo, hi].
+std::vector<int> int_list_in(const std::string& text, const char* what, int lo, int hi) {
+  auto values = parse_int_list(text, what);
+  for (int x : values)
+    if (x < lo || x > hi)
+      throw ConfigError(std::string(what) + " must be " + std::to_string(lo) + ".." +
+                        std::to_string(hi) + " (got " + std::to_string(x) + ")");
+  return values;
+}
+
 void validate_options(const RunOptions& o, int world) {
-  if (!o.out.empty()) throw ConfigError("--out: HDF5 output is not built yet");
-  if (o.resume) throw ConfigError("--resume: HDF5 output is not built yet");
-  if (!o.trace.empty()) throw ConfigError("--trace: Chrome traces of runs are not built yet");
+  if (o.resume && o.out.empty()) throw ConfigError("--resume needs --out FILE.h5");
+  if (o.force && o.out.empty()) throw ConfigError("--force needs --out FILE.h5");
+  if (o.resume && o.force)
+    throw ConfigError("--resume and --force exclude each other (continue the file or replace it)");
   if (o.P != 0 && o.P != world)
     throw ConfigError("-P " + std::to_string(o.P) + " does not match the MPI world size " +
                       std::to_string(world) + " (run takes P from mpiexec -n / srun -n)");
-  if (o.hidden < 1 || o.hidden > 65536) throw ConfigError("--hidden must be 1..65536");
-  if (o.layers < 1 || o.layers > 4096) throw ConfigError("--layers must be 1..4096");
-  if (o.mb_size < 1 || o.mb_size > 1 << 20) throw ConfigError("--mb-size must be 1..1048576");
+  int_list_in(o.hidden, "--hidden", 1, 65536);
+  int_list_in(o.layers, "--layers", 1, 4096);
+  int_list_in(o.mb_size, "--mb-size", 1, 1 << 20);
   if (o.warmup < 0 || o.warmup > 100000) throw ConfigError("--warmup must be 0..100000");
   if (o.iters < 1 || o.iters > 100000) throw ConfigError("--iters must be 1..100000");
   if (o.sync == "none" && o.iters < 2)
@@ -227,7 +266,35 @@ void validate_options(const RunOptions& o, int world) {
   if (!backend_supports_dtype(o.backend, o.dtype, &why)) throw ConfigError(why);
   if (o.check && o.dtype != "fp32")
     throw ConfigError("--check compares fp32 gradients (1e-5): use --dtype fp32");
-  (void)executor_config(o);  // the durations parse
+  (void)executor_config(o, RunConfig{});  // the durations parse
+}
+
+// Seconds as a short exact-enough decimal ("0.001", "0.0025", "0").
+std::string seconds_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+// The run_key: every setting that changes what a run measures, as `name=value` items joined
+// with '_', sanitized for HDF5 (bb::sanitize_key), e.g.
+// 1f1b_P=2_M=8_v=1_cpu_mpi_synthetic_h=64_L=1_b=8_fp32_recompute=0_sync=barrier_warmup=1_
+// iters=5_tf=0.001_tb=0.002_tw=0 (the synthetic times, in seconds, only with synthetic compute).
+std::string run_key(const RunConfig& c, const RunOptions& o, const ExecutorConfig& ec) {
+  const Schedule& s = *c.lowered;
+  std::string k = c.schedule + "_P=" + std::to_string(s.P) + "_M=" + std::to_string(s.M) +
+                  "_v=" + std::to_string(s.v) + "_" + o.backend + "_" +
+                  (o.transport.empty() ? default_transport(o.backend) : o.transport) + "_" +
+                  o.compute + "_h=" + std::to_string(c.hidden) + "_L=" + std::to_string(c.layers) +
+                  "_b=" + std::to_string(c.mb_size) + "_" + o.dtype +
+                  "_recompute=" + (c.recompute ? "1" : "0") + "_sync=" + o.sync +
+                  "_warmup=" + std::to_string(o.warmup) + "_iters=" + std::to_string(o.iters);
+  if (ec.synthetic) {
+    k += "_tf=" + seconds_text(ec.t_f) + "_tb=" + seconds_text(ec.t_b) +
+         "_tw=" + seconds_text(ec.t_w);
+    if (ec.t_fb >= 0) k += "_tfb=" + seconds_text(ec.t_fb);
+  }
+  return sanitize_key(k);
 }
 
 // Every combination of the lists; skipped combinations are reported by rank 0, one line each.
@@ -236,18 +303,37 @@ std::vector<RunConfig> expand(const RunOptions& o, int world, bool print) {
   if (names.size() == 1 && names[0] == "all") names = schedule_names();
   const auto Ms = parse_int_list(o.M, "-M");
   const auto vs = parse_int_list(o.v, "-v");
+  const auto hiddens = int_list_in(o.hidden, "--hidden", 1, 65536);
+  const auto layerss = int_list_in(o.layers, "--layers", 1, 4096);
+  const auto mb_sizes = int_list_in(o.mb_size, "--mb-size", 1, 1 << 20);
   std::vector<bool> recompute_modes;
   if (o.recompute != "on") recompute_modes.push_back(false);
   if (o.recompute != "off") recompute_modes.push_back(true);
   const bool sweep = names.size() * Ms.size() * vs.size() > 1;
+  const bool model_sweep = hiddens.size() * layerss.size() * mb_sizes.size() > 1;
 
   std::vector<RunConfig> out;
+  std::set<std::string> keys;
   std::string last_error;
   std::vector<std::string> skipped;
   auto add = [&](const std::string& name, Schedule s) {
     validate_or_throw(s);
     auto lowered = std::make_shared<const Schedule>(s.lowered ? std::move(s) : lower(std::move(s)));
-    for (bool rc : recompute_modes) out.push_back({name, lowered, rc});
+    for (int h : hiddens)
+      for (int L : layerss)
+        for (int b : mb_sizes)
+          for (bool rc : recompute_modes) {
+            RunConfig c{name, lowered, rc, h, L, b, "", ""};
+            c.key = run_key(c, o, executor_config(o, c));
+            if (!keys.insert(c.key).second) continue;  // a schedule named twice
+            c.label = name + " P=" + std::to_string(lowered->P) +
+                      " M=" + std::to_string(lowered->M) + " v=" + std::to_string(lowered->v);
+            if (model_sweep)
+              c.label +=
+                  " h=" + std::to_string(h) + " L=" + std::to_string(L) + " b=" + std::to_string(b);
+            if (rc) c.label += " recompute";
+            out.push_back(std::move(c));
+          }
   };
   for (const auto& name : names) {
     if (name.rfind("csv:", 0) == 0) {
@@ -295,22 +381,38 @@ int local_rank() {
 //   [steps, then per step: origin, first_start, last_end, busy, wait, comm, actions]
 //   [peak_units, peak_bytes, param_bytes, peak_device_bytes]
 //   [per kind F, B, W, BW, FB: count, then the durations in stage units (seconds / fraction)]
+//   [events: count, then per event kEventFields values (EventSummary)]
 constexpr int kStepFields = 7;
 constexpr int kKinds = 5;
+constexpr int kEventFields = 8;
+
+// Event kinds of the results file: the compute kinds (RecordKind order), then the
+// communication ops (Op order from SEND_F).
+constexpr const char* kEventKinds[] = {"F",      "B",      "W",      "BW",    "FB",
+                                       "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+constexpr int kFirstCommKind = 5;
 
 // origin: the step's origin on the rank's host clock (seconds); other times are relative to it.
 struct StepSummary {
   double origin, first_start, last_end, busy, wait, comm, actions;
 };
 
+// One compute or communication event of a timed step, times from the rank's step origin.
+// ready = start for communication.
+struct EventSummary {
+  double iter, index, kind, chunk, mb, ready, start, end;
+};
+
 struct RankSummary {
   std::vector<StepSummary> steps;
   double peak_units = 0, peak_bytes = 0, param_bytes = 0, peak_device_bytes = 0;
   std::vector<double> durations[kKinds];
+  std::vector<EventSummary> events;
 };
 
 std::vector<double> pack(const RankSummary& s) {
   std::vector<double> out;
+  out.reserve(8 + s.steps.size() * kStepFields + s.events.size() * kEventFields);
   out.push_back(static_cast<double>(s.steps.size()));
   for (const StepSummary& st : s.steps)
     out.insert(out.end(),
@@ -320,6 +422,9 @@ std::vector<double> pack(const RankSummary& s) {
     out.push_back(static_cast<double>(d.size()));
     out.insert(out.end(), d.begin(), d.end());
   }
+  out.push_back(static_cast<double>(s.events.size()));
+  for (const EventSummary& e : s.events)
+    out.insert(out.end(), {e.iter, e.index, e.kind, e.chunk, e.mb, e.ready, e.start, e.end});
   return out;
 }
 
@@ -340,6 +445,11 @@ RankSummary unpack(const std::vector<double>& in) {
              in.begin() + static_cast<std::ptrdiff_t>(i + m));
     i += m;
   }
+  const auto ne = static_cast<std::size_t>(in.at(i++));
+  s.events.reserve(ne);
+  for (std::size_t k = 0; k < ne; ++k, i += kEventFields)
+    s.events.push_back({in.at(i), in.at(i + 1), in.at(i + 2), in.at(i + 3), in.at(i + 4),
+                        in.at(i + 5), in.at(i + 6), in.at(i + 7)});
   return s;
 }
 
@@ -351,7 +461,7 @@ struct CheckOutcome {
 
 // The extra step of --check: gradients before any optimizer update, gathered to rank 0.
 CheckOutcome run_check(Executor& ex, Backend& backend, const Schedule& s, const RunOptions& o,
-                       MPI_Comm comm) {
+                       const RunConfig& c, MPI_Comm comm) {
   mpi::barrier(comm, o.timeout);
   ex.run_step(nullptr);
   ex.sum_partner_gradients();
@@ -377,7 +487,7 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const Schedule& s, const 
     for (const auto& l : losses) loss += l.at(0);
     got.loss = loss;
     const std::size_t w =
-        4 * static_cast<std::size_t>(o.hidden) * static_cast<std::size_t>(o.hidden);
+        4 * static_cast<std::size_t>(c.hidden) * static_cast<std::size_t>(c.hidden);
     for (const auto& r : grads)
       for (std::size_t i = 0; i + 2 * w + 1 <= r.size(); i += 2 * w + 1) {
         LayerGrads g;
@@ -389,8 +499,8 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const Schedule& s, const 
         got.layers.push_back(std::move(g));
       }
     ReferenceConfig rc;
-    rc.hidden = o.hidden;
-    rc.rows = o.mb_size;
+    rc.hidden = c.hidden;
+    rc.rows = c.mb_size;
     rc.num_layers = ex.num_layers_total();
     rc.num_microbatches = s.M;
     rc.seed = o.seed;
@@ -410,32 +520,118 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const Schedule& s, const 
   return out;
 }
 
-std::string label(const RunConfig& c) {
-  const Schedule& s = *c.lowered;
-  return c.schedule + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M) +
-         " v=" + std::to_string(s.v) + (c.recompute ? " recompute" : "");
+// What every run shares: the options, the backend and transport, and on rank 0 the outputs.
+struct RunContext {
+  RunContext(const RunOptions& options, Backend& b, Transport& t, MPI_Comm c)
+      : o(options), backend(b), transport(t), comm(c) {}
+  const RunOptions& o;
+  Backend& backend;
+  Transport& transport;
+  MPI_Comm comm;                   // collectives (gathers, barriers)
+  bool shared_clock = true;        // all ranks on one host clock (rank 0's verdict)
+  std::vector<std::string> host;   // rank 0: per rank, gethostname()
+  std::vector<int> device;         // rank 0: per rank, the CUDA device or -1
+  ResultsFile* results = nullptr;  // rank 0 with --out
+  std::string trace_dir;           // rank 0 with --trace
+  // Activation buffers, one pool per tensor size (hidden · mb_size), kept across runs.
+  std::map<std::size_t, std::unique_ptr<BufferPool>> pools;
+  // Rank 0: the last run's results-file entry and trace, written by a thread while the next
+  // run builds its executor and warms up (no MPI, and the only HDF5 user at that time), and
+  // what to do once they are written (print its progress line). finish_writing() waits for
+  // both; run_config calls it before the first timed step, so a write never overlaps a timed
+  // step. An IoError of the writer is rethrown there (exit 4).
+  std::future<void> writing;
+  std::function<void()> after_writing;
+
+  void finish_writing() {
+    if (writing.valid()) writing.get();
+    if (after_writing) {
+      auto then = std::move(after_writing);
+      after_writing = nullptr;
+      then();
+    }
+  }
+
+  BufferPool& pool(std::size_t count) {
+    auto& p = pools[count];
+    if (!p) p = std::make_unique<BufferPool>(backend, count);
+    return *p;
+  }
+};
+
+// The display name of a lowered action (an FB pair as "(0F4;3BW1)FB").
+std::string action_name(const Schedule& s, int rank, std::size_t index, bool fb) {
+  const auto& acts = s.ranks[static_cast<std::size_t>(rank)];
+  if (index >= acts.size()) return "?";
+  if (fb && index + 1 < acts.size())
+    return "(" + to_string(acts[index]) + ";" + to_string(acts[index + 1]) + ")FB";
+  return to_string(acts[index]);
+}
+
+// Chrome trace of the last timed iteration: ranks as processes; compute on thread 0, SEND/RECV
+// on thread 1, the wait of a compute for its inputs (ready -> start, when > 0) on thread 2.
+std::vector<TraceSlice> trace_slices(const Schedule& s, const std::vector<RankSummary>& ranks,
+                                     const std::vector<std::vector<double>>& shift,
+                                     std::size_t last) {
+  std::vector<TraceSlice> slices;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const int pid = static_cast<int>(r);
+    const double sh = shift[r][last];
+    for (const EventSummary& e : ranks[r].events) {
+      if (static_cast<std::size_t>(e.iter) != last) continue;
+      const int kind = static_cast<int>(e.kind);
+      const bool comm = kind >= kFirstCommKind;
+      const std::string name = action_name(s, pid, static_cast<std::size_t>(e.index),
+                                           kind == static_cast<int>(RecordKind::FB));
+      const std::string cat =
+          comm ? (kind == kFirstCommKind || kind == kFirstCommKind + 2 ? "send" : "recv")
+               : kEventKinds[kind];
+      slices.push_back(
+          {pid, comm ? 1 : 0, name, cat, (sh + e.start) * 1e6, (e.end - e.start) * 1e6});
+      if (!comm && e.start > e.ready)
+        slices.push_back(
+            {pid, 2, "wait " + name, "wait", (sh + e.ready) * 1e6, (e.start - e.ready) * 1e6});
+    }
+  }
+  return slices;
+}
+
+double nan_or(bool present, double x) {
+  return present ? x : std::nan("");
 }
 
 // Runs one configuration on every rank; returns its JSON summary on rank 0 (null elsewhere).
-json run_config(const RunConfig& c, const RunOptions& o, Backend& backend, Transport& transport,
-                BufferPool& pool, MPI_Comm comm, bool shared_clock, bool* check_failed) {
+// On rank 0 it also starts writing the run to the results file and its trace (ctx.writing).
+json run_config(const RunConfig& c, RunContext& ctx, bool* check_failed) {
+  const RunOptions& o = ctx.o;
+  Backend& backend = ctx.backend;
+  Transport& transport = ctx.transport;
+  const MPI_Comm comm = ctx.comm;
+  const bool shared_clock = ctx.shared_clock;
   const Schedule& s = *c.lowered;
-  ExecutorConfig ec = executor_config(o);
+  ExecutorConfig ec = executor_config(o, c);
   ec.recompute = c.recompute;
   ec.drop_sends = o.drop_sends_rank == transport.rank();
   backend.reset_peak_allocated();  // peak_device_bytes: this configuration's
-  Executor ex(s, backend, transport, pool, ec);
+  Executor ex(s, backend, transport,
+              ctx.pool(static_cast<std::size_t>(c.hidden) * static_cast<std::size_t>(c.mb_size)),
+              ec);
 
   CheckOutcome check;
   if (o.check) {
-    check = run_check(ex, backend, s, o, comm);
+    check = run_check(ex, backend, s, o, c, comm);
     if (check.status == "fail") *check_failed = true;
   }
 
+  // Events of every timed step for the results file; of the last one for a trace only.
+  // (Every rank knows whether rank 0 has --out / --trace: the same arguments.)
+  const bool all_events = !o.out.empty();
+  const bool last_events = all_events || !o.trace.empty();
   RankSummary mine;
   StepRecord rec;
   const bool barrier = o.sync == "barrier";
   for (int step = 0; step < o.warmup + o.iters; ++step) {
+    if (step == o.warmup) ctx.finish_writing();  // the previous run's files (rank 0)
     if (barrier || step == 0) mpi::barrier(comm, o.timeout);
     if (step == o.warmup) ex.reset_peaks();
     ex.run_step(&rec);
@@ -452,10 +648,23 @@ json run_config(const RunConfig& c, const RunOptions& o, Backend& backend, Trans
             transport.rank(), step, record_kind_name(a.kind), a.chunk, a.mb,
             (rec.origin + a.ready) * 1e3, (rec.origin + a.start) * 1e3, (rec.origin + a.end) * 1e3,
             a.wait * 1e3);
+    const double iter = static_cast<double>(mine.steps.size());
     mine.steps.push_back({rec.origin, rec.first_start, rec.last_end, rec.busy, rec.wait, rec.comm,
                           static_cast<double>(rec.num_actions)});
     for (const ActionRecord& a : rec.actions)
       mine.durations[static_cast<int>(a.kind)].push_back((a.end - a.start) / a.fraction);
+    if (all_events || (last_events && step == o.warmup + o.iters - 1)) {
+      for (const ActionRecord& a : rec.actions)
+        mine.events.push_back({iter, static_cast<double>(a.index), static_cast<double>(a.kind),
+                               static_cast<double>(a.chunk), static_cast<double>(a.mb), a.ready,
+                               a.start, a.end});
+      for (const CommRecord& m : rec.comms)
+        mine.events.push_back({iter, static_cast<double>(m.index),
+                               static_cast<double>(kFirstCommKind + static_cast<int>(m.op) -
+                                                   static_cast<int>(Op::SEND_F)),
+                               static_cast<double>(m.chunk), static_cast<double>(m.mb), m.start,
+                               m.start, m.end});
+    }
   }
   mine.peak_units = ex.peak_activation_units();
   mine.peak_bytes = static_cast<double>(ex.peak_activation_bytes());
@@ -473,16 +682,21 @@ json run_config(const RunConfig& c, const RunOptions& o, Backend& backend, Trans
   // ranks. With one host clock for all ranks (one machine), on that clock: the barrier's exit
   // skew does not count. Otherwise each rank's times count from its own barrier exit.
   // With --sync none the step ends on the common time line give the period.
+  // shift[r][k]: added to rank r's times of step k to put them on the step's common start
+  // (rank 0's origin of that step with a shared clock; 0 otherwise).
+  std::vector<std::vector<double>> shift(ranks.size(), std::vector<double>(n, 0.0));
   std::vector<double> step_time, fraction, overhead, ends;
   for (std::size_t k = 0; k < n; ++k) {
     double first = 1e300, last = -1e300, busy = 0, over = 0, actions = 0, end = -1e300;
-    for (const RankSummary& r : ranks) {
+    for (std::size_t ri = 0; ri < ranks.size(); ++ri) {
+      const RankSummary& r = ranks[ri];
       const StepSummary& st = r.steps[k];
-      const double shift =
+      if (shared_clock) shift[ri][k] = st.origin - ranks[0].steps[k].origin;
+      const double sh =
           shared_clock ? st.origin - ranks[0].steps[0].origin : st.origin - r.steps[0].origin;
-      first = std::min(first, shared_clock ? shift + st.first_start : 0.0);
-      last = std::max(last, shared_clock ? shift + st.last_end : st.last_end);
-      end = std::max(end, shift + st.last_end);
+      first = std::min(first, shared_clock ? sh + st.first_start : 0.0);
+      last = std::max(last, shared_clock ? sh + st.last_end : st.last_end);
+      end = std::max(end, sh + st.last_end);
       busy += st.busy;
       over += st.last_end - st.busy - st.wait - st.comm;
       actions += st.actions;
@@ -523,11 +737,17 @@ json run_config(const RunConfig& c, const RunOptions& o, Backend& backend, Trans
   }
   const double t_fb = has(RecordKind::FB) ? med(RecordKind::FB) : -1;
 
+  // The model's activation bytes of one micro-batch-stage: the F-time footprint of a chunk,
+  // 9·L·b·h floats (the chunk input with recompute: b·h), divided by the chunk's fraction of
+  // a stage. (After B a chunk holds 10·L·b·h until W: the runtime's peak lies between.)
+  const double bh = static_cast<double>(c.hidden) * c.mb_size;
+  const double chunk_bytes = 4.0 * (c.recompute ? bh : 9.0 * c.layers * bh);
   SimConfig sc;
   sc.t_f = {t_f};
   sc.t_b = {t_b};
   sc.t_w = {t_w};
   sc.t_fb = t_fb;
+  sc.act_bytes = chunk_bytes / s.chunk_fraction(0);
   const SimResult sim = simulate(s, sc);
   ModelInput mi;
   mi.schedule = c.schedule;
@@ -539,19 +759,21 @@ json run_config(const RunConfig& c, const RunOptions& o, Backend& backend, Trans
   mi.t_w = t_w;
   mi.t_fb = t_fb;
   const ModelResult model = closed_form(mi);
+  const std::string transport_name(transport.name());
 
   json j;
+  j["run_key"] = c.key;
   j["schedule"] = c.schedule;
   j["P"] = P;
   j["M"] = s.M;
   j["v"] = s.v;
   j["recompute"] = c.recompute;
   j["backend"] = o.backend;
-  j["transport"] = std::string(transport.name());
+  j["transport"] = transport_name;
   j["compute"] = o.compute;
-  j["hidden"] = o.hidden;
-  j["layers"] = o.layers;
-  j["mb_size"] = o.mb_size;
+  j["hidden"] = c.hidden;
+  j["layers"] = c.layers;
+  j["mb_size"] = c.mb_size;
   j["dtype"] = o.dtype;
   j["warmup"] = o.warmup;
   j["iters"] = o.iters;
@@ -568,10 +790,12 @@ json run_config(const RunConfig& c, const RunOptions& o, Backend& backend, Trans
     j["bubble_fraction_model"] = nullptr;
   if (!model.applies) j["model_reason"] = model.reason;
   auto time_or_null = [](bool present, double x) { return present ? json(x) : json(nullptr); };
-  j["t_f_s"] = time_or_null(has(RecordKind::F), t_f);
-  j["t_b_s"] = time_or_null(has(RecordKind::B) || has(RecordKind::BW), t_b);
-  j["t_w_s"] = time_or_null(has(RecordKind::B), t_w);
-  j["t_fb_s"] = time_or_null(has(RecordKind::FB), t_fb);
+  const bool has_f = has(RecordKind::F), has_b = has(RecordKind::B) || has(RecordKind::BW),
+             has_w = has(RecordKind::B), has_fb = has(RecordKind::FB);
+  j["t_f_s"] = time_or_null(has_f, t_f);
+  j["t_b_s"] = time_or_null(has_b, t_b);
+  j["t_w_s"] = time_or_null(has_w, t_w);
+  j["t_fb_s"] = time_or_null(has_fb, t_fb);
   std::vector<double> busy, wait, comm_s, units, bytes, params, device;
   for (const RankSummary& r : ranks) {
     std::vector<double> b, w, cm;
@@ -603,6 +827,101 @@ json run_config(const RunConfig& c, const RunOptions& o, Backend& backend, Trans
     j["check_max_rel_error"] = check.max_rel_error;
     j["check_message"] = check.message;
   }
+
+  std::optional<RunRecord> record;
+  if (ctx.results != nullptr) {
+    RunRecord run;
+    run.key = c.key;
+    const double nan = std::nan("");
+    auto i64 = [](auto x) { return AttrValue{static_cast<std::int64_t>(x)}; };
+    auto str = [](const std::string& x) { return AttrValue{x}; };
+    run.attrs = {
+        {"schedule", str(c.schedule)},
+        {"P", i64(P)},
+        {"M", i64(s.M)},
+        {"v", i64(s.v)},
+        {"backend", str(o.backend)},
+        {"transport", str(transport_name)},
+        {"compute", str(o.compute)},
+        {"hidden", i64(c.hidden)},
+        {"layers", i64(c.layers)},
+        {"mb_size", i64(c.mb_size)},
+        {"dtype", str(o.dtype)},
+        {"recompute", i64(c.recompute ? 1 : 0)},
+        {"warmup", i64(o.warmup)},
+        {"iters", i64(o.iters)},
+        {"t_f_s", nan_or(has_f, t_f)},
+        {"t_b_s", nan_or(has_b, t_b)},
+        {"t_w_s", nan_or(has_w, t_w)},
+        {"t_fb_s", nan_or(has_fb, t_fb)},
+        {"makespan_s", median(step_time)},
+        {"bubble_fraction_measured", j["bubble_fraction_measured"].get<double>()},
+        {"bubble_fraction_model", model.applies ? j["bubble_fraction_model"].get<double>() : nan},
+        {"bubble_fraction_sim", j["bubble_fraction_sim"].get<double>()},
+        {"check", str(check.status)},
+        {"sync", str(o.sync)},
+        {"period_s", barrier ? nan : median(period)},
+        {"run_key", str(c.key)},
+        {"clock", str(shared_clock ? "shared" : "per-rank")},
+        {"overhead_us_per_action", median(overhead) * 1e6},
+        {"model_reason", str(model.applies ? "" : model.reason)},
+        {"seed", i64(o.seed)},
+        {"optimizer", str(o.optimizer)},
+        {"lr", o.lr},
+    };
+    if (check.status != "skipped") {
+      run.attrs.emplace_back("check_max_rel_error", check.max_rel_error);
+      run.attrs.emplace_back("check_message", str(check.message));
+    }
+    if (ec.synthetic) {
+      run.attrs.emplace_back("synthetic_t_f_s", ec.t_f);
+      run.attrs.emplace_back("synthetic_t_b_s", ec.t_b);
+      run.attrs.emplace_back("synthetic_t_w_s", ec.t_w);
+      run.attrs.emplace_back("synthetic_t_fb_s", ec.t_fb >= 0 ? ec.t_fb : nan);
+    }
+    run.step_time_s = step_time;
+    std::size_t total = 0;
+    for (const RankSummary& r : ranks) total += r.events.size();
+    run.events.reserve(total);
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+      for (const EventSummary& e : ranks[r].events) {
+        const auto k = static_cast<std::size_t>(e.iter);
+        run.events.push_back({static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(r),
+                              static_cast<std::uint32_t>(e.chunk), static_cast<std::uint32_t>(e.mb),
+                              kEventKinds[static_cast<int>(e.kind)], shift[r][k] + e.start,
+                              shift[r][k] + e.end});
+      }
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      RankRecord rr;
+      rr.rank = static_cast<std::uint32_t>(r);
+      rr.host = r < ctx.host.size() ? ctx.host[r] : "";
+      rr.device = r < ctx.device.size() ? ctx.device[r] : -1;
+      rr.busy_s = busy[r];
+      rr.wait_s = wait[r];
+      rr.comm_s = comm_s[r];
+      rr.peak_activation_bytes = static_cast<std::uint64_t>(bytes[r]);
+      rr.peak_device_bytes = static_cast<std::uint64_t>(device[r]);
+      rr.param_bytes = static_cast<std::uint64_t>(params[r]);
+      rr.peak_activation_bytes_model =
+          static_cast<std::uint64_t>(std::llround(sim.ranks[r].peak_activation_bytes));
+      run.ranks.push_back(std::move(rr));
+    }
+    record = std::move(run);
+  }
+  std::string trace_path;
+  std::vector<TraceSlice> slices;
+  if (!ctx.trace_dir.empty() && n > 0) {
+    trace_path = (std::filesystem::path(ctx.trace_dir) / (c.key + ".json")).string();
+    slices = trace_slices(s, ranks, shift, n - 1);
+  }
+  if (record || !trace_path.empty())
+    ctx.writing = std::async(std::launch::async,
+                             [results = ctx.results, record = std::move(record), trace_path,
+                              slices = std::move(slices), P, title = c.label] {
+                               if (record) results->write_run(*record);
+                               if (!trace_path.empty())
+                                 write_chrome_trace(trace_path, slices, P, title);
+                             });
   return j;
 }
 
@@ -613,19 +932,25 @@ std::string num(const json& x, double scale = 1, int prec = 4) {
 }
 
 void print_summary(const json& rows, bool steady) {
-  const std::vector<std::string> cols = {"schedule",
-                                         "P",
-                                         "M",
-                                         "v",
-                                         "recompute",
-                                         steady ? "period_ms" : "makespan_ms",
-                                         "measured",
-                                         "sim",
-                                         "model",
-                                         "peak_act",
-                                         "peak_act_sched",
-                                         "peak_act_MiB",
-                                         "check"};
+  // The stage model's columns only when the sweep varies it.
+  bool model_cols = false;
+  for (const json& j : rows)
+    for (const char* k : {"hidden", "layers", "mb_size"})
+      model_cols = model_cols || j[k] != rows[0][k];
+  std::vector<std::string> cols = {"schedule",
+                                   "P",
+                                   "M",
+                                   "v",
+                                   "recompute",
+                                   steady ? "period_ms" : "makespan_ms",
+                                   "measured",
+                                   "sim",
+                                   "model",
+                                   "peak_act",
+                                   "peak_act_sched",
+                                   "peak_act_MiB",
+                                   "check"};
+  if (model_cols) cols.insert(cols.begin() + 4, {"hidden", "layers", "mb_size"});
   std::vector<std::vector<std::string>> table;
   for (const json& j : rows) {
     double pu = 0, ps = 0, pb = 0;
@@ -639,6 +964,10 @@ void print_summary(const json& rows, bool steady) {
                      num(j["bubble_fraction_measured"]), num(j["bubble_fraction_sim"]),
                      num(j["bubble_fraction_model"]), fmt(pu), fmt(ps), fmt(pb / (1 << 20)),
                      j["check"].get<std::string>()});
+    if (model_cols)
+      table.back().insert(table.back().begin() + 4, {std::to_string(j["hidden"].get<int>()),
+                                                     std::to_string(j["layers"].get<int>()),
+                                                     std::to_string(j["mb_size"].get<int>())});
   }
   print_table(std::cout, cols, table);
   std::cout << "measured/sim/model: bubble fraction "
@@ -649,6 +978,113 @@ void print_summary(const json& rows, bool steady) {
     if (j["check"] == "fail")
       std::cout << "check failed: " << j["schedule"].get<std::string>() << " M=" << j["M"]
                 << " v=" << j["v"] << ": " << j["check_message"].get<std::string>() << "\n";
+}
+
+// --- Outputs: the results file's root attributes, the trace directory -----------------------
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return mpi::processor_name();
+  return name;
+}
+
+// The CUDA device of this rank's backend, -1 on CPU.
+int device_of([[maybe_unused]] Backend& backend) {
+#if defined(BB_HAVE_CUDA)
+  if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) return cuda->device();
+#endif
+  return -1;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The command line as typed, arguments with spaces or shell characters single-quoted.
+std::string command_line(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyz"
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                         "-_=+.,:/@%") == std::string::npos;
+    if (!plain) {
+      std::string q = "'";
+      for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      a = q + "'";
+    }
+    if (i > 0) out += ' ';
+    out += a;
+  }
+  return out;
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) return "unknown";
+  std::string s(text, static_cast<std::size_t>(std::max(0, len)));
+  s = s.substr(0, s.find('\n'));
+  // One line, whitespace runs (MPICH puts a tab after "Version:") as one space.
+  std::string out;
+  for (char ch : s) {
+    if (ch == '\0') break;
+    const bool space = ch == ' ' || ch == '\t' || ch == '\r';
+    if (space && (out.empty() || out.back() == ' ')) continue;
+    out += space ? ' ' : ch;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+// Root attributes of a new results file (design §6; schema_version is the writer's).
+Attrs root_attributes(int argc, char** argv) {
+#if defined(BB_HAVE_CUDA)
+  const std::string cuda_version = cuda::runtime_version_string();
+  const std::string cuda_driver = cuda::driver_version_string();
+  const std::string nccl_version = cuda::nccl_version_string();
+#else
+  const std::string cuda_version = "none", cuda_driver = "none", nccl_version = "none";
+#endif
+  return {
+      {"tool_version", std::string(BB_VERSION)},
+      {"git_sha", std::string(BB_GIT_SHA)},
+      {"created_utc", utc_now_iso8601()},
+      {"hostname", host_name()},
+      {"cmdline", command_line(argc, argv)},
+      {"mpi_library", mpi_library_version()},
+      {"cuda_version", cuda_version},
+      {"cuda_driver_version", cuda_driver},
+      {"nccl_version", nccl_version},
+      {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
+      {"slurm_array_job_id", env_or_empty("SLURM_ARRAY_JOB_ID")},
+      {"slurm_array_task_id", env_or_empty("SLURM_ARRAY_TASK_ID")},
+  };
+}
+
+// Creates the trace directory (and its parents) if missing; throws ConfigError when it cannot
+// be created or written.
+std::string make_trace_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir))
+    throw ConfigError("--trace " + dir + ": cannot create the directory" +
+                      (ec ? " (" + ec.message() + ")" : std::string()));
+  if (access(dir.c_str(), W_OK) != 0)
+    throw ConfigError("--trace " + dir + ": the directory is not writable");
+  return dir;
 }
 
 int run_all(int argc, char** argv) {
@@ -709,38 +1145,118 @@ int run_all(int argc, char** argv) {
     }
   };
   if (const int code = agree(); code != 0) return code;
-  // The communicators and the backend, then the transport (collective, no point-to-point).
+  // The communicators and the backend.
   attempt([&] {
     p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     backend = make_backend(o.backend, o.backend == "cuda" ? local_rank() : 0, o.dtype);
   });
   if (const int code = agree(); code != 0) return code;
+
+  // The outputs, on rank 0 only: the results file (created, resumed or replaced) and the trace
+  // directory. Any problem is a configuration error (exit 2): an existing file without
+  // --resume/--force, a missing or read-only folder, with --resume a truncated or corrupt
+  // file or another schema_version (such a file is left untouched).
+  std::unique_ptr<ResultsFile> results;
+  std::string trace_dir;
+  bool new_file = false;  // this launch made the file: removed again if the setup fails below
+  attempt([&] {
+    if (me != 0) return;
+    try {
+      if (!o.out.empty()) {
+        std::error_code ec;
+        new_file = o.force || !std::filesystem::exists(o.out, ec);
+        results = std::make_unique<ResultsFile>(o.out,
+                                                o.resume  ? OpenMode::kResume
+                                                : o.force ? OpenMode::kForce
+                                                          : OpenMode::kCreate,
+                                                root_attributes(argc, argv));
+      }
+      if (!o.trace.empty()) trace_dir = make_trace_dir(o.trace);
+    } catch (const IoError& e) {
+      throw ConfigError(e.what());
+    }
+  });
+  auto drop_new_file = [&] {
+    if (results && new_file && results->complete_keys().empty()) {
+      std::error_code ec;
+      std::filesystem::remove(results->path(), ec);
+    }
+  };
+  if (const int code = agree(); code != 0) {
+    drop_new_file();
+    return code;
+  }
+  // --resume: rank 0 tells every rank which configurations the file holds already (a
+  // non-blocking broadcast), before the transport exists: before any point-to-point message.
+  std::vector<int> skip(configs.size(), 0);
+  if (results)
+    for (std::size_t i = 0; i < configs.size(); ++i)
+      skip[i] = results->has_complete(configs[i].key) ? 1 : 0;
+  if (o.resume) mpi::broadcast(skip, 0, coll, o.timeout);
+
+  // The transport (collective; NCCL connects its peers here).
   attempt([&] {
     transport = make_transport(o.transport.empty() ? default_transport(o.backend) : o.transport,
                                p2p, *backend);
   });
   if (const int code = agree(); code != 0) {
     transport.reset();
+    drop_new_file();
     return code;
   }
 
-  // One host clock for all ranks when they share one machine (steady_clock is system-wide).
-  bool shared_clock = true;
-  for (const std::string& h : mpi::gather(mpi::processor_name(), 0, coll, o.timeout))
-    shared_clock = shared_clock && h == mpi::processor_name();
-  BufferPool pool(*backend,
-                  static_cast<std::size_t>(o.hidden) * static_cast<std::size_t>(o.mb_size));
+  RunContext ctx(o, *backend, *transport, coll);
+  ctx.results = results.get();
+  ctx.trace_dir = trace_dir;
+  // Host names and devices for the ranks dataset; one host clock for all ranks when they
+  // share one machine (steady_clock is system-wide).
+  const std::string host = host_name();
+  ctx.host = mpi::gather(host, 0, coll, o.timeout);
+  for (const std::string& h : ctx.host) ctx.shared_clock = ctx.shared_clock && h == host;
+  for (const auto& d :
+       mpi::gather(std::vector<double>{double(device_of(*backend))}, 0, coll, o.timeout))
+    ctx.device.push_back(static_cast<int>(d.at(0)));
+
   json rows = json::array();
   bool check_failed = false;
-  for (const RunConfig& c : configs) {
-    json j = run_config(c, o, *backend, *transport, pool, coll, shared_clock, &check_failed);
+  using Clock = std::chrono::steady_clock;
+  const auto sweep_start = Clock::now();
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const std::size_t to_run =
+      configs.size() - static_cast<std::size_t>(std::count(skip.begin(), skip.end(), 1));
+  std::size_t ran = 0;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const RunConfig& c = configs[i];
+    char head[64];
+    std::snprintf(head, sizeof head, "[%zu/%zu] ", i + 1, configs.size());
+    if (skip[i]) {
+      if (me == 0) {
+        ctx.finish_writing();  // the lines in order
+        std::cerr << head << c.label << ": skipped (complete in " << o.out << ")" << std::endl;
+      }
+      continue;
+    }
+    const auto run_start = Clock::now();
+    json j = run_config(c, ctx, &check_failed);
     if (me == 0) {
       rows.push_back(std::move(j));
-      if (configs.size() > 1)
-        std::cerr << "done: " << label(c) << " (" << rows.size() << "/" << configs.size() << ")\n";
+      // The progress line once the run is written: the time of the run itself (its write
+      // overlaps the next run's warmup), the elapsed time and the ETA then.
+      ctx.after_writing = [&, line = std::string(head) + c.label, run_s = since(run_start)] {
+        ++ran;
+        const double elapsed = since(sweep_start);
+        char tail[160];
+        std::snprintf(tail, sizeof tail, ": %.2f s, elapsed %.1f s, ETA %.1f s", run_s, elapsed,
+                      elapsed / static_cast<double>(ran) * static_cast<double>(to_run - ran));
+        std::cerr << line << tail << std::endl;
+      };
+      if (!ctx.writing.valid()) ctx.finish_writing();  // nothing to write: the line now
     }
   }
+  ctx.finish_writing();
   mpi::barrier(coll, o.timeout);
   if (me == 0) {
     if (o.format == "json")
@@ -750,6 +1266,7 @@ int run_all(int argc, char** argv) {
     std::cout.flush();
   }
   transport.reset();
+  ctx.pools.clear();
   MPI_Comm_free(&p2p);
   MPI_Comm_free(&coll);
   return check_failed ? kExitCheckFailed : kExitOk;

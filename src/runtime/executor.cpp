@@ -160,6 +160,7 @@ void Executor::post_recv(const Action& a) {
   Tensor& t = inputs_[key(fwd ? 0 : 1, c, m)];
   if (t.buffer >= 0) missing(a, "its tensor is already there");
   t.buffer = pool_.acquire();
+  t.comm = current_comm_;
   const int tag =
       fwd ? message_tag(Direction::kForward, c - 1, m, lowered_.num_chunks(), kMessageTagLimit)
           : message_tag(Direction::kBackward, c + 1, m, lowered_.num_chunks(), kMessageTagLimit);
@@ -181,8 +182,8 @@ void Executor::post_send(const Action& a) {
   }
   const int tag = message_tag(fwd ? Direction::kForward : Direction::kBackward, c, m,
                               lowered_.num_chunks(), kMessageTagLimit);
-  sends_.push_back(
-      {buffer, transport_.isend(pool_.data(buffer), pool_.count(), peer, tag), a, peer});
+  sends_.push_back({buffer, transport_.isend(pool_.data(buffer), pool_.count(), peer, tag), a, peer,
+                    current_comm_});
   // One progress poll right away: an eager send leaves now rather than after the next
   // compute (MPI moves data only inside MPI calls).
   progress_sends();
@@ -191,6 +192,9 @@ void Executor::post_send(const Action& a) {
 void Executor::progress_sends() {
   for (std::size_t i = 0; i < sends_.size();) {
     if (transport_.test(sends_[i].request)) {
+      if (sends_[i].comm >= 0)
+        (*comm_records_)[static_cast<std::size_t>(sends_[i].comm)].end =
+            backend_.now() - comm_origin_;
       pool_.release(sends_[i].buffer);
       sends_[i] = sends_.back();
       sends_.pop_back();
@@ -349,10 +353,16 @@ void Executor::run_step(StepRecord* record) {
   };
   std::vector<Pending> pending;
   double origin = 0;
+  comm_records_ = nullptr;
+  current_comm_ = -1;
   if (record != nullptr) {
     backend_.begin_marks();
     origin = backend_.mark_origin();
     pending.reserve(acts.size());
+    record->comms.clear();
+    record->comms.reserve(acts.size());
+    comm_records_ = &record->comms;
+    comm_origin_ = origin;
   }
   comm_time_ = 0;
   double wait_total = 0;
@@ -360,6 +370,11 @@ void Executor::run_step(StepRecord* record) {
     const Action& a = acts[i];
     if (is_comm(a.op)) {
       const double t0 = backend_.now();
+      if (comm_records_ != nullptr) {
+        current_comm_ = static_cast<int>(comm_records_->size());
+        comm_records_->push_back(
+            {static_cast<std::uint32_t>(i), a.mb, a.chunk, a.op, t0 - origin, t0 - origin});
+      }
       if (is_recv(a.op))
         post_recv(a);
       else
@@ -371,16 +386,22 @@ void Executor::run_step(StepRecord* record) {
     const std::size_t n = a.overlap_next() && i + 1 < acts.size() ? 2 : 1;
     const double ready = backend_.now();
     const std::size_t ready_mark = record != nullptr ? backend_.mark() : 0;
+    int received[2] = {-1, -1};  // CommRecords of the receives this compute consumes
     for (std::size_t k = 0; k < n; ++k) {
       const Action& b = acts[i + k];
       const int c = b.chunk, m = static_cast<int>(b.mb);
+      Tensor* t = nullptr;
       if (b.op == Op::F && c != lowered_.routes[static_cast<std::size_t>(m)].first)
-        await_input(inputs_[key(0, c, m)], b, 0);
+        await_input(*(t = &inputs_[key(0, c, m)]), b, 0);
       else if (b.op == Op::B || b.op == Op::BW)
-        await_input(inputs_[key(1, c, m)], b, 1);
+        await_input(*(t = &inputs_[key(1, c, m)]), b, 1);
+      if (t != nullptr) received[k] = t->comm;
     }
-    const double waited = backend_.now() - ready;
+    const double wait_end = backend_.now();
+    const double waited = wait_end - ready;
     wait_total += waited;
+    for (const int rc : received)
+      if (rc >= 0) (*comm_records_)[static_cast<std::size_t>(rc)].end = wait_end - origin;
     const std::size_t start_mark = record != nullptr ? backend_.mark() : 0;
     for (std::size_t k = 0; k < n; ++k) {
       const Action& b = acts[i + k];
@@ -410,6 +431,8 @@ void Executor::run_step(StepRecord* record) {
   const double t0 = backend_.now();
   finish_sends();
   comm_time_ += backend_.now() - t0;
+  comm_records_ = nullptr;
+  current_comm_ = -1;
   for (std::size_t k = 0; k < inputs_.size(); ++k)
     if (inputs_[k].buffer >= 0 || outputs_[k] >= 0)
       throw std::logic_error("rank " + std::to_string(rank_) + ": chunk " +

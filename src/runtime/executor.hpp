@@ -88,15 +88,28 @@ struct ActionRecord {
   double wait = 0;  // host seconds spent polling for the inputs (host clock)
 };
 
+// One SEND/RECV of the lowered list, on the host clock, seconds from the step's origin.
+// start: when it was posted. end: for a RECV, when the wait of the compute consuming it ended
+// (the data is there and the compute may start); for a SEND, when test() first reported it
+// complete (tests happen after every compute, during waits and at the end of the step).
+struct CommRecord {
+  std::uint32_t index = 0;  // position in the lowered list
+  std::uint32_t mb = 0;
+  std::uint16_t chunk = 0;
+  Op op = Op::SEND_F;
+  double start = 0, end = 0;
+};
+
 struct StepRecord {
   double origin = 0;  // Backend::mark_origin() of the step (host clock, seconds)
   std::vector<ActionRecord> actions;
-  double busy = 0;              // sum of compute (end - start)
-  double wait = 0;              // sum of (start - ready)
-  double comm = 0;              // host time posting SEND/RECV and completing sends
-  double first_start = 0;       // first compute start
-  double last_end = 0;          // last compute end
-  std::size_t num_actions = 0;  // lowered actions executed (compute and communication)
+  std::vector<CommRecord> comms;  // in the order of the lowered list
+  double busy = 0;                // sum of compute (end - start)
+  double wait = 0;                // sum of (start - ready)
+  double comm = 0;                // host time posting SEND/RECV and completing sends
+  double first_start = 0;         // first compute start
+  double last_end = 0;            // last compute end
+  std::size_t num_actions = 0;    // lowered actions executed (compute and communication)
 };
 
 class Executor {
@@ -138,12 +151,14 @@ class Executor {
   struct Tensor {
     int buffer = -1;
     Request request;  // pending receive into `buffer`
+    int comm = -1;    // its RECV's CommRecord while recording
   };
   struct PendingSend {
     int buffer;
     Request request;
     Action action;
     int peer;
+    int comm;  // its CommRecord while recording, else -1
   };
 
   std::size_t key(int dir, int chunk, int mb) const {
@@ -187,6 +202,11 @@ class Executor {
   std::vector<int> partner_;          // per chunk: the other chunk of the same stage, or -1
   std::vector<Buffer> partner_recv_;  // per chunk: receives the remote partner's gradients
   double comm_time_ = 0;
+  // While run_step records: the step's CommRecords, its origin, and the record of the
+  // SEND/RECV being posted.
+  std::vector<CommRecord>* comm_records_ = nullptr;
+  double comm_origin_ = 0;
+  int current_comm_ = -1;
 };
 
 }  // namespace bb

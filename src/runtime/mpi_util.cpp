@@ -108,6 +108,12 @@ void broadcast(int& value, int root, MPI_Comm comm, double timeout_s) {
   wait(req, timeout_s, "broadcast from rank " + std::to_string(root));
 }
 
+void broadcast(std::vector<int>& values, int root, MPI_Comm comm, double timeout_s) {
+  MPI_Request req;
+  BB_CHECK_MPI(MPI_Ibcast(values.data(), checked_count(values.size()), MPI_INT, root, comm, &req));
+  wait(req, timeout_s, "broadcast from rank " + std::to_string(root));
+}
+
 std::vector<std::vector<double>> gather(const std::vector<double>& mine, int root, MPI_Comm comm,
                                         double timeout_s) {
   return gather_impl(mine, MPI_DOUBLE, root, comm, timeout_s);

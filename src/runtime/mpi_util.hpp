@@ -31,6 +31,8 @@ void barrier(MPI_Comm comm, double timeout_s);
 int allreduce_max(int value, MPI_Comm comm, double timeout_s);
 int allreduce_min(int value, MPI_Comm comm, double timeout_s);
 void broadcast(int& value, int root, MPI_Comm comm, double timeout_s);
+// Every rank passes a vector of the same size; afterwards all hold root's values.
+void broadcast(std::vector<int>& values, int root, MPI_Comm comm, double timeout_s);
 
 // Gathers every rank's vector to `root` (Igather of the counts, then Igatherv). On root the
 // result has one vector per rank; elsewhere it is empty.

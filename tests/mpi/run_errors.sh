@@ -31,7 +31,8 @@ reject() {  # name, expected exit code, expected stderr substring, N, args...
   done
   check "$name: exit $want_rc on every rank" $ok
   [ "$(wc -l <"$tmp/err.txt")" = 1 ] && grep -q -- "$want" "$tmp/err.txt"
-  check "$name: one stderr line with '$want' (got: $(head -c 300 "$tmp/err.txt"))" $?
+  local r=$?  # before the message's $(...) resets $?
+  check "$name: one stderr line with '$want' (got: $(head -c 300 "$tmp/err.txt"))" $r
   [ ! -s "$tmp/out.txt" ]
   check "$name: nothing on stdout" $?
 }
@@ -49,7 +50,19 @@ reject "check with synthetic compute" 2 "--check needs --compute gemm" 2 --check
 reject "bad duration" 2 "--t-f" 2 --compute synthetic --t-f 2xs
 reject "world size 1, schedule needs P >= 2" 2 "dualpipe" 1 --schedule dualpipe -M 4
 reject "a sweep with nothing accepted" 2 "dualpipe: P must be even" 3 --schedule dualpipe -M 4,6,8
-reject "not yet: --out" 2 "not built yet" 2 --out x.h5
+reject "bad --hidden" 2 "--hidden must be 1..65536 (got 100000)" 2 --hidden 16,100000
+reject "bad --mb-size LIST" 2 "--mb-size" 2 --mb-size 4:x
+# Outputs (rank 0 opens them after the setup, before any point-to-point message): exit 2.
+reject "--resume without --out" 2 "--resume needs --out" 2 --resume
+reject "--force without --out" 2 "--force needs --out" 2 --force
+reject "--resume with --force" 2 "exclude each other" 2 --out "$tmp/x.h5" --resume --force
+reject "--out in a missing folder" 2 "does not exist" 2 --out "$tmp/no/such/dir/x.h5"
+reject "--out where no file can be made" 2 "/proc/bb-test.h5" 2 --out /proc/bb-test.h5
+: >"$tmp/exists.h5"
+reject "--out exists" 2 "exists: pass --resume to continue it or --force" 2 --out "$tmp/exists.h5"
+reject "--resume of a file that is not HDF5" 2 "not a readable HDF5 file" 2 \
+  --out "$tmp/exists.h5" --resume
+reject "--trace where no folder can be made" 2 "--trace /proc/bb-trace" 2 --trace /proc/bb-trace
 
 # Help: exit 0 everywhere, printed once.
 launch 2 --help
@@ -63,7 +76,8 @@ timeout 120 "$MPIEXEC" -n 2 "$BB" run --schedule 1f1b -M 4 --hidden 16 --mb-size
 rc=$?
 check "watchdog exit 3 (got $rc)" $([ $rc = 3 ] && echo 0 || echo 1)
 grep -Eq '^rank [01]: waiting RECV_[FB] chunk [0-9]+ mb [0-9]+ from rank [01]$' "$tmp/err.txt"
-check "watchdog line (got: $(head -c 300 "$tmp/err.txt"))" $?
+r=$?
+check "watchdog line (got: $(head -c 300 "$tmp/err.txt"))" $r
 [ $(($(date +%s) - start)) -lt 30 ]
 check "watchdog fired within 30 s" $?
 
@@ -73,7 +87,8 @@ launch 2 --schedule 1f1b -M 4 --hidden 16 --mb-size 4 --iters 1 --warmup 0 --che
 [ "$(cat "$tmp/rc.0")" = 1 ] && [ "$(cat "$tmp/rc.1")" = 1 ]
 check "failed check: exit 1 on every rank" $?
 grep -q "^1f1b .* fail *$" "$tmp/out.txt" && grep -q "^check failed: 1f1b" "$tmp/out.txt"
-check "failed check reported (got: $(head -c 400 "$tmp/out.txt"))" $?
+r=$?
+check "failed check reported (got: $(head -c 400 "$tmp/out.txt"))" $r
 
 echo "run errors: $pass passed, $fails failed"
 [ $fails = 0 ]

@@ -245,6 +245,35 @@ TEST(Executor, SyntheticRecordsAndTimes) {
     EXPECT_NEAR(rec.busy, busy, 1e-12);
     EXPECT_GE(rec.last_end, rec.busy);
     EXPECT_DOUBLE_EQ(res.peak_units, peak_activations(s)[r]);
+
+    // One CommRecord per SEND/RECV of the lowered list, in list order. A RECV ends when its
+    // consumer's wait ended: before that compute starts.
+    const auto& acts = s.ranks[static_cast<std::size_t>(r)];
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < acts.size(); ++i) {
+      if (!is_comm(acts[i].op)) continue;
+      ASSERT_LT(k, rec.comms.size());
+      const CommRecord& m = rec.comms[k++];
+      EXPECT_EQ(m.index, i);
+      EXPECT_EQ(m.op, acts[i].op);
+      EXPECT_EQ(m.chunk, acts[i].chunk);
+      EXPECT_EQ(m.mb, acts[i].mb);
+      EXPECT_GE(m.start, 0);
+      EXPECT_LE(m.start, m.end);
+      EXPECT_LE(m.end, rec.last_end + 1.0);
+      if (!is_recv(m.op)) continue;
+      const RecordKind want = m.op == Op::RECV_F ? RecordKind::F : RecordKind::B;
+      bool found = false;
+      for (const ActionRecord& a : rec.actions)
+        if (a.kind == want && a.chunk == m.chunk && a.mb == m.mb) {
+          found = true;
+          EXPECT_LE(m.end, a.start + 1e-9);
+          EXPECT_GE(m.end, a.ready);
+        }
+      EXPECT_TRUE(found) << "no consumer of " << to_string(acts[i]);
+    }
+    EXPECT_EQ(k, rec.comms.size());
+    EXPECT_GT(k, 0u);
   }
 }
 
