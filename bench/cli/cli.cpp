@@ -40,18 +40,6 @@ struct Selection {
   std::string timeline;
 };
 
-// A schedule CSV named on the command line: unreadable or malformed is a configuration error
-// (exit 2); a CSV that parses but is not a valid schedule is a failed check (exit 1) later.
-Schedule load_csv_arg(const std::string& path) {
-  try {
-    return load_csv_file(path);
-  } catch (const IoError& e) {
-    throw ConfigError(e.what());
-  } catch (const ScheduleError& e) {
-    throw ConfigError(e.what());
-  }
-}
-
 struct Config {
   std::string schedule;  // name, or csv:FILE
   ScheduleParams params;

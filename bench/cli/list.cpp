@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "schedule/text.hpp"
 
 namespace bb {
 namespace {
@@ -106,6 +107,16 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
       v < 0)
     fail(what, text, "is not a non-negative number (e.g. 1.5, or 2ms)");
   return v * scale;
+}
+
+Schedule load_csv_arg(const std::string& path) {
+  try {
+    return load_csv_file(path);
+  } catch (const IoError& e) {
+    throw ConfigError(e.what());
+  } catch (const ScheduleError& e) {
+    throw ConfigError(e.what());
+  }
 }
 
 }  // namespace bb

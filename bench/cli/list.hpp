@@ -16,4 +16,10 @@ std::vector<std::string> parse_name_list(std::string_view text, std::string_view
 // then). Throws ConfigError.
 double parse_duration(std::string_view text, std::string_view what, bool suffix_means_seconds);
 
+// A schedule CSV named on the command line (`csv:FILE`, `--csv FILE`): unreadable or
+// malformed is a configuration error (ConfigError, exit 2); whether the schedule it holds is
+// valid is checked later (exit 1).
+struct Schedule;
+Schedule load_csv_arg(const std::string& path);
+
 }  // namespace bb

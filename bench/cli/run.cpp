@@ -337,7 +337,7 @@ std::vector<RunConfig> expand(const RunOptions& o, int world, bool print) {
   };
   for (const auto& name : names) {
     if (name.rfind("csv:", 0) == 0) {
-      Schedule s = load_csv_file(name.substr(4));
+      Schedule s = load_csv_arg(name.substr(4));
       if (s.P != world)
         throw ConfigError(name + " has P=" + std::to_string(s.P) + " but the MPI world size is " +
                           std::to_string(world));

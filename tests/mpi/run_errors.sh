@@ -64,6 +64,27 @@ reject "--resume of a file that is not HDF5" 2 "not a readable HDF5 file" 2 \
   --out "$tmp/exists.h5" --resume
 reject "--trace where no folder can be made" 2 "--trace /proc/bb-trace" 2 --trace /proc/bb-trace
 
+# The rest of the bad-input matrix (issue 8): sizes, iterations, devices, CSV, schema, flags.
+reject "M < 2P for dualpipev" 2 "dualpipev: M must be >= 2P (got M=2, P=2)" 2 --schedule dualpipev -M 2
+reject "non-integer size" 2 "--hidden: '2.5' is not a list of positive integers" 2 --hidden 2.5
+reject "negative size" 2 "--mb-size: '-1' has a value out of range" 2 --mb-size=-1
+reject "negative layers" 2 "--layers: '-1' has a value out of range" 2 --layers=-1
+reject "hidden size 0" 2 "--hidden: '0' has a value out of range" 2 --hidden 0
+reject "M = 0" 2 "-M: '0' has a value out of range" 2 -M 0
+reject "zero iterations" 2 "--iters must be 1..100000" 2 --iters 0
+reject "negative warmup" 2 "--warmup must be 0..100000" 2 --warmup=-1
+reject "zero timeout" 2 "--timeout must be > 0 seconds" 2 --timeout 0
+reject "negative time" 2 "--t-f: '-1ms' is not a non-negative number" 2 --compute synthetic --t-f=-1ms
+reject "backend cuda without a GPU" 2 "--backend cuda: " 2 --backend cuda
+reject "transport nccl without the cuda backend" 2 "--transport nccl: needs --backend cuda" 2 \
+  --transport nccl
+reject "unreadable CSV schedule" 2 "cannot read schedule CSV" 2 --schedule csv:"$tmp/none.csv"
+printf '0F0,0QQ1\n1F0\n' >"$tmp/garbage.csv"
+reject "malformed CSV schedule" 2 "CSV line 1: bad action '0QQ1'" 2 --schedule csv:"$tmp/garbage.csv"
+/usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['schema_version'] = 2; f.create_group('runs')" "$tmp/v2.h5"
+reject "results file of another schema" 2 "has schema_version 2" 2 --out "$tmp/v2.h5" --resume
+reject "contradictory: --sync none with one iteration" 2 "needs --iters >= 2" 2 --sync none --iters 1
+
 # Help: exit 0 everywhere, printed once.
 launch 2 --help
 [ "$(cat "$tmp/rc.0")" = 0 ] && [ "$(cat "$tmp/rc.1")" = 0 ] && [ "$(grep -c -- '--schedule' "$tmp/out.txt")" = 1 ]
