@@ -94,8 +94,6 @@ std::vector<double> parse_costs(const std::string& text, const char* what) {
 std::vector<std::pair<Config, Schedule>> expand(const Selection& sel, bool lists) {
   if (sel.P < 1 || sel.P > 32767)
     throw ConfigError("-P " + std::to_string(sel.P) + ": must be 1..32767");
-  auto names = parse_name_list(sel.schedules, "--schedule");
-  if (names.size() == 1 && names[0] == "all") names = schedule_names();
   const auto Ms =
       lists ? parse_int_list(sel.M, "-M") : std::vector<int>{parse_int_list(sel.M, "-M").at(0)};
   const auto vs =
@@ -103,32 +101,17 @@ std::vector<std::pair<Config, Schedule>> expand(const Selection& sel, bool lists
   if (!lists &&
       (parse_int_list(sel.M, "-M").size() != 1 || parse_int_list(sel.v, "-v").size() != 1))
     throw ConfigError("this command takes one -M and one -v value, not a list");
+  ScheduleSweep sweep = expand_schedules(sel.schedules, sel.P, Ms, vs);
+  if (Ms.size() * vs.size() * parse_name_list(sel.schedules, "--schedule").size() > 1 ||
+      sel.schedules == "all")
+    for (const auto& why : sweep.skipped) std::cerr << "skip: " << why << "\n";
   std::vector<std::pair<Config, Schedule>> out;
-  std::string last_error;
-  for (const auto& name : names) {
-    if (name.rfind("csv:", 0) == 0) {
-      Schedule s = load_csv_arg(name.substr(4));
-      Config c{name, {s.P, s.M, s.v}};
-      if (s.P != sel.P)
-        std::cerr << "note: " << name << " has P=" << s.P << " (-P " << sel.P << " ignored)\n";
-      out.emplace_back(c, std::move(s));
-      continue;
-    }
-    bool known = false;
-    for (const auto& n : schedule_names()) known = known || n == name;
-    if (!known) generate(name, {});  // throws the one-line "unknown schedule" error
-    for (int M : Ms)
-      for (int v : schedule_takes_v(name) ? vs : std::vector<int>{0}) {
-        Config c{name, {sel.P, M, v == 0 ? 1 : v}};
-        try {
-          out.emplace_back(c, generate(name, c.params));
-        } catch (const ConfigError& e) {
-          last_error = e.what();
-          if (Ms.size() * vs.size() * names.size() > 1) std::cerr << "skip: " << e.what() << "\n";
-        }
-      }
+  for (auto& [name, s] : sweep.schedules) {
+    if (name.rfind("csv:", 0) == 0 && s.P != sel.P)
+      std::cerr << "note: " << name << " has P=" << s.P << " (-P " << sel.P << " ignored)\n";
+    Config c{name, {s.P, s.M, s.v}};
+    out.emplace_back(c, std::move(s));
   }
-  if (out.empty()) throw ConfigError(last_error.empty() ? "no configuration to run" : last_error);
   return out;
 }
 

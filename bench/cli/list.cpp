@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "schedule/generators.hpp"
 #include "schedule/text.hpp"
 
 namespace bb {
@@ -117,6 +118,35 @@ Schedule load_csv_arg(const std::string& path) {
   } catch (const ScheduleError& e) {
     throw ConfigError(e.what());
   }
+}
+
+ScheduleSweep expand_schedules(const std::string& names_text, int P, const std::vector<int>& Ms,
+                               const std::vector<int>& vs) {
+  auto names = parse_name_list(names_text, "--schedule");
+  if (names.size() == 1 && names[0] == "all") names = schedule_names();
+  ScheduleSweep out;
+  std::string last_error;
+  for (const auto& name : names) {
+    if (name.rfind("csv:", 0) == 0) {
+      out.schedules.push_back({name, load_csv_arg(name.substr(4))});
+      continue;
+    }
+    bool known = false;
+    for (const auto& n : schedule_names()) known = known || n == name;
+    if (!known) generate(name, {});  // throws the one-line "unknown schedule" error
+    for (int M : Ms)
+      for (int v : schedule_takes_v(name) ? vs : std::vector<int>{1}) {
+        try {
+          out.schedules.push_back({name, generate(name, {P, M, v})});
+        } catch (const ConfigError& e) {
+          last_error = e.what();
+          out.skipped.push_back(e.what());
+        }
+      }
+  }
+  if (out.schedules.empty())
+    throw ConfigError(last_error.empty() ? "no configuration to run" : last_error);
+  return out;
 }
 
 }  // namespace bb

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule/schedule.hpp"
+
 namespace bb {
 
 // Positive integers, duplicates removed, order kept. Throws ConfigError with one line.
@@ -19,7 +21,22 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
 // A schedule CSV named on the command line (`csv:FILE`, `--csv FILE`): unreadable or
 // malformed is a configuration error (ConfigError, exit 2); whether the schedule it holds is
 // valid is checked later (exit 1).
-struct Schedule;
 Schedule load_csv_arg(const std::string& path);
+
+// The schedules of a sweep: every name (`all` = every built-in; `csv:FILE` loads the file)
+// crossed with every M and, for schedules that take it, every v, generated for P ranks.
+// Combinations a schedule rejects are listed in `skipped` (one line each); when nothing is
+// left, throws ConfigError with the last reason. A CSV schedule keeps its own P: callers
+// check it against theirs.
+struct SweepSchedule {
+  std::string name;  // as given (a built-in name or csv:FILE)
+  Schedule schedule;
+};
+struct ScheduleSweep {
+  std::vector<SweepSchedule> schedules;
+  std::vector<std::string> skipped;
+};
+ScheduleSweep expand_schedules(const std::string& names, int P, const std::vector<int>& Ms,
+                               const std::vector<int>& vs);
 
 }  // namespace bb

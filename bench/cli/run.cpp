@@ -314,8 +314,6 @@ std::vector<RunConfig> expand(const RunOptions& o, int world, bool print) {
 
   std::vector<RunConfig> out;
   std::set<std::string> keys;
-  std::string last_error;
-  std::vector<std::string> skipped;
   auto add = [&](const std::string& name, Schedule s) {
     validate_or_throw(s);
     auto lowered = std::make_shared<const Schedule>(s.lowered ? std::move(s) : lower(std::move(s)));
@@ -335,31 +333,15 @@ std::vector<RunConfig> expand(const RunOptions& o, int world, bool print) {
             out.push_back(std::move(c));
           }
   };
-  for (const auto& name : names) {
-    if (name.rfind("csv:", 0) == 0) {
-      Schedule s = load_csv_arg(name.substr(4));
-      if (s.P != world)
-        throw ConfigError(name + " has P=" + std::to_string(s.P) + " but the MPI world size is " +
-                          std::to_string(world));
-      add(name, std::move(s));
-      continue;
-    }
-    bool known = false;
-    for (const auto& n : schedule_names()) known = known || n == name;
-    if (!known) generate(name, {});  // throws the one-line "unknown schedule" error
-    for (int M : Ms)
-      for (int v : schedule_takes_v(name) ? vs : std::vector<int>{0}) {
-        const ScheduleParams p{world, M, v == 0 ? 1 : v};
-        try {
-          add(name, generate(name, p));
-        } catch (const ConfigError& e) {
-          last_error = e.what();
-          skipped.push_back(e.what());
-        }
-      }
+  ScheduleSweep schedules = expand_schedules(o.schedules, world, Ms, vs);
+  for (auto& [name, s] : schedules.schedules) {
+    if (name.rfind("csv:", 0) == 0 && s.P != world)
+      throw ConfigError(name + " has P=" + std::to_string(s.P) + " but the MPI world size is " +
+                        std::to_string(world));
+    add(name, std::move(s));
   }
-  // Nothing to run: one line (the last reason). Otherwise one `skip:` line per rejection.
-  if (out.empty()) throw ConfigError(last_error.empty() ? "no configuration to run" : last_error);
+  const std::vector<std::string>& skipped = schedules.skipped;
+  // One `skip:` line per rejection (when nothing is left, expand_schedules threw the last).
   if (sweep && print)
     for (const auto& why : skipped) std::cerr << "skip: " << why << "\n";
   return out;
