@@ -76,7 +76,9 @@ struct Bare {
   }
 };
 
-cublasOperation_t op(bb::Trans t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+cublasOperation_t op(bb::Trans t) {
+  return t ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
 
 }  // namespace
 
@@ -168,10 +170,10 @@ int main(int argc, char** argv) {
             if (bf16) {
               BB_CHECK_CUDA(cudaMalloc(&a16, a_count * 2));
               BB_CHECK_CUDA(cudaMalloc(&b16, b_count * 2));
-              BB_CHECK_CUDA(bb::cuda::kernels::to_bf16(bare.stream, A.data(), a_rows, a_cols,
-                                                       a_cols, a16));
-              BB_CHECK_CUDA(bb::cuda::kernels::to_bf16(bare.stream, B.data(), b_rows, b_cols,
-                                                       b_cols, b16));
+              BB_CHECK_CUDA(
+                  bb::cuda::kernels::to_bf16(bare.stream, A.data(), a_rows, a_cols, a_cols, a16));
+              BB_CHECK_CUDA(
+                  bb::cuda::kernels::to_bf16(bare.stream, B.data(), b_rows, b_cols, b_cols, b16));
             }
             const float one = 1.0f;
             auto run_bare = [&] {
@@ -180,10 +182,10 @@ int main(int argc, char** argv) {
                                             B.data(), b_cols, A.data(), a_cols, &one, C.data(),
                                             s.n));
               else
-                BB_CHECK_CUBLAS(cublasGemmEx(bare.handle, op(s.tb), op(s.ta), s.n, s.m, s.k,
-                                             &one, b16, CUDA_R_16BF, b_cols, a16, CUDA_R_16BF,
-                                             a_cols, &one, C.data(), CUDA_R_32F, s.n,
-                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                BB_CHECK_CUBLAS(cublasGemmEx(bare.handle, op(s.tb), op(s.ta), s.n, s.m, s.k, &one,
+                                             b16, CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols,
+                                             &one, C.data(), CUDA_R_32F, s.n, CUBLAS_COMPUTE_32F,
+                                             CUBLAS_GEMM_DEFAULT));
             };
             be.synchronize();
             // Warm-up, then time `iters` calls of each.
@@ -219,9 +221,10 @@ int main(int argc, char** argv) {
     }
     if (count == 0) return 2;
     const double geomean = std::exp(log_sum / count);
-    std::printf("GEMM efficiency (cuBLAS time / backend time): min %.3f, geometric mean %.3f "
-                "over %d shapes\n",
-                worst, geomean, count);
+    std::printf(
+        "GEMM efficiency (cuBLAS time / backend time): min %.3f, geometric mean %.3f "
+        "over %d shapes\n",
+        worst, geomean, count);
     if (min_ratio > 0 && worst < min_ratio) {
       std::printf("FAIL: a ratio is below --min-ratio %.3f\n", min_ratio);
       return 1;

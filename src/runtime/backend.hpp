@@ -37,7 +37,8 @@ class Buffer {
 
  private:
   friend class Backend;
-  Buffer(Backend* owner, float* data, std::size_t count) : owner_(owner), data_(data), count_(count) {}
+  Buffer(Backend* owner, float* data, std::size_t count)
+      : owner_(owner), data_(data), count_(count) {}
 
   Backend* owner_ = nullptr;
   float* data_ = nullptr;
@@ -98,9 +99,8 @@ class Backend {
 
   // --- Kernels (device pointers; `count` elements) ------------------------------------
   // C = alpha·op(A)·op(B) + beta·C, row-major fp32; op(A) is m×k, op(B) k×n, C m×n.
-  virtual void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
-                    const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                    int ldc) = 0;
+  virtual void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
+                    int lda, const float* b, int ldb, float beta, float* c, int ldc) = 0;
   virtual void fill(float* x, float value, std::size_t count) = 0;
   virtual void copy(const float* src, float* dst, std::size_t count) = 0;
   // y += alpha·x
@@ -118,8 +118,8 @@ class Backend {
   virtual void adam_update(float* p, const float* g, float* m, float* v, std::size_t count,
                            const AdamParams& params, std::int64_t step) = 0;
   // x[i] = scale · seeded_uniform_value(seeded_key(seed, stream), i)
-  virtual void seeded_uniform(float* x, std::size_t count, std::uint64_t seed,
-                              std::uint64_t stream, float scale) = 0;
+  virtual void seeded_uniform(float* x, std::size_t count, std::uint64_t seed, std::uint64_t stream,
+                              float scale) = 0;
 
   // --- Time ---------------------------------------------------------------------------
   // Waits until every enqueued kernel has finished.

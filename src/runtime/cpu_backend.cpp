@@ -17,8 +17,8 @@ constexpr std::size_t kAlignment = 64;
 using Clock = std::chrono::steady_clock;
 
 Clock::time_point deadline_after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace
@@ -34,7 +34,9 @@ float* CpuBackend::raw_allocate(std::size_t bytes) {
   return static_cast<float*>(p);
 }
 
-void CpuBackend::raw_free(float* p, std::size_t /*bytes*/) noexcept { std::free(p); }
+void CpuBackend::raw_free(float* p, std::size_t /*bytes*/) noexcept {
+  std::free(p);
+}
 
 void CpuBackend::to_host(const float* device_src, float* host_dst, std::size_t count) {
   if (count > 0) std::memcpy(host_dst, device_src, count * sizeof(float));

@@ -21,8 +21,8 @@ class CpuBackend final : public Backend {
   void to_host(const float* device_src, float* host_dst, std::size_t count) override;
   void from_host(const float* host_src, float* device_dst, std::size_t count) override;
 
-  void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
+  void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override;
   void fill(float* x, float value, std::size_t count) override;
   void copy(const float* src, float* dst, std::size_t count) override;
   void axpy(float alpha, const float* x, float* y, std::size_t count) override;

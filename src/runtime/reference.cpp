@@ -59,8 +59,8 @@ GradientSet run_reference(Backend& be, const ReferenceConfig& c,
     be.mse_loss(x[n].data(), target.data(), g.data(), act, scale, loss.data());
     for (int l = n - 1; l >= 0; --l) {
       // g = dL/dY of layer l; g_prev becomes dL/dX.
-      be.gemm(kNoTrans, kTrans, b, 4 * h, h, 1.0f, g.data(), h, w2[l].data(), h, 0.0f,
-              da.data(), 4 * h);
+      be.gemm(kNoTrans, kTrans, b, 4 * h, h, 1.0f, g.data(), h, w2[l].data(), h, 0.0f, da.data(),
+              4 * h);
       be.gelu_backward(z[l].data(), da.data(), dz.data(), 4 * act);
       be.copy(g.data(), g_prev.data(), act);
       be.gemm(kNoTrans, kTrans, b, h, 4 * h, 1.0f, dz.data(), 4 * h, w1[l].data(), 4 * h, 1.0f,
@@ -90,7 +90,8 @@ void append_gradients(const Stage& stage, GradientSet& out) {
   const StageConfig& c = stage.config();
   if (stage.grads() == nullptr) throw std::logic_error("append_gradients: synthetic stage");
   for (int i = 0; i < c.num_layers; ++i)
-    out.layers.push_back({c.first_layer + i, stage.backend().download(stage.dw1(i), stage.w1_count()),
+    out.layers.push_back({c.first_layer + i,
+                          stage.backend().download(stage.dw1(i), stage.w1_count()),
                           stage.backend().download(stage.dw2(i), stage.w1_count())});
 }
 

@@ -45,9 +45,9 @@ void append_gradients(const Stage& stage, GradientSet& out);
 
 struct CompareResult {
   bool pass = false;
-  double max_rel_error = 0;   // over the loss and every tensor of `got`
-  std::string worst;          // e.g. "layer 3 dW1", "loss"
-  std::string message;        // one line: pass/fail, the worst error, or what is missing
+  double max_rel_error = 0;  // over the loss and every tensor of `got`
+  std::string worst;         // e.g. "layer 3 dW1", "loss"
+  std::string message;       // one line: pass/fail, the worst error, or what is missing
 };
 
 // Norm-wise relative error ||a−b|| / max(||a||, tiny) of each tensor (and |Δloss|/|loss|

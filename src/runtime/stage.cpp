@@ -62,17 +62,31 @@ std::size_t Stage::w1_count() const {
 std::size_t Stage::saved_count() const {
   return (10 * static_cast<std::size_t>(config_.num_layers) - 1) * act();
 }
-float* Stage::z_of(Slot& s, int block) const { return s.saved.data() + 10 * act() * block; }
-float* Stage::a_of(Slot& s, int block) const { return z_of(s, block) + 4 * act(); }
-float* Stage::dy_of(Slot& s, int block) const { return z_of(s, block) + 8 * act(); }
+float* Stage::z_of(Slot& s, int block) const {
+  return s.saved.data() + 10 * act() * block;
+}
+float* Stage::a_of(Slot& s, int block) const {
+  return z_of(s, block) + 4 * act();
+}
+float* Stage::dy_of(Slot& s, int block) const {
+  return z_of(s, block) + 8 * act();
+}
 float* Stage::x_of(Slot& s, int block) const {
   return block == 0 ? s.input.data() : z_of(s, block - 1) + 9 * act();
 }
 
-const float* Stage::w1(int block) const { return params_.data() + 2 * w1_count() * block; }
-const float* Stage::w2(int block) const { return w1(block) + w1_count(); }
-const float* Stage::dw1(int block) const { return grads_.data() + 2 * w1_count() * block; }
-const float* Stage::dw2(int block) const { return dw1(block) + w1_count(); }
+const float* Stage::w1(int block) const {
+  return params_.data() + 2 * w1_count() * block;
+}
+const float* Stage::w2(int block) const {
+  return w1(block) + w1_count();
+}
+const float* Stage::dw1(int block) const {
+  return grads_.data() + 2 * w1_count() * block;
+}
+const float* Stage::dw2(int block) const {
+  return dw1(block) + w1_count();
+}
 
 std::size_t Stage::pool_bytes() const {
   std::size_t total = 0;
@@ -85,8 +99,8 @@ std::size_t Stage::pool_bytes() const {
 Stage::Slot& Stage::find(int mb, const char* action) {
   for (Slot& s : in_flight_)
     if (s.mb == mb) return s;
-  throw std::logic_error(std::string("Stage: ") + action + " of micro-batch " +
-                         std::to_string(mb) + " without its forward");
+  throw std::logic_error(std::string("Stage: ") + action + " of micro-batch " + std::to_string(mb) +
+                         " without its forward");
 }
 
 Buffer Stage::take(std::vector<Buffer>& pool, std::size_t count) {
@@ -210,8 +224,7 @@ void Stage::forward(int mb, const float* x, float* y) {
 Stage::Slot& Stage::start_backward(int mb) {
   Slot& s = find(mb, "backward_input");
   if (s.backward_done)
-    throw std::logic_error("Stage: backward_input of micro-batch " + std::to_string(mb) +
-                           " twice");
+    throw std::logic_error("Stage: backward_input of micro-batch " + std::to_string(mb) + " twice");
   s.backward_done = true;
   count(s, 10 * static_cast<std::size_t>(config_.num_layers) * act() * sizeof(float) - s.counted);
   return s;
@@ -275,8 +288,8 @@ void Stage::make_input(int mb, float* x) {
 void Stage::loss(int mb, int num_microbatches, const float* y, float* dy) {
   if (config_.synthetic) return;
   make_target(*backend_, config_.seed, mb, config_.rows, config_.hidden, scratch_.data());
-  const float scale =
-      static_cast<float>(1.0 / (static_cast<double>(num_microbatches) * static_cast<double>(act())));
+  const float scale = static_cast<float>(
+      1.0 / (static_cast<double>(num_microbatches) * static_cast<double>(act())));
   backend_->mse_loss(y, scratch_.data(), dy, act(), scale, loss_.data());
 }
 
@@ -309,8 +322,8 @@ void Stage::optimizer_step(const OptimizerConfig& config) {
     backend_->fill(adam_v_.data(), 0.0f, param_count_);
   }
   const AdamParams adam{config.lr, config.beta1, config.beta2, config.eps};
-  backend_->adam_update(params_.data(), grads_.data(), adam_m_.data(), adam_v_.data(),
-                        param_count_, adam, ++adam_steps_);
+  backend_->adam_update(params_.data(), grads_.data(), adam_m_.data(), adam_v_.data(), param_count_,
+                        adam, ++adam_steps_);
 }
 
 }  // namespace bb

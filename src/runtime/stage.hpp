@@ -168,9 +168,9 @@ class Stage {
   Buffer take(std::vector<Buffer>& pool, std::size_t count);
   void count(Slot& s, std::size_t bytes);
   void wait(double seconds);
-  Slot& start_backward(int mb);               // B's checks and accounting
+  Slot& start_backward(int mb);  // B's checks and accounting
   void compute_backward(Slot& s, const float* dy, float* dx);
-  void retire(Slot& s);                       // W done: release and recycle
+  void retire(Slot& s);  // W done: release and recycle
   void run_forward(Slot& s, float* y);
   void run_forward_transient(const float* x0, float* y);
   void run_backward(Slot& s, const float* dy, float* dx);

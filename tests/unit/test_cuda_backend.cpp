@@ -36,10 +36,10 @@ namespace bb {
 namespace {
 
 // GTEST_SKIP returns from the enclosing function, so this must be a macro.
-#define BB_REQUIRE_CUDA()                                               \
-  do {                                                                  \
-    if (::bb::cuda::device_count() == 0)                                \
-      GTEST_SKIP() << "skipped: " << ::bb::cuda::no_device_reason();    \
+#define BB_REQUIRE_CUDA()                                            \
+  do {                                                               \
+    if (::bb::cuda::device_count() == 0)                             \
+      GTEST_SKIP() << "skipped: " << ::bb::cuda::no_device_reason(); \
   } while (0)
 
 std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -1.0f,
@@ -57,7 +57,9 @@ Buffer upload(Backend& be, const std::vector<float>& v) {
   return b;
 }
 
-std::vector<float> download(Backend& be, const Buffer& b) { return be.download(b.data(), b.size()); }
+std::vector<float> download(Backend& be, const Buffer& b) {
+  return be.download(b.data(), b.size());
+}
 
 // Index of the first element whose bits differ, or -1.
 long first_bit_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -75,8 +77,8 @@ double max_abs_difference(const std::vector<float>& a, const std::vector<float>&
   return m;
 }
 
-StageConfig stage_config(int hidden, int rows, int first_layer, int num_layers,
-                         std::uint64_t seed, bool recompute = false) {
+StageConfig stage_config(int hidden, int rows, int first_layer, int num_layers, std::uint64_t seed,
+                         bool recompute = false) {
   StageConfig c;
   c.hidden = hidden;
   c.rows = rows;
@@ -202,7 +204,8 @@ TEST(CudaBackend, MseLossMatchesCpu) {
     Backend* both[2] = {&cpu, gpu.get()};
     for (int i = 0; i < 2; ++i) {
       Backend& be = *both[i];
-      Buffer by = upload(be, y), bt = upload(be, t), bdy = be.allocate(n), sum = upload(be, {0.25f});
+      Buffer by = upload(be, y), bt = upload(be, t), bdy = be.allocate(n),
+             sum = upload(be, {0.25f});
       be.mse_loss(by.data(), bt.data(), bdy.data(), n, scale, sum.data());
       dy[i] = download(be, bdy);
       be.mse_loss(by.data(), bt.data(), by.data(), n, scale, sum.data());  // dy aliases y
@@ -428,7 +431,7 @@ TEST(CudaAllocator, OutOfMemoryIsBadAlloc) {
   BB_REQUIRE_CUDA();
   cuda::CudaBackend be(0);
   EXPECT_THROW(be.allocate(std::size_t{1} << 50), std::bad_alloc);  // 4 PiB
-  Buffer ok = be.allocate(16);  // still usable
+  Buffer ok = be.allocate(16);                                      // still usable
   be.fill(ok.data(), 1.0f, 16);
   EXPECT_EQ(download(be, ok), std::vector<float>(16, 1.0f));
 }
@@ -509,7 +512,7 @@ TEST(CudaStaging, RoundTripThroughPinnedMemory) {
   const auto data = random_vector(n, 41);
   for (int round = 0; round < 3; ++round) {
     Buffer src = upload(be, data), dst = be.allocate(n);
-    be.spin_for(0.002);             // the producer is still running...
+    be.spin_for(0.002);                        // the producer is still running...
     be.axpy(1.0f, src.data(), src.data(), n);  // ...and doubles src last
     cuda::HostStaging::Ticket t = staging.stage_send(src.data(), n);
     const float* host = nullptr;
@@ -569,8 +572,7 @@ TEST(CudaNccl, PingPongBetweenTwoRanks) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size != 2) GTEST_SKIP() << "skipped: needs exactly 2 ranks, have " << size;
   if (cuda::device_count() < 2)
-    GTEST_SKIP() << "skipped: needs 2 GPUs (NCCL cannot share one), have "
-                 << cuda::device_count();
+    GTEST_SKIP() << "skipped: needs 2 GPUs (NCCL cannot share one), have " << cuda::device_count();
   for (const auto wait : {cuda::NcclTransportOptions::RecvWait::kDevice,
                           cuda::NcclTransportOptions::RecvWait::kHost}) {
     cuda::CudaBackend be(rank % cuda::device_count());

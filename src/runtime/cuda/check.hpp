@@ -25,12 +25,14 @@ struct CudaError : std::runtime_error {
 };
 
 // cuBLAS's own status names (cublasGetStatusString exists since 11.4).
-inline const char* cublas_status_string(cublasStatus_t s) { return cublasGetStatusString(s); }
+inline const char* cublas_status_string(cublasStatus_t s) {
+  return cublasGetStatusString(s);
+}
 
 [[noreturn]] inline void throw_error(const char* file, int line, const char* call,
                                      const std::string& what) {
-  throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
-                  what);
+  throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + call +
+                  " failed: " + what);
 }
 
 inline void check_cuda(cudaError_t e, const char* file, int line, const char* call) {
@@ -44,9 +46,9 @@ inline void check_cuda(cudaError_t e, const char* file, int line, const char* ca
 
 inline void check_cublas(cublasStatus_t s, const char* file, int line, const char* call) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  throw_error(file, line, call,
-              std::string(cublas_status_string(s)) + " (" + std::to_string(static_cast<int>(s)) +
-                  ")");
+  throw_error(
+      file, line, call,
+      std::string(cublas_status_string(s)) + " (" + std::to_string(static_cast<int>(s)) + ")");
 }
 
 #ifdef BB_HAVE_NCCL

@@ -78,14 +78,18 @@ constexpr std::size_t kSmallRound = 512;
 constexpr std::size_t kLargeRound = std::size_t{2} << 20;  // 2 MiB
 constexpr std::size_t kInitialEvents = 64;
 
-std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+std::size_t round_up(std::size_t x, std::size_t to) {
+  return (x + to - 1) / to * to;
+}
 
 std::size_t block_size_for(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
   return bytes <= kSmallLimit ? round_up(bytes, kSmallRound) : round_up(bytes, kLargeRound);
 }
 
-cublasOperation_t op(Trans t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+cublasOperation_t op(Trans t) {
+  return t ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
 
 }  // namespace
 
@@ -262,7 +266,7 @@ struct CudaBackend::Impl {
       (void)cudaGetLastError();
       khz = 1'500'000;
     }
-    double rate = static_cast<double>(khz) * 1e3;  // a guess, refined below
+    double rate = static_cast<double>(khz) * 1e3;          // a guess, refined below
     (void)time_spin(static_cast<long long>(rate * 0.01));  // wakes the clocks up
     // Two refinements, then the median of three 10 ms measurements.
     for (int i = 0; i < 2; ++i) {
@@ -283,8 +287,8 @@ struct CudaBackend::Impl {
     if (seconds <= 0) return;
     if (spin_rate <= 0) calibrate();
     const long long ticks = std::llround(seconds * spin_rate);
-    BB_CHECK_CUDA(kernels::spin(stream, ticks, options.spin_clock == SpinClock::kGlobalTimer,
-                                relax));
+    BB_CHECK_CUDA(
+        kernels::spin(stream, ticks, options.spin_clock == SpinClock::kGlobalTimer, relax));
   }
 };
 
@@ -334,21 +338,23 @@ float* CudaBackend::raw_allocate(std::size_t bytes) {
   return static_cast<float*>(impl_->allocate(bytes));
 }
 
-void CudaBackend::raw_free(float* p, std::size_t /*bytes*/) noexcept { impl_->release(p); }
+void CudaBackend::raw_free(float* p, std::size_t /*bytes*/) noexcept {
+  impl_->release(p);
+}
 
 void CudaBackend::to_host(const float* device_src, float* host_dst, std::size_t count) {
   if (count == 0) return;
   impl_->bind();
-  BB_CHECK_CUDA(cudaMemcpyAsync(host_dst, device_src, count * sizeof(float),
-                                cudaMemcpyDeviceToHost, impl_->stream));
+  BB_CHECK_CUDA(cudaMemcpyAsync(host_dst, device_src, count * sizeof(float), cudaMemcpyDeviceToHost,
+                                impl_->stream));
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
 }
 
 void CudaBackend::from_host(const float* host_src, float* device_dst, std::size_t count) {
   if (count == 0) return;
   impl_->bind();
-  BB_CHECK_CUDA(cudaMemcpyAsync(device_dst, host_src, count * sizeof(float),
-                                cudaMemcpyHostToDevice, impl_->stream));
+  BB_CHECK_CUDA(cudaMemcpyAsync(device_dst, host_src, count * sizeof(float), cudaMemcpyHostToDevice,
+                                impl_->stream));
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
 }
 
@@ -360,8 +366,8 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
   Impl& s = *impl_;
   s.bind();
   if (s.options.gemm_dtype == GemmDtype::kFp32 || k <= 0) {
-    BB_CHECK_CUBLAS(cublasSgemm(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a,
-                                lda, &beta, c, ldc));
+    BB_CHECK_CUBLAS(cublasSgemm(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a, lda,
+                                &beta, c, ldc));
     return;
   }
   // bf16 operands (dense copies, leading dimension = stored columns), fp32 accumulate/output.
@@ -374,8 +380,8 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
   BB_CHECK_CUDA(kernels::to_bf16(s.stream, a, a_rows, a_cols, lda, a16));
   BB_CHECK_CUDA(kernels::to_bf16(s.stream, b, b_rows, b_cols, ldb, b16));
   BB_CHECK_CUBLAS(cublasGemmEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b16,
-                               CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, c,
-                               CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, c, CUDA_R_32F,
+                               ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::fill(float* x, float value, std::size_t count) {
@@ -391,8 +397,8 @@ void CudaBackend::copy(const float* src, float* dst, std::size_t count) {
     BB_CHECK_CUDA(kernels::overlapping_copy(impl_->stream, src, dst, count));
     return;
   }
-  BB_CHECK_CUDA(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice,
-                                impl_->stream));
+  BB_CHECK_CUDA(
+      cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, impl_->stream));
 }
 
 void CudaBackend::axpy(float alpha, const float* x, float* y, std::size_t count) {
@@ -413,8 +419,8 @@ void CudaBackend::gelu_backward(const float* z, const float* da, float* dz, std:
 void CudaBackend::mse_loss(const float* y, const float* target, float* dy, std::size_t count,
                            float scale, float* loss_sum) {
   impl_->bind();
-  BB_CHECK_CUDA(kernels::mse_loss(impl_->stream, y, target, dy, count, scale, loss_sum,
-                                  impl_->mse_partials));
+  BB_CHECK_CUDA(
+      kernels::mse_loss(impl_->stream, y, target, dy, count, scale, loss_sum, impl_->mse_partials));
 }
 
 void CudaBackend::sgd_update(float* p, const float* g, std::size_t count, float lr) {
@@ -445,8 +451,7 @@ void CudaBackend::synchronize() {
 }
 
 double CudaBackend::now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void CudaBackend::sleep_for(double seconds) {
@@ -491,11 +496,21 @@ double CudaBackend::mark_seconds(std::size_t id) {
   return static_cast<double>(ms) * 1e-3;
 }
 
-int CudaBackend::device() const { return impl_->device; }
-CUstream_st* CudaBackend::stream() const { return impl_->stream; }
-const CudaBackendOptions& CudaBackend::options() const { return impl_->options; }
-GemmDtype CudaBackend::gemm_dtype() const { return impl_->options.gemm_dtype; }
-void CudaBackend::set_gemm_dtype(GemmDtype dtype) { impl_->options.gemm_dtype = dtype; }
+int CudaBackend::device() const {
+  return impl_->device;
+}
+CUstream_st* CudaBackend::stream() const {
+  return impl_->stream;
+}
+const CudaBackendOptions& CudaBackend::options() const {
+  return impl_->options;
+}
+GemmDtype CudaBackend::gemm_dtype() const {
+  return impl_->options.gemm_dtype;
+}
+void CudaBackend::set_gemm_dtype(GemmDtype dtype) {
+  impl_->options.gemm_dtype = dtype;
+}
 
 DeviceMemoryStats CudaBackend::memory_stats() {
   impl_->bind();
@@ -521,9 +536,13 @@ double CudaBackend::calibrate_spin() {
   return impl_->calibrate();
 }
 
-double CudaBackend::spin_ticks_per_second() const { return impl_->spin_rate; }
+double CudaBackend::spin_ticks_per_second() const {
+  return impl_->spin_rate;
+}
 
-CudaBackend* as_cuda(Backend& backend) { return dynamic_cast<CudaBackend*>(&backend); }
+CudaBackend* as_cuda(Backend& backend) {
+  return dynamic_cast<CudaBackend*>(&backend);
+}
 
 std::unique_ptr<Backend> make_cuda_backend(int device, const CudaBackendOptions& options) {
   return std::make_unique<CudaBackend>(device, options);

@@ -58,7 +58,7 @@ struct CudaBackendOptions {
 
 // Device memory as seen by the caching allocator and by the driver.
 struct DeviceMemoryStats {
-  std::size_t in_use_bytes = 0;         // blocks handed out (rounded sizes)
+  std::size_t in_use_bytes = 0;  // blocks handed out (rounded sizes)
   std::size_t peak_in_use_bytes = 0;
   std::size_t reserved_bytes = 0;       // obtained with cudaMalloc: in use + cached + workspaces
   std::size_t peak_reserved_bytes = 0;  // the allocator's high-water mark
@@ -85,8 +85,8 @@ class CudaBackend final : public Backend {
   void to_host(const float* device_src, float* host_dst, std::size_t count) override;
   void from_host(const float* host_src, float* device_dst, std::size_t count) override;
 
-  void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
-            int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
+  void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override;
   void fill(float* x, float value, std::size_t count) override;
   void copy(const float* src, float* dst, std::size_t count) override;
   void axpy(float alpha, const float* x, float* y, std::size_t count) override;

@@ -169,8 +169,8 @@ HostStaging::Ticket HostStaging::stage_send(const float* device_src, std::size_t
   try {
     s.after_compute(s.d2h);
     if (count > 0)
-      BB_CHECK_CUDA(cudaMemcpyAsync(host, device_src, count * sizeof(float),
-                                    cudaMemcpyDeviceToHost, s.d2h));
+      BB_CHECK_CUDA(
+          cudaMemcpyAsync(host, device_src, count * sizeof(float), cudaMemcpyDeviceToHost, s.d2h));
     e.copied = s.take_event();
     BB_CHECK_CUDA(cudaEventRecord(e.copied, s.d2h));
   } catch (...) {
@@ -220,7 +220,9 @@ HostStaging::Ticket HostStaging::stage_recv(float* device_dst, std::size_t count
   return Ticket{id};
 }
 
-float* HostStaging::recv_buffer(const Ticket& ticket) { return impl_->find(ticket, false).host; }
+float* HostStaging::recv_buffer(const Ticket& ticket) {
+  return impl_->find(ticket, false).host;
+}
 
 void HostStaging::deliver(Ticket& ticket) {
   Impl& s = *impl_;
@@ -231,14 +233,18 @@ void HostStaging::deliver(Ticket& ticket) {
   cudaEvent_t done = s.take_event();
   s.after_compute(s.h2d);  // earlier readers of the destination first
   if (e.count > 0)
-    BB_CHECK_CUDA(cudaMemcpyAsync(e.device, e.host, e.count * sizeof(float),
-                                  cudaMemcpyHostToDevice, s.h2d));
+    BB_CHECK_CUDA(
+        cudaMemcpyAsync(e.device, e.host, e.count * sizeof(float), cudaMemcpyHostToDevice, s.h2d));
   BB_CHECK_CUDA(cudaEventRecord(done, s.h2d));
   BB_CHECK_CUDA(cudaStreamWaitEvent(s.backend->stream(), done, 0));
   s.pending.push_back(Impl::Pending{done, e.host, e.bytes});
 }
 
-std::size_t HostStaging::pinned_bytes() const { return impl_->held; }
-std::size_t HostStaging::pinned_in_use_bytes() const { return impl_->in_use; }
+std::size_t HostStaging::pinned_bytes() const {
+  return impl_->held;
+}
+std::size_t HostStaging::pinned_in_use_bytes() const {
+  return impl_->in_use;
+}
 
 }  // namespace bb::cuda

@@ -3,14 +3,13 @@
 // contracts into FMAs: fill, copy, axpy, SGD, Adam, the MSE gradient and seeded_uniform give
 // bit-identical results to the CPU; gelu and its derivative differ only by the last bits of
 // erff/expf. seeded_uniform calls the very constexpr function the CPU uses.
-#include "runtime/cuda/kernels.hpp"
-
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "runtime/backend.hpp"
+#include "runtime/cuda/kernels.hpp"
 
 namespace bb::cuda::kernels {
 namespace {
@@ -82,8 +81,7 @@ __global__ void mse_partial_kernel(const float* y, const float* t, float* dy, st
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
-__global__ void mse_finish_kernel(const double* partials, int count, float scale,
-                                  float* loss_sum) {
+__global__ void mse_finish_kernel(const double* partials, int count, float scale, float* loss_sum) {
   double sum = 0.0;
   for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x))
     sum += partials[i];
@@ -103,8 +101,7 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, std::s
   for (std::size_t i = first_index(); i < n; i += grid_stride()) {
     const float gi = g[i];
     const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_minus_b1, gi));
-    const float vi =
-        __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
+    const float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(one_minus_b2, gi), gi));
     m[i] = mi;
     v[i] = vi;
     const float m_hat = __fdiv_rn(mi, bc1);
@@ -121,7 +118,8 @@ __global__ void seeded_uniform_kernel(float* x, std::size_t n, std::uint64_t key
 __global__ void to_bf16_kernel(const float* src, int rows, int cols, int ld, __nv_bfloat16* dst) {
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-    const std::size_t r = i / static_cast<std::size_t>(cols), c = i % static_cast<std::size_t>(cols);
+    const std::size_t r = i / static_cast<std::size_t>(cols),
+                      c = i % static_cast<std::size_t>(cols);
     dst[i] = __float2bfloat16_rn(src[r * static_cast<std::size_t>(ld) + c]);
   }
 }

@@ -28,8 +28,7 @@ cudaError_t sgd(cudaStream_t s, float* p, const float* g, std::size_t n, float l
 // bc1, bc2: the bias corrections 1−β^t, computed on the host exactly as the CPU does.
 cudaError_t adam(cudaStream_t s, float* p, const float* g, float* m, float* v, std::size_t n,
                  float lr, float beta1, float beta2, float eps, float bc1, float bc2);
-cudaError_t seeded_uniform(cudaStream_t s, float* x, std::size_t n, std::uint64_t key,
-                           float scale);
+cudaError_t seeded_uniform(cudaStream_t s, float* x, std::size_t n, std::uint64_t key, float scale);
 // rows×cols fp32 (leading dimension ld) → dense bf16 rows×cols (leading dimension cols).
 cudaError_t to_bf16(cudaStream_t s, const float* src, int rows, int cols, int ld, void* dst);
 // Occupies the stream: one thread busy-waits `ticks` of clock64() (use_globaltimer false) or

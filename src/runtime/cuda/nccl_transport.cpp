@@ -86,8 +86,7 @@ class NcclTransport final : public Transport {
     try {
       int least = 0, greatest = 0;
       BB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      BB_CHECK_CUDA(
-          cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
+      BB_CHECK_CUDA(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
       BB_CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
       // Every rank has passed the Ibcast, so the blocking init waits only briefly.
       BB_CHECK_NCCL(ncclCommInitRank(&comm_, size_, blob.id, rank_));
@@ -291,7 +290,9 @@ class NcclTransport final : public Transport {
 
 }  // namespace
 
-bool nccl_available() { return true; }
+bool nccl_available() {
+  return true;
+}
 
 std::string nccl_version_string() {
   int v = 0;
@@ -315,8 +316,12 @@ std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend,
 
 namespace bb::cuda {
 
-bool nccl_available() { return false; }
-std::string nccl_version_string() { return "none"; }
+bool nccl_available() {
+  return false;
+}
+std::string nccl_version_string() {
+  return "none";
+}
 
 std::unique_ptr<Transport> make_nccl_transport(MPI_Comm, Backend&, const NcclTransportOptions&) {
   throw ConfigError("--transport nccl: this bubblebench was built without NCCL");
