@@ -31,6 +31,7 @@
 #include "runtime/reference.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/transport.hpp"
+#include "stage_config_util.hpp"
 
 namespace bb {
 namespace {
@@ -77,17 +78,7 @@ double max_abs_difference(const std::vector<float>& a, const std::vector<float>&
   return m;
 }
 
-StageConfig stage_config(int hidden, int rows, int first_layer, int num_layers, std::uint64_t seed,
-                         bool recompute = false) {
-  StageConfig c;
-  c.hidden = hidden;
-  c.rows = rows;
-  c.first_layer = first_layer;
-  c.num_layers = num_layers;
-  c.seed = seed;
-  c.recompute = recompute;
-  return c;
-}
+using test::stage_config;
 
 // --- Without a device ------------------------------------------------------------------------
 

@@ -11,24 +11,16 @@
 #include "runtime/cpu_backend.hpp"
 #include "runtime/reference.hpp"
 #include "runtime/stage.hpp"
+#include "stage_config_util.hpp"
 
 namespace bb {
 namespace {
 
-std::vector<float> download(Backend& be, const Buffer& b) { return be.download(b.data(), b.size()); }
-
-// GCC 12 warns (-Wmissing-field-initializers) on designated initialisers that skip fields.
-StageConfig stage_config(int hidden, int rows, int first_layer, int num_layers,
-                         std::uint64_t seed, bool recompute = false) {
-  StageConfig c;
-  c.hidden = hidden;
-  c.rows = rows;
-  c.first_layer = first_layer;
-  c.num_layers = num_layers;
-  c.seed = seed;
-  c.recompute = recompute;
-  return c;
+std::vector<float> download(Backend& be, const Buffer& b) {
+  return be.download(b.data(), b.size());
 }
+
+using test::stage_config;
 
 Buffer upload(Backend& be, const std::vector<float>& v) {
   Buffer b = be.allocate(v.size());
@@ -58,8 +50,8 @@ TEST(CpuBackend, GemmMatchesNaiveForAllTransposes) {
           want[i * n + j] = 1.5 * s + 0.5 * c[i * n + j];
         }
       Buffer da = upload(be, a), db = upload(be, b), dc = upload(be, c);
-      be.gemm(ta, tb, m, n, k, 1.5f, da.data(), ta ? m : k, db.data(), tb ? k : n, 0.5f,
-              dc.data(), n);
+      be.gemm(ta, tb, m, n, k, 1.5f, da.data(), ta ? m : k, db.data(), tb ? k : n, 0.5f, dc.data(),
+              n);
       const std::vector<float> got = download(be, dc);
       for (int i = 0; i < m * n; ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << ta << tb << i;
     }
@@ -121,7 +113,9 @@ TEST(CpuBackend, LossAndClock) {
 
 // --- Stage math: finite differences in double precision --------------------------------------
 
-double gelu_d(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
+double gelu_d(double z) {
+  return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));
+}
 
 // Loss of one micro-batch through the blocks, in double: the definition, written plainly.
 double host_loss(const std::vector<double>& params, const std::vector<double>& x0,
@@ -278,9 +272,11 @@ struct PipelineRun {
   }
 
   GradientSet reference(Backend& be) const {
-    return run_reference(be, ReferenceConfig{.hidden = hidden, .rows = rows,
+    return run_reference(be, ReferenceConfig{.hidden = hidden,
+                                             .rows = rows,
                                              .num_layers = num_layers(),
-                                             .num_microbatches = M, .seed = seed});
+                                             .num_microbatches = M,
+                                             .seed = seed});
   }
 };
 
@@ -504,8 +500,11 @@ TEST(Optimizer, AdamSteps) {
   one_microbatch(be, s);
   const auto p0 = be.download(s.params(), s.param_count());
   const auto g = be.download(s.grads(), s.param_count());
-  OptimizerConfig opt{.kind = OptimizerConfig::Kind::kAdam, .lr = 1e-2f, .beta1 = 0.9f,
-                      .beta2 = 0.99f, .eps = 1e-8f};
+  OptimizerConfig opt{.kind = OptimizerConfig::Kind::kAdam,
+                      .lr = 1e-2f,
+                      .beta1 = 0.9f,
+                      .beta2 = 0.99f,
+                      .eps = 1e-8f};
   s.optimizer_step(opt);
   const auto p1 = be.download(s.params(), s.param_count());
   // First step: m̂ = g, v̂ = g², so every weight moves by lr·sign(g) (|g| ≫ eps).
