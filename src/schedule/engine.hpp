@@ -16,7 +16,8 @@ namespace bb {
 
 // Policy:
 //   Time cost(int rank, const Action* a, std::size_t n);   // n = 2 for an FB pair
-//   Time grad_offset(int rank, const Action* a, std::size_t n); // input grad ready after
+//   Time grad_offset(int rank, const Action* a, std::size_t n); // FB pair: input grad ready
+//                                                               // after (single: at its end)
 //   Time delay(int src, int dst, const Action& producer);   // message time (0 if local)
 //   Time step_gap(int rank);                                // between steps (optimizer)
 //   void record(int rank, int step, std::size_t index, std::size_t n,
@@ -34,20 +35,19 @@ class DataflowEngine {
     bavail_.assign(CM, Time{});
     fgen_.assign(CM, 0);
     bgen_.assign(CM, 0);
+    uniform_ = s_.uniform_routes();
+    if (!s_.routes.empty()) route_ = s_.routes.front();
     const int P = s_.P;
     st_.assign(P, RankState{});
-    queued_.assign(P, 1);
-    queue_.clear();
-    for (int r = 0; r < P; ++r) queue_.push_back(r);
-    std::size_t head = 0;
-    while (head < queue_.size()) {
-      const int r = queue_[head++];
-      queued_[r] = 0;
+    // Every rank runs until it must wait for one input, and is woken only when that input
+    // arrives. The ready ranks form a stack: a woken rank runs next, while the data it
+    // waited for is still in cache.
+    ready_.clear();
+    for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
+    while (!ready_.empty()) {
+      const int r = ready_.back();
+      ready_.pop_back();
       advance(r);
-      if (head > 4096 && head * 2 > queue_.size()) {
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head));
-        head = 0;
-      }
     }
     for (int r = 0; r < P; ++r)
       if (st_[r].step < steps_) return false;
@@ -76,8 +76,11 @@ class DataflowEngine {
   }
 
  private:
+  static constexpr std::size_t kNotWaiting = ~std::size_t{0};
+
   struct RankState {
     std::size_t pos = 0;
+    std::size_t waiting = kNotWaiting;  // 2 * slot + (0 forward, 1 gradient) it waits for
     int step = 0;
     Time clock{};
   };
@@ -86,6 +89,7 @@ class DataflowEngine {
     return static_cast<std::size_t>(chunk) * s_.M + mb;
   }
   std::uint8_t stamp(int step) const { return static_cast<std::uint8_t>(step % 255 + 1); }
+  const Route& route(std::uint32_t mb) const { return uniform_ ? route_ : s_.routes[mb]; }
 
   std::string wait_reason(int r, const Action& a) const {
     const Route& rt = s_.routes[a.mb];
@@ -99,54 +103,78 @@ class DataflowEngine {
     return "its own earlier action";
   }
 
-  // Input arrival time of one action, or false if it has not arrived.
-  bool input(const Action& a, std::uint8_t gen, Time* t) const {
-    const Route& rt = s_.routes[a.mb];
-    if (a.op == Op::F && a.chunk > rt.first) {
+  // Raw views of the slot arrays, held in registers by the hot loop.
+  struct Slots {
+    Time* favail;
+    Time* bavail;
+    std::uint8_t* fgen;
+    std::uint8_t* bgen;
+  };
+
+  // Raises *t to the input's arrival time; returns kNotWaiting, or what the action waits for.
+  std::size_t input(const Slots& sl, const Action& a, std::uint8_t gen, Time* t) const {
+    const Route& rt = route(a.mb);
+    if (a.op == Op::F) {
+      if (a.chunk == rt.first) return kNotWaiting;
       const std::size_t k = idx(a.chunk - 1, a.mb);
-      if (fgen_[k] != gen) return false;
-      if (favail_[k] > *t) *t = favail_[k];
-    } else if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last) {
+      if (sl.fgen[k] != gen) return 2 * k;
+      if (sl.favail[k] > *t) *t = sl.favail[k];
+    } else if (a.op != Op::W) {  // B or BW
+      if (a.chunk == rt.last) return kNotWaiting;
       const std::size_t k = idx(a.chunk + 1, a.mb);
-      if (bgen_[k] != gen) return false;
-      if (bavail_[k] > *t) *t = bavail_[k];
+      if (sl.bgen[k] != gen) return 2 * k + 1;
+      if (sl.bavail[k] > *t) *t = sl.bavail[k];
     }
-    return true;
+    return kNotWaiting;
   }
 
-  void wake(int r) {
-    if (!queued_[r]) {
-      queued_[r] = 1;
-      queue_.push_back(r);
+  void wake(int r, std::size_t what) {
+    RankState& st = st_[r];
+    if (st.waiting == what) {
+      st.waiting = kNotWaiting;
+      ready_.push_back(r);
     }
   }
 
-  void output(int r, std::uint8_t gen, const Action& a, Time f_end, Time grad_at) {
-    const Route& rt = s_.routes[a.mb];
-    if (a.op == Op::F && a.chunk < rt.last) {
+  void output(const Slots& sl, int r, std::uint8_t gen, const Action& a, Time f_end,
+              Time grad_at) {
+    const Route& rt = route(a.mb);
+    if (a.op == Op::F) {
+      if (a.chunk == rt.last) return;
       const int dst = s_.chunk_rank[a.chunk + 1];
       const std::size_t k = idx(a.chunk, a.mb);
-      favail_[k] = f_end + (dst != r ? pol_.delay(r, dst, a) : Time{});
-      fgen_[k] = gen;
-      if (dst != r) wake(dst);
-    } else if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first) {
+      sl.fgen[k] = gen;
+      if (dst == r) {
+        sl.favail[k] = f_end;
+      } else {
+        sl.favail[k] = f_end + pol_.delay(r, dst, a);
+        wake(dst, 2 * k);
+      }
+    } else if (a.op != Op::W) {  // B or BW
+      if (a.chunk == rt.first) return;
       const int dst = s_.chunk_rank[a.chunk - 1];
       const std::size_t k = idx(a.chunk, a.mb);
-      bavail_[k] = grad_at + (dst != r ? pol_.delay(r, dst, a) : Time{});
-      bgen_[k] = gen;
-      if (dst != r) wake(dst);
+      sl.bgen[k] = gen;
+      if (dst == r) {
+        sl.bavail[k] = grad_at;
+      } else {
+        sl.bavail[k] = grad_at + pol_.delay(r, dst, a);
+        wake(dst, 2 * k + 1);
+      }
     }
   }
 
   void advance(int r) {
     RankState& st = st_[r];
-    const Action* acts = s_.ranks[r].data();
+    const Slots sl{favail_.data(), bavail_.data(), fgen_.data(), bgen_.data()};
+    const Action* const acts = s_.ranks[r].data();
     const std::size_t size = s_.ranks[r].size();
     // Work on locals; write the state back when the rank blocks or finishes.
     std::size_t pos = st.pos;
     int step = st.step;
     Time clock = st.clock;
     std::uint8_t gen = stamp(step);
+    std::size_t waiting = kNotWaiting;
     while (step < steps_) {
       if (pos >= size) {
         pos = 0;
@@ -159,29 +187,44 @@ class DataflowEngine {
         ++pos;
         continue;
       }
-      const std::size_t n = a->overlap_next() && pos + 1 < size ? 2 : 1;
       Time start = clock;
-      if (!input(a[0], gen, &start) || (n == 2 && !input(a[1], gen, &start))) break;
-      const Time end = start + pol_.cost(r, a, n);
-      const Time grad_at = start + pol_.grad_offset(r, a, n);
-      pol_.record(r, step, pos, n, clock, start, end);
-      for (std::size_t k = 0; k < n; ++k) output(r, gen, a[k], end, grad_at);
+      if (!a->overlap_next() || pos + 1 == size) [[likely]] {
+        waiting = input(sl, *a, gen, &start);
+        if (waiting != kNotWaiting) break;
+        const Time end = start + pol_.cost(r, a, 1);
+        pol_.record(r, step, pos, 1, clock, start, end);
+        clock = end;
+        ++pos;
+        output(sl, r, gen, *a, end, end);
+        continue;
+      }
+      // An FB pair: both inputs, one cost; the gradient leaves at grad_offset.
+      waiting = input(sl, a[0], gen, &start);
+      if (waiting == kNotWaiting) waiting = input(sl, a[1], gen, &start);
+      if (waiting != kNotWaiting) break;
+      const Time end = start + pol_.cost(r, a, 2);
+      const Time grad_at = start + pol_.grad_offset(r, a, 2);
+      pol_.record(r, step, pos, 2, clock, start, end);
       clock = end;
-      pos += n;
+      pos += 2;
+      output(sl, r, gen, a[0], end, grad_at);
+      output(sl, r, gen, a[1], end, grad_at);
     }
     st.pos = pos;
     st.step = step;
     st.clock = clock;
+    st.waiting = waiting;
   }
 
   const Schedule& s_;
   Policy& pol_;
   int steps_;
+  bool uniform_ = true;  // every micro-batch takes the same route
+  Route route_;
   std::vector<Time> favail_, bavail_;
   std::vector<std::uint8_t> fgen_, bgen_;
   std::vector<RankState> st_;
-  std::vector<std::uint8_t> queued_;
-  std::vector<int> queue_;
+  std::vector<int> ready_;
 };
 
 }  // namespace bb

@@ -1,7 +1,9 @@
 #include "schedule/lower.hpp"
 
 #include <algorithm>
-#include <tuple>
+#include <bit>
+#include <cstdint>
+#include <iterator>
 
 #include "common/error.hpp"
 #include "schedule/engine.hpp"
@@ -30,110 +32,147 @@ struct UnitPolicy {
   void record(int, int, std::size_t, std::size_t, UnitTime, UnitTime, UnitTime) {}
 };
 
-// A message in the global order.
+// A message's place in the global order (time, source rank, direction, chunk, micro-batch),
+// packed into two words that compare lexicographically (unit times are non-negative floats,
+// whose bit patterns order like the values), and the SEND or RECV action it becomes here.
 struct Msg {
-  UnitTime t;
-  int src;
-  int dir;    // 0 forward (activation), 1 backward (gradient)
-  int chunk;  // producer chunk
-  std::uint32_t mb;
-  Action act;  // the SEND or RECV action on this rank
-  auto key() const { return std::tie(t, src, dir, chunk, mb); }
-  bool operator<(const Msg& o) const { return key() < o.key(); }
+  std::uint64_t hi;  // time bits, source rank, direction (0 activation, 1 gradient)
+  std::uint64_t lo;  // producer chunk, micro-batch
+  Action act;
+
+  static Msg make(UnitTime t, int src, int dir, int chunk, std::uint32_t mb, Action act) {
+    return {(std::uint64_t{std::bit_cast<std::uint32_t>(t)} << 32) |
+                (static_cast<std::uint64_t>(src) << 1) | static_cast<std::uint64_t>(dir),
+            (static_cast<std::uint64_t>(chunk) << 32) | mb, act};
+  }
+  bool operator<(const Msg& o) const { return hi < o.hi || (hi == o.hi && lo < o.lo); }
 };
 
-// Recomputes rank r's unit-time timeline from the engine's message times.
+// Recomputes rank r's unit-time timeline from the engine's message times and writes its
+// lowered list.
 class RankLowering {
  public:
-  RankLowering(const Schedule& s, int r, const std::vector<UnitTime>& ftime,
+  RankLowering(const Schedule& s, const std::vector<UnitTime>& ftime,
                const std::vector<UnitTime>& btime)
-      : s_(s), r_(r), ftime_(ftime), btime_(btime) {}
+      : s_(s), ftime_(ftime), btime_(btime), uniform_(s.uniform_routes()) {}
 
-  std::vector<Action> run() {
+  std::vector<Action> run(int r) {
+    r_ = r;
     const auto& acts = s_.ranks[r_];
-    collect_recvs(acts);
+    const std::size_t nsend = collect_recvs(acts);
     std::vector<Action> out;
-    out.reserve(acts.size() + 2 * recvs_.size() + 8);
-    std::vector<Msg> sends;
+    out.reserve(acts.size() + recvs_.size() + nsend);
+    auto o = std::back_inserter(out);
+    Msg sends[2];
+    std::size_t ns = 0;
     std::size_t ri = 0;
+    const std::size_t nr = recvs_.size();
     UnitTime clock = 0;
     for (std::size_t i = 0; i < acts.size();) {
       const std::size_t n = acts[i].overlap_next() && i + 1 < acts.size() ? 2 : 1;
-      const UnitTime start = std::max(clock, input_time(acts.data() + i, n));
-      const UnitTime end = start + UnitPolicy{}.cost(r_, acts.data() + i, n);
-      // Comm actions keyed before this compute's end, in global key order.
-      std::size_t si = 0;
-      while (si < sends.size() || (ri < recvs_.size() && recvs_[ri].t < end)) {
-        const bool take_recv = ri < recvs_.size() && recvs_[ri].t < end &&
-                               (si == sends.size() || recvs_[ri] < sends[si]);
-        out.push_back(take_recv ? recvs_[ri++].act : sends[si++].act);
-      }
-      sends.clear();
+      UnitTime start = clock, cost = 0;
       for (std::size_t k = 0; k < n; ++k) {
-        out.push_back(acts[i + k]);
-        add_send(acts[i + k], end, &sends);
+        start = std::max(start, input_time(acts[i + k]));
+        cost += unit_cost(acts[i + k]);
       }
-      std::sort(sends.begin(), sends.end());
+      const UnitTime end = start + cost;
+      // The previous compute's sends and the receives timed before this compute's end, in
+      // global key order.
+      std::size_t si = 0;
+      while (ri < nr && recvs_[ri].hi < end_key(end)) {
+        while (si < ns && sends[si] < recvs_[ri]) *o = sends[si++].act;
+        *o = recvs_[ri++].act;
+      }
+      while (si < ns) *o = sends[si++].act;
+      ns = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        *o = acts[i + k];
+        if (add_send(acts[i + k], end, &sends[ns])) ++ns;
+      }
+      if (ns == 2 && sends[1] < sends[0]) std::swap(sends[0], sends[1]);
       clock = end;
       i += n;
     }
     std::size_t si = 0;
-    while (si < sends.size() || ri < recvs_.size()) {
-      const bool take_recv = ri < recvs_.size() && (si == sends.size() || recvs_[ri] < sends[si]);
-      out.push_back(take_recv ? recvs_[ri++].act : sends[si++].act);
+    while (ri < nr) {
+      while (si < ns && sends[si] < recvs_[ri]) *o = sends[si++].act;
+      *o = recvs_[ri++].act;
     }
+    while (si < ns) *o = sends[si++].act;
     return out;
   }
 
  private:
   std::size_t idx(int c, std::uint32_t m) const { return static_cast<std::size_t>(c) * s_.M + m; }
-
-  UnitTime input_time(const Action* a, std::size_t n) const {
-    UnitTime t = 0;
-    for (std::size_t k = 0; k < n; ++k) {
-      const Route& rt = s_.routes[a[k].mb];
-      if (a[k].op == Op::F && a[k].chunk > rt.first)
-        t = std::max(t, ftime_[idx(a[k].chunk - 1, a[k].mb)]);
-      else if ((a[k].op == Op::B || a[k].op == Op::BW) && a[k].chunk < rt.last)
-        t = std::max(t, btime_[idx(a[k].chunk + 1, a[k].mb)]);
-    }
-    return t;
+  const Route& route(std::uint32_t mb) const { return uniform_ ? s_.routes[0] : s_.routes[mb]; }
+  // Keys of messages timed before `end`: those whose first word is below this one.
+  static std::uint64_t end_key(UnitTime end) {
+    return std::uint64_t{std::bit_cast<std::uint32_t>(end)} << 32;
   }
 
-  void collect_recvs(const std::vector<Action>& acts) {
+  UnitTime input_time(const Action& a) const {
+    const Route& rt = route(a.mb);
+    if (a.op == Op::F && a.chunk > rt.first) return ftime_[idx(a.chunk - 1, a.mb)];
+    if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
+      return btime_[idx(a.chunk + 1, a.mb)];
+    return 0;
+  }
+
+  // The rank's receives in key order; returns how many sends it has. Activations and gradients
+  // each arrive in order for most schedules: two sorted runs, merged.
+  std::size_t collect_recvs(const std::vector<Action>& acts) {
+    frecvs_.clear();
+    brecvs_.clear();
+    std::size_t nsend = 0;
     for (const Action& a : acts) {
-      const Route& rt = s_.routes[a.mb];
-      if (a.op == Op::F && a.chunk > rt.first) {
-        const int src = s_.chunk_rank[a.chunk - 1];
-        if (src != r_)
-          recvs_.push_back({ftime_[idx(a.chunk - 1, a.mb)], src, 0, a.chunk - 1, a.mb,
-                            make_action(Op::RECV_F, a.chunk, static_cast<int>(a.mb))});
-      } else if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last) {
-        const int src = s_.chunk_rank[a.chunk + 1];
-        if (src != r_)
-          recvs_.push_back({btime_[idx(a.chunk + 1, a.mb)], src, 1, a.chunk + 1, a.mb,
-                            make_action(Op::RECV_B, a.chunk, static_cast<int>(a.mb))});
+      const Route& rt = route(a.mb);
+      if (a.op == Op::F) {
+        if (a.chunk > rt.first) {
+          const int src = s_.chunk_rank[a.chunk - 1];
+          if (src != r_)
+            frecvs_.push_back(Msg::make(ftime_[idx(a.chunk - 1, a.mb)], src, 0, a.chunk - 1, a.mb,
+                                       make_action(Op::RECV_F, a.chunk, static_cast<int>(a.mb))));
+        }
+        nsend += a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_;
+      } else if (a.op == Op::B || a.op == Op::BW) {
+        if (a.chunk < rt.last) {
+          const int src = s_.chunk_rank[a.chunk + 1];
+          if (src != r_)
+            brecvs_.push_back(Msg::make(btime_[idx(a.chunk + 1, a.mb)], src, 1, a.chunk + 1, a.mb,
+                                       make_action(Op::RECV_B, a.chunk, static_cast<int>(a.mb))));
+        }
+        nsend += a.chunk > rt.first && s_.chunk_rank[a.chunk - 1] != r_;
       }
     }
-    if (!std::is_sorted(recvs_.begin(), recvs_.end())) std::sort(recvs_.begin(), recvs_.end());
+    for (auto* v : {&frecvs_, &brecvs_})
+      if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
+    recvs_.resize(frecvs_.size() + brecvs_.size());
+    std::merge(frecvs_.begin(), frecvs_.end(), brecvs_.begin(), brecvs_.end(), recvs_.begin());
+    return nsend;
   }
 
-  void add_send(const Action& a, UnitTime end, std::vector<Msg>* sends) const {
-    const Route& rt = s_.routes[a.mb];
-    if (a.op == Op::F && a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_)
-      sends->push_back(
-          {end, r_, 0, a.chunk, a.mb, make_action(Op::SEND_F, a.chunk, static_cast<int>(a.mb))});
-    else if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first &&
-             s_.chunk_rank[a.chunk - 1] != r_)
-      sends->push_back(
-          {end, r_, 1, a.chunk, a.mb, make_action(Op::SEND_B, a.chunk, static_cast<int>(a.mb))});
+  bool add_send(const Action& a, UnitTime end, Msg* m) const {
+    const Route& rt = route(a.mb);
+    if (a.op == Op::F && a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_) {
+      *m = Msg::make(end, r_, 0, a.chunk, a.mb,
+                     make_action(Op::SEND_F, a.chunk, static_cast<int>(a.mb)));
+      return true;
+    }
+    if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first &&
+        s_.chunk_rank[a.chunk - 1] != r_) {
+      *m = Msg::make(end, r_, 1, a.chunk, a.mb,
+                     make_action(Op::SEND_B, a.chunk, static_cast<int>(a.mb)));
+      return true;
+    }
+    return false;
   }
 
   const Schedule& s_;
-  int r_;
+  int r_ = 0;
   const std::vector<UnitTime>& ftime_;
   const std::vector<UnitTime>& btime_;
-  std::vector<Msg> recvs_;
+  bool uniform_;
+  std::vector<Msg> frecvs_, brecvs_, recvs_;
 };
 
 }  // namespace
@@ -152,8 +191,9 @@ Schedule lower(Schedule s) {
   engine.take_arrivals(&ftime, &btime);
   // Rank r's lowering reads only rank r's list, so each lowered list replaces its compute
   // list at once (peak memory: the lowered schedule plus one rank's compute list).
+  RankLowering lowering(s, ftime, btime);
   for (int r = 0; r < s.P; ++r) {
-    std::vector<Action> lowered = RankLowering(s, r, ftime, btime).run();
+    std::vector<Action> lowered = lowering.run(r);
     std::vector<Action>().swap(s.ranks[r]);
     s.ranks[r] = std::move(lowered);
   }

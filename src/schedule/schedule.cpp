@@ -4,6 +4,12 @@
 
 namespace bb {
 
+bool Schedule::uniform_routes() const {
+  for (const Route& rt : routes)
+    if (!(rt == routes.front())) return false;
+  return true;
+}
+
 std::size_t Schedule::size() const {
   std::size_t n = 0;
   for (const auto& r : ranks) n += r.size();

@@ -40,6 +40,8 @@ struct Schedule {
   int next_rank(int chunk, int mb) const {
     return chunk < routes[mb].last ? chunk_rank[chunk + 1] : -1;
   }
+  // True when every micro-batch visits the same chunks (all but DualPipe's two directions).
+  bool uniform_routes() const;
   // Number of actions of all ranks.
   std::size_t size() const;
   std::size_t compute_size() const;

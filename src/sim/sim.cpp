@@ -83,19 +83,39 @@ struct Recorder : CostModel {
   bool keep;
 };
 
+// One pass over a rank's list: peak live activations and point-to-point messages sent.
+struct RankCounts {
+  double peak = 0;
+  std::size_t messages = 0;
+};
+
+RankCounts count_rank(const Schedule& s, int r, bool uniform) {
+  RankCounts out;
+  double live = 0;
+  const double u0 = uniform && s.M > 0 ? s.chunk_fraction(0) : 0.0;
+  for (const Action& a : s.ranks[r]) {
+    if (a.op == Op::F || a.op == Op::W || a.op == Op::BW) {
+      const double u = uniform ? u0 : s.chunk_fraction(static_cast<int>(a.mb));
+      live += a.op == Op::F ? u : -u;
+      out.peak = std::max(out.peak, live);
+    }
+    if (a.op == Op::F) {
+      const int next = s.next_rank(a.chunk, static_cast<int>(a.mb));
+      out.messages += next >= 0 && next != r;
+    } else if (a.op == Op::B || a.op == Op::BW) {
+      const int prev = s.prev_rank(a.chunk, static_cast<int>(a.mb));
+      out.messages += prev >= 0 && prev != r;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<double> peak_activations(const Schedule& s) {
   std::vector<double> peak(s.P, 0.0);
-  for (int r = 0; r < s.P; ++r) {
-    double live = 0;
-    for (const Action& a : s.ranks[r]) {
-      const double u = s.chunk_fraction(static_cast<int>(a.mb));
-      if (a.op == Op::F) live += u;
-      if (a.op == Op::W || a.op == Op::BW) live -= u;
-      peak[r] = std::max(peak[r], live);
-    }
-  }
+  const bool uniform = s.uniform_routes();
+  for (int r = 0; r < s.P; ++r) peak[r] = count_rank(s, r, uniform).peak;
   return peak;
 }
 
@@ -130,20 +150,13 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   const double period = rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2];
   res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
                               res.t_ideal + cfg.optimizer_time);
-  const auto peaks = peak_activations(s);
+  const bool uniform_routes = s.uniform_routes();
   for (int r = 0; r < s.P; ++r) {
-    res.ranks[r].peak_activations = peaks[r];
-    res.ranks[r].peak_activation_bytes = peaks[r] * cfg.act_bytes;
+    const RankCounts c = count_rank(s, r, uniform_routes);
+    res.ranks[r].peak_activations = c.peak;
+    res.ranks[r].peak_activation_bytes = c.peak * cfg.act_bytes;
+    res.p2p_messages += c.messages;
   }
-  for (int r = 0; r < s.P; ++r)
-    for (const Action& a : s.ranks[r]) {
-      if (a.op == Op::F && s.next_rank(a.chunk, static_cast<int>(a.mb)) >= 0 &&
-          s.next_rank(a.chunk, static_cast<int>(a.mb)) != r)
-        ++res.p2p_messages;
-      if ((a.op == Op::B || a.op == Op::BW) && s.prev_rank(a.chunk, static_cast<int>(a.mb)) >= 0 &&
-          s.prev_rank(a.chunk, static_cast<int>(a.mb)) != r)
-        ++res.p2p_messages;
-    }
   return res;
 }
 
