@@ -42,13 +42,12 @@ class DataflowEngine {
     // Every rank runs until it must wait for one input, and is woken only when that input
     // arrives. The ready ranks form a stack: a woken rank runs next, while the data it
     // waited for is still in cache.
-    ready_.clear();
-    for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
-    while (!ready_.empty()) {
-      const int r = ready_.back();
-      ready_.pop_back();
-      advance(r);
-    }
+    // A rank is on the stack at most once (it waits for nothing while there), plus one slot
+    // for the branchless push.
+    ready_.assign(static_cast<std::size_t>(P) + 1, 0);
+    top_ = 0;
+    for (int r = P - 1; r >= 0; --r) ready_[top_++] = r;
+    while (top_ > 0) advance(ready_[--top_]);
     for (int r = 0; r < P; ++r)
       if (st_[r].step < steps_) return false;
     return true;
@@ -128,12 +127,14 @@ class DataflowEngine {
     return kNotWaiting;
   }
 
+  // Without a branch (whether the rank waits for exactly this is unpredictable): the rank is
+  // written above the top of the stack, and the top moves up only if it was waiting for it.
   void wake(int r, std::size_t what) {
     RankState& st = st_[r];
-    if (st.waiting == what) {
-      st.waiting = kNotWaiting;
-      ready_.push_back(r);
-    }
+    const bool hit = st.waiting == what;
+    st.waiting = hit ? kNotWaiting : st.waiting;
+    ready_[top_] = r;
+    top_ += hit;
   }
 
   void output(const Slots& sl, int r, std::uint8_t gen, const Action& a, Time f_end,
@@ -225,6 +226,7 @@ class DataflowEngine {
   std::vector<std::uint8_t> fgen_, bgen_;
   std::vector<RankState> st_;
   std::vector<int> ready_;
+  std::size_t top_ = 0;
 };
 
 }  // namespace bb

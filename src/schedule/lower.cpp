@@ -206,130 +206,195 @@ Schedule lower(Schedule s) {
   return s;
 }
 
+namespace {
+
+// The dry run's state: per (chunk, micro-batch) what has happened, and per rank the heads of
+// its two streams. A rank runs until both streams wait; a completed send/receive pair wakes
+// the other rank. Every wait is on something another rank does, so a rank that is not woken
+// stays waiting: when no rank is ready, whoever has not finished is deadlocked.
+class DryRun {
+ public:
+  explicit DryRun(const Schedule& s)
+      : s_(s),
+        uniform_(s.uniform_routes()),
+        done_(static_cast<std::size_t>(s.num_chunks()) * s.M, 0),
+        heads_(s.P),
+        on_stack_(s.P, 1) {}
+
+  DryRunResult run() {
+    const int P = s_.P;
+    for (int r = 0; r < P; ++r) {
+      const auto& acts = s_.ranks[r];
+      Heads& h = heads_[r];
+      h.compute = h.comm = acts.data();
+      h.end = acts.data() + acts.size();
+      skip_comm(&h.compute, h.end);
+      skip_compute(&h.comm, h.end);
+    }
+    for (int r = P - 1; r >= 0; --r) stack_.push_back(r);
+    while (!stack_.empty() && mismatch_.empty()) {
+      const int r = stack_.back();
+      stack_.pop_back();
+      on_stack_[r] = 0;
+      advance(r);
+    }
+    return report();
+  }
+
+ private:
+  enum : std::uint8_t { kF = 1, kB = 2, kRecvF = 4, kRecvB = 8 };
+
+  struct Heads {
+    const Action* compute;  // next compute action
+    const Action* comm;     // next SEND/RECV
+    const Action* end;
+  };
+
+  static void skip_comm(const Action** p, const Action* end) {
+    while (*p != end && is_comm((*p)->op)) ++*p;
+  }
+  static void skip_compute(const Action** p, const Action* end) {
+    while (*p != end && !is_comm((*p)->op)) ++*p;
+  }
+  const Route& route(std::uint32_t mb) const { return uniform_ ? s_.routes[0] : s_.routes[mb]; }
+  std::uint8_t& at(int c, std::uint32_t m) { return done_[static_cast<std::size_t>(c) * s_.M + m]; }
+
+  // Peer of a comm action, or -1 where the route has no neighbouring chunk.
+  int peer(const Action& a) const {
+    const Route& rt = route(a.mb);
+    if (a.op == Op::SEND_F || a.op == Op::RECV_B)
+      return a.chunk < rt.last ? s_.chunk_rank[a.chunk + 1] : -1;
+    return a.chunk > rt.first ? s_.chunk_rank[a.chunk - 1] : -1;
+  }
+
+  bool compute_ready(const Action& a) {
+    const Route& rt = route(a.mb);
+    if (a.op == Op::F) {
+      if (a.chunk == rt.first) return true;
+      return s_.chunk_rank[a.chunk - 1] == s_.chunk_rank[a.chunk] ? (at(a.chunk - 1, a.mb) & kF)
+                                                                  : (at(a.chunk, a.mb) & kRecvF);
+    }
+    if (a.op == Op::W || a.chunk == rt.last) return true;
+    return s_.chunk_rank[a.chunk + 1] == s_.chunk_rank[a.chunk] ? (at(a.chunk + 1, a.mb) & kB)
+                                                                : (at(a.chunk, a.mb) & kRecvB);
+  }
+
+  void wake(int q) {
+    if (!on_stack_[q]) {
+      on_stack_[q] = 1;
+      stack_.push_back(q);
+    }
+  }
+
+  // Runs the compute stream as far as it can; true if it moved.
+  bool run_compute(Heads& h) {
+    const Action* p = h.compute;
+    while (p != h.end && compute_ready(*p)) {
+      if (p->op == Op::F) at(p->chunk, p->mb) |= kF;
+      if (p->op == Op::B || p->op == Op::BW) at(p->chunk, p->mb) |= kB;
+      ++p;
+      skip_comm(&p, h.end);
+    }
+    const bool moved = p != h.compute;
+    h.compute = p;
+    return moved;
+  }
+
+  // Completes send/receive pairs at the head of r's comm stream; true if any completed.
+  bool run_comm(int r, Heads& h) {
+    bool moved = false;
+    while (h.comm != h.end) {
+      const Action& a = *h.comm;
+      const int q = peer(a);
+      if (q < 0 || q == r) {
+        mismatch_ = "  rank " + std::to_string(r) + ": " + to_string(a) +
+                    " has no peer rank (validate the schedule first)\n";
+        return moved;
+      }
+      Heads& hq = heads_[q];
+      if (hq.comm == hq.end) return moved;
+      const Action& b = *hq.comm;
+      const bool a_sends = is_send(a.op);
+      // Not the counterpart: the peer is busy with another rank, or both send (or both
+      // receive) first and wait for each other.
+      if (a_sends == is_send(b.op) || peer(b) != r) return moved;
+      const Action& snd = a_sends ? a : b;
+      const Action& rcv = a_sends ? b : a;
+      const bool fwd = snd.op == Op::SEND_F;
+      if (rcv.op != (fwd ? Op::RECV_F : Op::RECV_B) || rcv.chunk != (fwd ? snd.chunk + 1 : snd.chunk - 1) ||
+          rcv.mb != snd.mb) {
+        const int sender = a_sends ? r : q;
+        mismatch_ = "  rank " + std::to_string(sender) + " sends " + to_string(snd) + " to rank " +
+                    std::to_string(a_sends ? q : r) + ", whose next receive from it is " +
+                    to_string(rcv) + ": in-order matching would deliver the wrong tensor\n";
+        return moved;
+      }
+      if (!(at(snd.chunk, snd.mb) & (fwd ? kF : kB))) return moved;  // data not produced yet
+      at(rcv.chunk, rcv.mb) |= fwd ? kRecvF : kRecvB;
+      ++h.comm;
+      skip_compute(&h.comm, h.end);
+      ++hq.comm;
+      skip_compute(&hq.comm, hq.end);
+      wake(q);
+      moved = true;
+    }
+    return moved;
+  }
+
+  void advance(int r) {
+    Heads& h = heads_[r];
+    // A completed receive may unblock compute, and new compute may produce a send's data.
+    for (bool moved = true; moved && mismatch_.empty();)
+      moved = run_compute(h) | run_comm(r, h);
+  }
+
+  DryRunResult report() const {
+    DryRunResult res;
+    if (!mismatch_.empty()) {
+      res.ok = false;
+      res.message = mismatch_;
+      return res;
+    }
+    for (int r = 0; r < s_.P; ++r) {
+      const Heads& h = heads_[r];
+      if (h.compute == h.end && h.comm == h.end) continue;
+      const Action* base = s_.ranks[r].data();
+      res.ok = false;
+      res.message += "  rank " + std::to_string(r) + ":";
+      if (h.compute != h.end)
+        res.message += " compute waits at " + to_string(*h.compute) + " (step " +
+                       std::to_string(h.compute - base) + ")";
+      if (h.comm != h.end) {
+        const Action& a = *h.comm;
+        res.message += std::string(h.compute != h.end ? ";" : "") + " comm waits at " +
+                       to_string(a) + " (step " + std::to_string(h.comm - base) + ") " +
+                       (is_send(a.op) ? "to" : "from") + " rank " + std::to_string(peer(a));
+      }
+      res.message += "\n";
+    }
+    if (!res.ok) res.message = "deadlock: no rank can make progress\n" + res.message;
+    return res;
+  }
+
+  const Schedule& s_;
+  bool uniform_;
+  std::vector<std::uint8_t> done_;
+  std::vector<Heads> heads_;
+  std::vector<int> stack_;
+  std::vector<std::uint8_t> on_stack_;
+  std::string mismatch_;
+};
+
+}  // namespace
+
 DryRunResult dry_run(const Schedule& s) {
-  DryRunResult res;
   if (!s.lowered) {
+    DryRunResult res;
     res.ok = false;
     res.message = "dry run needs a lowered schedule";
     return res;
   }
-  const int P = s.P;
-  const std::size_t CM = static_cast<std::size_t>(s.num_chunks()) * s.M;
-  // Done bits per (chunk, mb): forward output, input gradient, and the two receives.
-  std::vector<std::uint8_t> done(CM, 0);
-  enum : std::uint8_t { kF = 1, kB = 2, kRecvF = 4, kRecvB = 8 };
-  auto at = [&](int c, std::uint32_t m) -> std::uint8_t& {
-    return done[static_cast<std::size_t>(c) * s.M + m];
-  };
-  std::vector<std::size_t> cpos(P, 0), mpos(P, 0);
-  auto skip = [&](int r) {
-    const auto& acts = s.ranks[r];
-    while (cpos[r] < acts.size() && is_comm(acts[cpos[r]].op)) ++cpos[r];
-    while (mpos[r] < acts.size() && !is_comm(acts[mpos[r]].op)) ++mpos[r];
-  };
-  // Peer of a comm action on rank r.
-  auto peer = [&](const Action& a) {
-    return (a.op == Op::SEND_F || a.op == Op::RECV_B) ? s.next_rank(a.chunk, a.mb)
-                                                      : s.prev_rank(a.chunk, a.mb);
-  };
-  auto compute_ready = [&](const Action& a) {
-    const Route& rt = s.routes[a.mb];
-    if (a.op == Op::F && a.chunk > rt.first)
-      return s.chunk_rank[a.chunk - 1] == s.chunk_rank[a.chunk] ? (at(a.chunk - 1, a.mb) & kF) != 0
-                                                                : (at(a.chunk, a.mb) & kRecvF) != 0;
-    if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
-      return s.chunk_rank[a.chunk + 1] == s.chunk_rank[a.chunk] ? (at(a.chunk + 1, a.mb) & kB) != 0
-                                                                : (at(a.chunk, a.mb) & kRecvB) != 0;
-    return true;
-  };
-  std::vector<int> queue;
-  std::vector<std::uint8_t> queued(P, 1);
-  for (int r = 0; r < P; ++r) {
-    queue.push_back(r);
-    skip(r);
-  }
-  auto wake = [&](int r) {
-    if (r >= 0 && !queued[r]) {
-      queued[r] = 1;
-      queue.push_back(r);
-    }
-  };
-  std::string mismatch;
-  for (std::size_t head = 0; head < queue.size() && mismatch.empty(); ++head) {
-    const int r = queue[head];
-    queued[r] = 0;
-    const auto& acts = s.ranks[r];
-    for (bool progress = true; progress && mismatch.empty();) {
-      progress = false;
-      // Compute stream.
-      while (cpos[r] < acts.size()) {
-        const Action& a = acts[cpos[r]];
-        if (!compute_ready(a)) break;
-        if (a.op == Op::F) at(a.chunk, a.mb) |= kF;
-        if (a.op == Op::B || a.op == Op::BW) at(a.chunk, a.mb) |= kB;
-        ++cpos[r];
-        skip(r);
-        progress = true;
-      }
-      // Comm stream: a send at the head completes with the receive at the peer's head.
-      while (mpos[r] < acts.size()) {
-        const Action& a = acts[mpos[r]];
-        const int q = peer(a);
-        if (q < 0 || q == r) {
-          mismatch = "  rank " + std::to_string(r) + ": " + to_string(a) +
-                     " has no peer rank (validate the schedule first)\n";
-          break;
-        }
-        const auto& qa = s.ranks[q];
-        if (mpos[q] >= qa.size()) break;
-        const Action& b = qa[mpos[q]];
-        const Action& snd = is_send(a.op) ? a : b;
-        const Action& rcv = is_send(a.op) ? b : a;
-        const int sender = is_send(a.op) ? r : q;
-        if (!is_send(snd.op) || !is_recv(rcv.op) || peer(b) != r) break;  // peer busy elsewhere
-        const bool fwd = snd.op == Op::SEND_F;
-        const int want_chunk = fwd ? snd.chunk + 1 : snd.chunk - 1;
-        if (rcv.op != (fwd ? Op::RECV_F : Op::RECV_B) || rcv.chunk != want_chunk ||
-            rcv.mb != snd.mb) {
-          mismatch = "  rank " + std::to_string(sender) + " sends " + to_string(snd) + " to rank " +
-                     std::to_string(sender == r ? q : r) + ", whose next receive from it is " +
-                     to_string(rcv) + ": in-order matching would deliver the wrong tensor\n";
-          break;
-        }
-        if (!(at(snd.chunk, snd.mb) & (fwd ? kF : kB))) break;  // data not produced yet
-        at(rcv.chunk, rcv.mb) |= fwd ? kRecvF : kRecvB;
-        ++mpos[r];
-        ++mpos[q];
-        skip(r);
-        skip(q);
-        wake(q);
-        progress = true;
-      }
-    }
-  }
-  if (!mismatch.empty()) {
-    res.ok = false;
-    res.message = mismatch;
-    return res;
-  }
-  for (int r = 0; r < P; ++r) {
-    const auto& acts = s.ranks[r];
-    if (cpos[r] >= acts.size() && mpos[r] >= acts.size()) continue;
-    res.ok = false;
-    res.message += "  rank " + std::to_string(r) + ":";
-    if (cpos[r] < acts.size())
-      res.message += " compute waits at " + to_string(acts[cpos[r]]) + " (step " +
-                     std::to_string(cpos[r]) + ")";
-    if (mpos[r] < acts.size()) {
-      const Action& a = acts[mpos[r]];
-      res.message += std::string(cpos[r] < acts.size() ? ";" : "") + " comm waits at " +
-                     to_string(a) + " (step " + std::to_string(mpos[r]) + ") " +
-                     (is_send(a.op) ? "to" : "from") + " rank " + std::to_string(peer(a));
-    }
-    res.message += "\n";
-  }
-  if (!res.ok) res.message = "deadlock: no rank can make progress\n" + res.message;
-  return res;
+  return DryRun(s).run();
 }
 
 }  // namespace bb

@@ -58,13 +58,51 @@ class CostModel {
   double delay_ = 0, gap_ = 0;
 };
 
+// Peak live activations and point-to-point messages sent by one rank, action by action in
+// its order (communication actions change neither).
+class RankCounts {
+ public:
+  RankCounts(const Schedule& s, int r, bool uniform_routes)
+      : s_(&s), r_(r), uniform_(uniform_routes) {
+    if (uniform_ && s.M > 0) u0_ = s.chunk_fraction(0);
+  }
+  void add(const Action& a) {
+    if (a.op == Op::F) {
+      live_ += unit(a);
+      peak_ = std::max(peak_, live_);
+      const int next = s_->next_rank(a.chunk, static_cast<int>(a.mb));
+      messages_ += next >= 0 && next != r_;
+    } else if (a.op != Op::W && is_compute(a.op)) {  // B or BW
+      const int prev = s_->prev_rank(a.chunk, static_cast<int>(a.mb));
+      messages_ += prev >= 0 && prev != r_;
+    }
+    if (a.op == Op::W || a.op == Op::BW) live_ -= unit(a);
+  }
+  double peak() const { return peak_; }
+  std::size_t messages() const { return messages_; }
+
+ private:
+  double unit(const Action& a) const {
+    return uniform_ ? u0_ : s_->chunk_fraction(static_cast<int>(a.mb));
+  }
+  const Schedule* s_;
+  int r_;
+  bool uniform_;
+  double u0_ = 0, live_ = 0, peak_ = 0;
+  std::size_t messages_ = 0;
+};
+
 struct Recorder : CostModel {
   Recorder(const Schedule& s, const SimConfig& cfg, int P, bool keep)
       : CostModel(s, cfg),
+        sched(s),
         stats(P),
         step_end(static_cast<std::size_t>(cfg.steps), 0.0),
         keep(keep) {
     for (auto& st : stats) st.first_start = -1;
+    counts.reserve(P);
+    const bool uniform = s.uniform_routes();
+    for (int r = 0; r < P; ++r) counts.emplace_back(s, r, uniform);
     set_gap(cfg.optimizer_time);
   }
   void record(int rank, int step, std::size_t index, std::size_t n, double ready, double start,
@@ -76,46 +114,26 @@ struct Recorder : CostModel {
     if (st.first_start < 0) st.first_start = start;
     st.last_end = std::max(st.last_end, end);
     if (keep) events.push_back({rank, index, static_cast<int>(n), ready, start, end});
+    for (std::size_t k = 0; k < n; ++k) counts[rank].add(sched.ranks[rank][index + k]);
   }
+  const Schedule& sched;
+  std::vector<RankCounts> counts;  // step 1's, in each rank's order
   std::vector<RankStats> stats;
   std::vector<double> step_end;
   std::vector<SimEvent> events;
   bool keep;
 };
 
-// One pass over a rank's list: peak live activations and point-to-point messages sent.
-struct RankCounts {
-  double peak = 0;
-  std::size_t messages = 0;
-};
-
-RankCounts count_rank(const Schedule& s, int r, bool uniform) {
-  RankCounts out;
-  double live = 0;
-  const double u0 = uniform && s.M > 0 ? s.chunk_fraction(0) : 0.0;
-  for (const Action& a : s.ranks[r]) {
-    if (a.op == Op::F || a.op == Op::W || a.op == Op::BW) {
-      const double u = uniform ? u0 : s.chunk_fraction(static_cast<int>(a.mb));
-      live += a.op == Op::F ? u : -u;
-      out.peak = std::max(out.peak, live);
-    }
-    if (a.op == Op::F) {
-      const int next = s.next_rank(a.chunk, static_cast<int>(a.mb));
-      out.messages += next >= 0 && next != r;
-    } else if (a.op == Op::B || a.op == Op::BW) {
-      const int prev = s.prev_rank(a.chunk, static_cast<int>(a.mb));
-      out.messages += prev >= 0 && prev != r;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<double> peak_activations(const Schedule& s) {
   std::vector<double> peak(s.P, 0.0);
   const bool uniform = s.uniform_routes();
-  for (int r = 0; r < s.P; ++r) peak[r] = count_rank(s, r, uniform).peak;
+  for (int r = 0; r < s.P; ++r) {
+    RankCounts c(s, r, uniform);
+    for (const Action& a : s.ranks[r]) c.add(a);
+    peak[r] = c.peak();
+  }
   return peak;
 }
 
@@ -150,12 +168,11 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   const double period = rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2];
   res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
                               res.t_ideal + cfg.optimizer_time);
-  const bool uniform_routes = s.uniform_routes();
   for (int r = 0; r < s.P; ++r) {
-    const RankCounts c = count_rank(s, r, uniform_routes);
-    res.ranks[r].peak_activations = c.peak;
-    res.ranks[r].peak_activation_bytes = c.peak * cfg.act_bytes;
-    res.p2p_messages += c.messages;
+    const RankCounts& c = rec.counts[r];
+    res.ranks[r].peak_activations = c.peak();
+    res.ranks[r].peak_activation_bytes = c.peak() * cfg.act_bytes;
+    res.p2p_messages += c.messages();
   }
   return res;
 }
