@@ -137,8 +137,7 @@ class DataflowEngine {
     top_ += hit;
   }
 
-  void output(const Slots& sl, int r, std::uint8_t gen, const Action& a, Time f_end,
-              Time grad_at) {
+  void output(const Slots& sl, int r, std::uint8_t gen, const Action& a, Time f_end, Time grad_at) {
     const Route& rt = route(a.mb);
     if (a.op == Op::F) {
       if (a.chunk == rt.last) return;

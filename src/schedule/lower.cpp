@@ -131,7 +131,7 @@ class RankLowering {
           const int src = s_.chunk_rank[a.chunk - 1];
           if (src != r_)
             frecvs_.push_back(Msg::make(ftime_[idx(a.chunk - 1, a.mb)], src, 0, a.chunk - 1, a.mb,
-                                       make_action(Op::RECV_F, a.chunk, static_cast<int>(a.mb))));
+                                        make_action(Op::RECV_F, a.chunk, static_cast<int>(a.mb))));
         }
         nsend += a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_;
       } else if (a.op == Op::B || a.op == Op::BW) {
@@ -139,7 +139,7 @@ class RankLowering {
           const int src = s_.chunk_rank[a.chunk + 1];
           if (src != r_)
             brecvs_.push_back(Msg::make(btime_[idx(a.chunk + 1, a.mb)], src, 1, a.chunk + 1, a.mb,
-                                       make_action(Op::RECV_B, a.chunk, static_cast<int>(a.mb))));
+                                        make_action(Op::RECV_B, a.chunk, static_cast<int>(a.mb))));
         }
         nsend += a.chunk > rt.first && s_.chunk_rank[a.chunk - 1] != r_;
       }
@@ -321,8 +321,8 @@ class DryRun {
       const Action& snd = a_sends ? a : b;
       const Action& rcv = a_sends ? b : a;
       const bool fwd = snd.op == Op::SEND_F;
-      if (rcv.op != (fwd ? Op::RECV_F : Op::RECV_B) || rcv.chunk != (fwd ? snd.chunk + 1 : snd.chunk - 1) ||
-          rcv.mb != snd.mb) {
+      if (rcv.op != (fwd ? Op::RECV_F : Op::RECV_B) ||
+          rcv.chunk != (fwd ? snd.chunk + 1 : snd.chunk - 1) || rcv.mb != snd.mb) {
         const int sender = a_sends ? r : q;
         mismatch_ = "  rank " + std::to_string(sender) + " sends " + to_string(snd) + " to rank " +
                     std::to_string(a_sends ? q : r) + ", whose next receive from it is " +
@@ -344,8 +344,7 @@ class DryRun {
   void advance(int r) {
     Heads& h = heads_[r];
     // A completed receive may unblock compute, and new compute may produce a send's data.
-    for (bool moved = true; moved && mismatch_.empty();)
-      moved = run_compute(h) | run_comm(r, h);
+    for (bool moved = true; moved && mismatch_.empty();) moved = run_compute(h) | run_comm(r, h);
   }
 
   DryRunResult report() const {

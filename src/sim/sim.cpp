@@ -153,6 +153,9 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   SimResult res;
   res.ranks = std::move(rec.stats);
   res.events = std::move(rec.events);
+  std::sort(res.events.begin(), res.events.end(), [](const SimEvent& a, const SimEvent& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.index < b.index;
+  });
   double makespan = 0;
   for (const auto& st : res.ranks) {
     res.busy_sum += st.busy;

@@ -47,7 +47,7 @@ struct SimResult {
   BubbleMetrics steady;  // back-to-back steps: span = period
   std::vector<RankStats> ranks;
   std::size_t p2p_messages = 0;  // per step
-  std::vector<SimEvent> events;  // single step, when asked
+  std::vector<SimEvent> events;  // single step, when asked; by rank, then list order
 };
 
 // Peak live activations per rank (micro-batch-stage units) from the action order alone.
