@@ -31,10 +31,7 @@ class DataflowEngine {
   // True when every rank finished every step.
   bool run() {
     const std::size_t CM = static_cast<std::size_t>(s_.num_chunks()) * s_.M;
-    favail_.assign(CM, Time{});
-    bavail_.assign(CM, Time{});
-    fgen_.assign(CM, 0);
-    bgen_.assign(CM, 0);
+    edge_.assign(CM, Slot{});
     uniform_ = s_.uniform_routes();
     if (!s_.routes.empty()) route_ = s_.routes.front();
     const int P = s_.P;
@@ -55,13 +52,6 @@ class DataflowEngine {
 
   Time clock(int rank) const { return st_[rank].clock; }
 
-  // Arrival times of every (chunk, micro-batch)'s forward output and input gradient at the
-  // rank that consumes it (index chunk * M + mb), handed over after run().
-  void take_arrivals(std::vector<Time>* forward, std::vector<Time>* gradient) {
-    *forward = std::move(favail_);
-    *gradient = std::move(bavail_);
-  }
-
   std::string stuck_report() const {
     std::string out;
     for (int r = 0; r < s_.P; ++r) {
@@ -79,15 +69,24 @@ class DataflowEngine {
 
   struct RankState {
     std::size_t pos = 0;
-    std::size_t waiting = kNotWaiting;  // 2 * slot + (0 forward, 1 gradient) it waits for
+    std::size_t waiting = kNotWaiting;  // the edge slot it waits for
     int step = 0;
     Time clock{};
   };
 
+  // One slot per edge between chunk c and c+1 of micro-batch mb (index c * M + mb): first the
+  // activation going forward, then, once chunk c+1 has used it (its F precedes its B), the
+  // gradient coming back. The stamp says which value of which step the slot holds.
+  struct Slot {
+    Time t{};
+    std::uint32_t stamp = 0;
+  };
+  static std::uint32_t fstamp(int step) { return 2 * static_cast<std::uint32_t>(step) + 1; }
+  static std::uint32_t bstamp(int step) { return 2 * static_cast<std::uint32_t>(step) + 2; }
+
   std::size_t idx(int chunk, std::uint32_t mb) const {
     return static_cast<std::size_t>(chunk) * s_.M + mb;
   }
-  std::uint8_t stamp(int step) const { return static_cast<std::uint8_t>(step % 255 + 1); }
   const Route& route(std::uint32_t mb) const { return uniform_ ? route_ : s_.routes[mb]; }
 
   std::string wait_reason(int r, const Action& a) const {
@@ -102,27 +101,19 @@ class DataflowEngine {
     return "its own earlier action";
   }
 
-  // Raw views of the slot arrays, held in registers by the hot loop.
-  struct Slots {
-    Time* favail;
-    Time* bavail;
-    std::uint8_t* fgen;
-    std::uint8_t* bgen;
-  };
-
-  // Raises *t to the input's arrival time; returns kNotWaiting, or what the action waits for.
-  std::size_t input(const Slots& sl, const Action& a, std::uint8_t gen, Time* t) const {
+  // Raises *t to the input's arrival time; returns kNotWaiting, or the slot it waits for.
+  std::size_t input(Slot* edge, const Action& a, int step, Time* t) const {
     const Route& rt = route(a.mb);
     if (a.op == Op::F) {
       if (a.chunk == rt.first) return kNotWaiting;
-      const std::size_t k = idx(a.chunk - 1, a.mb);
-      if (sl.fgen[k] != gen) return 2 * k;
-      if (sl.favail[k] > *t) *t = sl.favail[k];
+      const Slot& sl = edge[idx(a.chunk - 1, a.mb)];
+      if (sl.stamp != fstamp(step)) return idx(a.chunk - 1, a.mb);
+      if (sl.t > *t) *t = sl.t;
     } else if (a.op != Op::W) {  // B or BW
       if (a.chunk == rt.last) return kNotWaiting;
-      const std::size_t k = idx(a.chunk + 1, a.mb);
-      if (sl.bgen[k] != gen) return 2 * k + 1;
-      if (sl.bavail[k] > *t) *t = sl.bavail[k];
+      const Slot& sl = edge[idx(a.chunk, a.mb)];
+      if (sl.stamp != bstamp(step)) return idx(a.chunk, a.mb);
+      if (sl.t > *t) *t = sl.t;
     }
     return kNotWaiting;
   }
@@ -137,49 +128,47 @@ class DataflowEngine {
     top_ += hit;
   }
 
-  void output(const Slots& sl, int r, std::uint8_t gen, const Action& a, Time f_end, Time grad_at) {
+  void output(Slot* edge, int r, int step, const Action& a, Time f_end, Time grad_at) {
     const Route& rt = route(a.mb);
     if (a.op == Op::F) {
       if (a.chunk == rt.last) return;
       const int dst = s_.chunk_rank[a.chunk + 1];
       const std::size_t k = idx(a.chunk, a.mb);
-      sl.fgen[k] = gen;
+      edge[k].stamp = fstamp(step);
       if (dst == r) {
-        sl.favail[k] = f_end;
+        edge[k].t = f_end;
       } else {
-        sl.favail[k] = f_end + pol_.delay(r, dst, a);
-        wake(dst, 2 * k);
+        edge[k].t = f_end + pol_.delay(r, dst, a);
+        wake(dst, k);
       }
     } else if (a.op != Op::W) {  // B or BW
       if (a.chunk == rt.first) return;
       const int dst = s_.chunk_rank[a.chunk - 1];
-      const std::size_t k = idx(a.chunk, a.mb);
-      sl.bgen[k] = gen;
+      const std::size_t k = idx(a.chunk - 1, a.mb);
+      edge[k].stamp = bstamp(step);
       if (dst == r) {
-        sl.bavail[k] = grad_at;
+        edge[k].t = grad_at;
       } else {
-        sl.bavail[k] = grad_at + pol_.delay(r, dst, a);
-        wake(dst, 2 * k + 1);
+        edge[k].t = grad_at + pol_.delay(r, dst, a);
+        wake(dst, k);
       }
     }
   }
 
   void advance(int r) {
     RankState& st = st_[r];
-    const Slots sl{favail_.data(), bavail_.data(), fgen_.data(), bgen_.data()};
+    Slot* const edge = edge_.data();
     const Action* const acts = s_.ranks[r].data();
     const std::size_t size = s_.ranks[r].size();
     // Work on locals; write the state back when the rank blocks or finishes.
     std::size_t pos = st.pos;
     int step = st.step;
     Time clock = st.clock;
-    std::uint8_t gen = stamp(step);
     std::size_t waiting = kNotWaiting;
     while (step < steps_) {
       if (pos >= size) {
         pos = 0;
         if (++step < steps_) clock += pol_.step_gap(r);
-        gen = stamp(step);
         continue;
       }
       const Action* a = acts + pos;
@@ -189,26 +178,26 @@ class DataflowEngine {
       }
       Time start = clock;
       if (!a->overlap_next() || pos + 1 == size) [[likely]] {
-        waiting = input(sl, *a, gen, &start);
+        waiting = input(edge, *a, step, &start);
         if (waiting != kNotWaiting) break;
         const Time end = start + pol_.cost(r, a, 1);
         pol_.record(r, step, pos, 1, clock, start, end);
         clock = end;
         ++pos;
-        output(sl, r, gen, *a, end, end);
+        output(edge, r, step, *a, end, end);
         continue;
       }
       // An FB pair: both inputs, one cost; the gradient leaves at grad_offset.
-      waiting = input(sl, a[0], gen, &start);
-      if (waiting == kNotWaiting) waiting = input(sl, a[1], gen, &start);
+      waiting = input(edge, a[0], step, &start);
+      if (waiting == kNotWaiting) waiting = input(edge, a[1], step, &start);
       if (waiting != kNotWaiting) break;
       const Time end = start + pol_.cost(r, a, 2);
       const Time grad_at = start + pol_.grad_offset(r, a, 2);
       pol_.record(r, step, pos, 2, clock, start, end);
       clock = end;
       pos += 2;
-      output(sl, r, gen, a[0], end, grad_at);
-      output(sl, r, gen, a[1], end, grad_at);
+      output(edge, r, step, a[0], end, grad_at);
+      output(edge, r, step, a[1], end, grad_at);
     }
     st.pos = pos;
     st.step = step;
@@ -221,8 +210,7 @@ class DataflowEngine {
   int steps_;
   bool uniform_ = true;  // every micro-batch takes the same route
   Route route_;
-  std::vector<Time> favail_, bavail_;
-  std::vector<std::uint8_t> fgen_, bgen_;
+  std::vector<Slot> edge_;
   std::vector<RankState> st_;
   std::vector<int> ready_;
   std::size_t top_ = 0;

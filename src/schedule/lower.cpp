@@ -19,7 +19,13 @@ UnitTime unit_cost(const Action& a) {
   return a.op == Op::BW ? 2.0f : 1.0f;
 }
 
+// Records every message's time: the end of its producer (index chunk * M + mb of the
+// producer; zero delay, so this is also when it arrives).
 struct UnitPolicy {
+  explicit UnitPolicy(const Schedule& s)
+      : s(s),
+        ftime(static_cast<std::size_t>(s.num_chunks()) * s.M, 0.0f),
+        btime(ftime.size(), 0.0f) {}
   UnitTime cost(int, const Action* a, std::size_t n) const {
     UnitTime c = 0;
     for (std::size_t k = 0; k < n; ++k) c += unit_cost(a[k]);
@@ -29,7 +35,16 @@ struct UnitPolicy {
   UnitTime grad_offset(int, const Action* a, std::size_t n) const { return cost(0, a, n); }
   UnitTime delay(int, int, const Action&) const { return 0; }
   UnitTime step_gap(int) const { return 0; }
-  void record(int, int, std::size_t, std::size_t, UnitTime, UnitTime, UnitTime) {}
+  void record(int rank, int, std::size_t index, std::size_t n, UnitTime, UnitTime, UnitTime end) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const Action& a = s.ranks[rank][index + k];
+      const std::size_t i = static_cast<std::size_t>(a.chunk) * s.M + a.mb;
+      if (a.op == Op::F) ftime[i] = end;
+      if (a.op == Op::B || a.op == Op::BW) btime[i] = end;
+    }
+  }
+  const Schedule& s;
+  std::vector<UnitTime> ftime, btime;
 };
 
 // A message's place in the global order (time, source rank, direction, chunk, micro-batch),
@@ -180,15 +195,17 @@ class RankLowering {
 Schedule lower(Schedule s) {
   if (s.lowered) throw ScheduleError("schedule '" + s.name + "' is already lowered");
   validate_or_throw(s);
-  // Message times: with zero delay, the engine's arrival times are the producers' end times.
-  UnitPolicy pol;
-  DataflowEngine<UnitTime, UnitPolicy> engine(s, pol, 1);
-  if (!engine.run())
-    throw ScheduleError(
-        "schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
-        ") deadlocks: the ranks' orders form a cyclic wait\n" + engine.stuck_report());
   std::vector<UnitTime> ftime, btime;
-  engine.take_arrivals(&ftime, &btime);
+  {
+    UnitPolicy pol(s);
+    DataflowEngine<UnitTime, UnitPolicy> engine(s, pol, 1);
+    if (!engine.run())
+      throw ScheduleError(
+          "schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
+          ") deadlocks: the ranks' orders form a cyclic wait\n" + engine.stuck_report());
+    ftime = std::move(pol.ftime);
+    btime = std::move(pol.btime);
+  }
   // Rank r's lowering reads only rank r's list, so each lowered list replaces its compute
   // list at once (peak memory: the lowered schedule plus one rank's compute list).
   RankLowering lowering(s, ftime, btime);
