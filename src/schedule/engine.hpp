@@ -3,7 +3,8 @@
 // timing), for one or more back-to-back steps. It ignores SEND/RECV actions: messages are
 // modelled by the policy's delay. Lowering drives it with unit costs; the simulator with
 // real costs and the link model. A schedule whose orders form a cyclic wait gets stuck, and
-// `stuck_report()` says who waits for what.
+// `stuck_report()` says who waits for what. It expects a validated schedule (on each chunk a
+// micro-batch's F before its B): one slot carries the activation and then the gradient.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ namespace bb {
 //   Time delay(int src, int dst, const Action& producer);   // message time (0 if local)
 //   Time step_gap(int rank);                                // between steps (optimizer)
 //   void record(int rank, int step, std::size_t index, std::size_t n,
-//               Time ready, Time start, Time end);
+//               Time ready, Time start, Time end);        // each rank's actions in list order
 template <class Time, class Policy>
 class DataflowEngine {
  public:
@@ -37,10 +38,9 @@ class DataflowEngine {
     const int P = s_.P;
     st_.assign(P, RankState{});
     // Every rank runs until it must wait for one input, and is woken only when that input
-    // arrives. The ready ranks form a stack: a woken rank runs next, while the data it
-    // waited for is still in cache.
-    // A rank is on the stack at most once (it waits for nothing while there), plus one slot
-    // for the branchless push.
+    // arrives. The ready ranks form a stack, so a woken rank runs next, while the data it
+    // waited for is still in cache. A rank is on it at most once (it waits for nothing while
+    // there); one more entry takes the branchless push.
     ready_.assign(static_cast<std::size_t>(P) + 1, 0);
     top_ = 0;
     for (int r = P - 1; r >= 0; --r) ready_[top_++] = r;
@@ -128,30 +128,26 @@ class DataflowEngine {
     top_ += hit;
   }
 
+  // Writes a message produced on rank r at time t into slot k for rank dst.
+  void put(Slot* edge, std::size_t k, std::uint32_t stamp, int r, int dst, const Action& a,
+           Time t) {
+    edge[k].stamp = stamp;
+    if (dst == r) {
+      edge[k].t = t;
+    } else {
+      edge[k].t = t + pol_.delay(r, dst, a);
+      wake(dst, k);
+    }
+  }
+
   void output(Slot* edge, int r, int step, const Action& a, Time f_end, Time grad_at) {
     const Route& rt = route(a.mb);
     if (a.op == Op::F) {
-      if (a.chunk == rt.last) return;
-      const int dst = s_.chunk_rank[a.chunk + 1];
-      const std::size_t k = idx(a.chunk, a.mb);
-      edge[k].stamp = fstamp(step);
-      if (dst == r) {
-        edge[k].t = f_end;
-      } else {
-        edge[k].t = f_end + pol_.delay(r, dst, a);
-        wake(dst, k);
-      }
+      if (a.chunk != rt.last)
+        put(edge, idx(a.chunk, a.mb), fstamp(step), r, s_.chunk_rank[a.chunk + 1], a, f_end);
     } else if (a.op != Op::W) {  // B or BW
-      if (a.chunk == rt.first) return;
-      const int dst = s_.chunk_rank[a.chunk - 1];
-      const std::size_t k = idx(a.chunk - 1, a.mb);
-      edge[k].stamp = bstamp(step);
-      if (dst == r) {
-        edge[k].t = grad_at;
-      } else {
-        edge[k].t = grad_at + pol_.delay(r, dst, a);
-        wake(dst, k);
-      }
+      if (a.chunk != rt.first)
+        put(edge, idx(a.chunk - 1, a.mb), bstamp(step), r, s_.chunk_rank[a.chunk - 1], a, grad_at);
     }
   }
 
