@@ -78,10 +78,19 @@ class RankLowering {
     std::vector<Action> out;
     out.reserve(acts.size() + recvs_.size() + nsend);
     auto o = std::back_inserter(out);
-    Msg sends[2];
+    Msg sends[2];  // the previous compute's (an FB pair has two)
     std::size_t ns = 0;
     std::size_t ri = 0;
-    const std::size_t nr = recvs_.size();
+    // Emits the pending sends and the receives keyed below `limit`, in global key order.
+    const auto flush = [&](std::uint64_t limit) {
+      std::size_t si = 0;
+      for (; ri < recvs_.size() && recvs_[ri].hi < limit; ++ri) {
+        while (si < ns && sends[si] < recvs_[ri]) *o = sends[si++].act;
+        *o = recvs_[ri].act;
+      }
+      while (si < ns) *o = sends[si++].act;
+      ns = 0;
+    };
     UnitTime clock = 0;
     for (std::size_t i = 0; i < acts.size();) {
       const std::size_t n = acts[i].overlap_next() && i + 1 < acts.size() ? 2 : 1;
@@ -91,15 +100,7 @@ class RankLowering {
         cost += unit_cost(acts[i + k]);
       }
       const UnitTime end = start + cost;
-      // The previous compute's sends and the receives timed before this compute's end, in
-      // global key order.
-      std::size_t si = 0;
-      while (ri < nr && recvs_[ri].hi < end_key(end)) {
-        while (si < ns && sends[si] < recvs_[ri]) *o = sends[si++].act;
-        *o = recvs_[ri++].act;
-      }
-      while (si < ns) *o = sends[si++].act;
-      ns = 0;
+      flush(end_key(end));  // receives timed before this compute's end come before it
       for (std::size_t k = 0; k < n; ++k) {
         *o = acts[i + k];
         if (add_send(acts[i + k], end, &sends[ns])) ++ns;
@@ -108,12 +109,7 @@ class RankLowering {
       clock = end;
       i += n;
     }
-    std::size_t si = 0;
-    while (ri < nr) {
-      while (si < ns && sends[si] < recvs_[ri]) *o = sends[si++].act;
-      *o = recvs_[ri++].act;
-    }
-    while (si < ns) *o = sends[si++].act;
+    flush(~std::uint64_t{0});
     return out;
   }
 
