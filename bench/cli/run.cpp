@@ -25,6 +25,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -117,6 +118,24 @@ struct SetupError {
   int code = 0;
   std::string line;
 };
+
+// Writes LINE and its newline to stderr in one write(2), so that lines from ranks that share
+// the stream (mpiexec forwards them all to one file) never interleave mid-line.
+void say(std::string line) {
+  line += '\n';
+  std::fflush(stderr);
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
 
 [[noreturn]] void abort_job(int code) {
   std::fflush(stdout);
@@ -343,7 +362,7 @@ std::vector<RunConfig> expand(const RunOptions& o, int world, bool print) {
   const std::vector<std::string>& skipped = schedules.skipped;
   // One `skip:` line per rejection (when nothing is left, expand_schedules threw the last).
   if (sweep && print)
-    for (const auto& why : skipped) std::cerr << "skip: " << why << "\n";
+    for (const auto& why : skipped) say("skip: " + why);
   return out;
 }
 
@@ -1112,7 +1131,7 @@ int run_all(int argc, char** argv) {
     if (code != 0) {
       const int printer =
           mpi::allreduce_min(err.code == code ? me : world, MPI_COMM_WORLD, o.timeout);
-      if (printer == me) std::cerr << err.line << "\n";
+      if (printer == me) say(err.line);
     }
     return code;
   };
@@ -1217,7 +1236,7 @@ int run_all(int argc, char** argv) {
     if (skip[i]) {
       if (me == 0) {
         ctx.finish_writing();  // the lines in order
-        std::cerr << head << c.label << ": skipped (complete in " << o.out << ")" << std::endl;
+        say(head + c.label + ": skipped (complete in " + o.out + ")");
       }
       continue;
     }
@@ -1233,7 +1252,7 @@ int run_all(int argc, char** argv) {
         char tail[160];
         std::snprintf(tail, sizeof tail, ": %.2f s, elapsed %.1f s, ETA %.1f s", run_s, elapsed,
                       elapsed / static_cast<double>(ran) * static_cast<double>(to_run - ran));
-        std::cerr << line << tail << std::endl;
+        say(line + tail);
       };
       if (!ctx.writing.valid()) ctx.finish_writing();  // nothing to write: the line now
     }
@@ -1259,7 +1278,7 @@ int run_all(int argc, char** argv) {
 int run_main(int argc, char** argv) {
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-    std::cerr << "bubblebench: error: MPI_Init failed\n";
+    say("bubblebench: error: MPI_Init failed");
     return kExitConfig;
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -1273,19 +1292,19 @@ int run_main(int argc, char** argv) {
   try {
     code = run_all(argc, argv);
   } catch (const TimeoutError& e) {
-    std::cerr << e.what() << "\n";
+    say(e.what());
     abort_job(kExitTimeout);
   } catch (const ConfigError& e) {
-    std::cerr << "bubblebench: rank " << me << ": error: " << e.what() << "\n";
+    say("bubblebench: rank " + std::to_string(me) + ": error: " + e.what());
     abort_job(kExitConfig);
   } catch (const ScheduleError& e) {
-    std::cerr << "bubblebench: rank " << me << ": invalid schedule: " << e.what() << "\n";
+    say("bubblebench: rank " + std::to_string(me) + ": invalid schedule: " + e.what());
     abort_job(kExitCheckFailed);
   } catch (const IoError& e) {
-    std::cerr << "bubblebench: rank " << me << ": I/O error: " << e.what() << "\n";
+    say("bubblebench: rank " + std::to_string(me) + ": I/O error: " + e.what());
     abort_job(kExitIo);
   } catch (const std::exception& e) {
-    std::cerr << "bubblebench: rank " << me << ": error: " << e.what() << "\n";
+    say("bubblebench: rank " + std::to_string(me) + ": error: " + e.what());
     abort_job(kExitCheckFailed);
   }
   MPI_Finalize();
