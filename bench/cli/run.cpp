@@ -1289,23 +1289,24 @@ int run_main(int argc, char** argv) {
 #endif
   int code = kExitOk;
   const int me = world_rank();
+  // One line naming this rank, then the whole job ends with `exit_code`.
+  const auto fail = [me](const char* kind, const std::exception& e, int exit_code) {
+    say("bubblebench: rank " + std::to_string(me) + ": " + kind + e.what());
+    abort_job(exit_code);
+  };
   try {
     code = run_all(argc, argv);
   } catch (const TimeoutError& e) {
     say(e.what());
     abort_job(kExitTimeout);
   } catch (const ConfigError& e) {
-    say("bubblebench: rank " + std::to_string(me) + ": error: " + e.what());
-    abort_job(kExitConfig);
+    fail("error: ", e, kExitConfig);
   } catch (const ScheduleError& e) {
-    say("bubblebench: rank " + std::to_string(me) + ": invalid schedule: " + e.what());
-    abort_job(kExitCheckFailed);
+    fail("invalid schedule: ", e, kExitCheckFailed);
   } catch (const IoError& e) {
-    say("bubblebench: rank " + std::to_string(me) + ": I/O error: " + e.what());
-    abort_job(kExitIo);
+    fail("I/O error: ", e, kExitIo);
   } catch (const std::exception& e) {
-    say("bubblebench: rank " + std::to_string(me) + ": error: " + e.what());
-    abort_job(kExitCheckFailed);
+    fail("error: ", e, kExitCheckFailed);
   }
   MPI_Finalize();
   return code;
