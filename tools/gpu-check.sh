@@ -5,9 +5,11 @@
 #   2. `run --check` of every schedule with --backend cuda: --transport mpi on 2 ranks (they
 #      share one GPU if there is only one), and --transport nccl with one rank per GPU when
 #      there are 2+ GPUs (P = 2, and P = 4 with 4+ GPUs),
-#   3. a bf16 smoke run and a small sweep (gemm and synthetic compute),
-#   4. the GEMM-efficiency benchmark (tools/gemm_efficiency.cu: the stage's GEMM shapes through
-#      the backend vs bare cuBLAS),
+#   3. a bf16 smoke run and a small sweep with GEMM compute,
+#   4. a sweep with synthetic compute, and its measured bubble fraction against the simulator's
+#      (each row within --bubble-tol, default 0.02),
+#   5. the GEMM-efficiency benchmark (tools/gemm_efficiency.cu: the stage's GEMM shapes through
+#      the backend vs bare cuBLAS; fp32 must reach --min-ratio, default 0.8; bf16 is reported),
 # then prints a summary. Exit 0 when nothing failed, 1 otherwise, 2 on bad arguments.
 #
 # Works without MPICH/HDF5 packages when given a folder of prebuilt binaries made by
@@ -15,20 +17,27 @@
 # NVIDIA driver, and the CUDA 13 runtime libraries unless the pack carries them.
 #
 # Usage: tools/gpu-check.sh [--bindir DIR] [--out DIR] [--backend cuda|cpu] [--quick]
+#                           [--only STEPS] [--mps] [--bubble-tol X] [--min-ratio X]
 #                           [--timeout SECONDS] [--mpiexec PATH]
 #   --bindir DIR   bubblebench, unit_tests (and gemm_efficiency, mpiexec, hydra_pmi_proxy) are
 #                  here; DIR/lib is put on LD_LIBRARY_PATH. Default: build-cuda/ or build/ of
 #                  this checkout.
 #   --out DIR      logs (default: gpu-check-<date> in the current directory)
 #   --backend cpu  runs the same steps on the CPU backend (tests the script without a GPU)
-#   --quick        no sweep and a smaller GEMM benchmark (the checks all run)
+#   --quick        no GEMM sweep and a smaller GEMM benchmark (the checks all run)
+#   --only STEPS   comma-separated subset of: unit,check,bf16,sweep,synthetic,gemm (default all)
+#   --mps          run everything under CUDA MPS (started here, stopped at exit), so that ranks
+#                  sharing one GPU run their kernels side by side instead of time-sliced
+#   --bubble-tol X largest |measured - simulated| bubble fraction with synthetic compute (0.02)
+#   --min-ratio X  smallest fp32 GEMM-efficiency ratio, backend vs bare cuBLAS (0.8)
 #   --timeout S    limit of each step (default 900)
 #   --mpiexec P    the mpiexec to use (default: DIR/mpiexec if present, else mpiexec on PATH)
 set -u -o pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-bindir="" out="" backend="cuda" quick=0 step_timeout=900 mpiexec=""
+bindir="" out="" backend="cuda" quick=0 step_timeout=900 mpiexec="" only="" mps=0
+bubble_tol=0.02 min_ratio=0.8
 
 usage() { sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -37,6 +46,10 @@ while [ $# -gt 0 ]; do
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --backend) backend="${2:?--backend needs cuda or cpu}"; shift 2 ;;
     --quick) quick=1; shift ;;
+    --only) only="${2:?--only needs a list of steps}"; shift 2 ;;
+    --mps) mps=1; shift ;;
+    --bubble-tol) bubble_tol="${2:?--bubble-tol needs a number}"; shift 2 ;;
+    --min-ratio) min_ratio="${2:?--min-ratio needs a number}"; shift 2 ;;
     --timeout) step_timeout="${2:?--timeout needs seconds}"; shift 2 ;;
     --mpiexec) mpiexec="${2:?--mpiexec needs a path}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -44,6 +57,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$backend" in cuda|cpu) ;; *) echo "gpu-check: --backend cuda or cpu" >&2; exit 2 ;; esac
+for step in ${only//,/ }; do
+  case "$step" in unit|check|bf16|sweep|synthetic|gemm) ;;
+    *) echo "gpu-check: --only: unknown step '$step' (unit,check,bf16,sweep,synthetic,gemm)" >&2; exit 2 ;;
+  esac
+done
+want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 if [ -z "$bindir" ]; then
   for d in "$repo/build-cuda" "$repo/build"; do
@@ -85,6 +104,22 @@ if [ "$backend" = cuda ] && [ "$gpus" -eq 0 ]; then
   echo "gpu-check: warning: nvidia-smi lists no GPU; the CUDA steps will fail or skip" >&2
 fi
 
+# --- MPS ------------------------------------------------------------------------------------
+if [ $mps -eq 1 ]; then
+  if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    echo "gpu-check: --mps: no nvidia-cuda-mps-control on PATH" >&2
+    exit 2
+  fi
+  export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if ! nvidia-cuda-mps-control -d; then
+    echo "gpu-check: --mps: nvidia-cuda-mps-control -d failed (see $CUDA_MPS_LOG_DIRECTORY)" >&2
+    exit 1
+  fi
+  trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
+  echo "gpu-check: CUDA MPS started (pipes in $CUDA_MPS_PIPE_DIRECTORY)"
+fi
+
 # --- Steps ---------------------------------------------------------------------------------
 names=() statuses=() seconds=() notes=()
 record() { names+=("$1"); statuses+=("$2"); seconds+=("$3"); notes+=("$4"); }
@@ -111,7 +146,8 @@ run_step() {
 }
 
 # 1. Unit tests.
-if [ -x "$bindir/unit_tests" ]; then
+if ! want unit; then :
+elif [ -x "$bindir/unit_tests" ]; then
   log="$out/unit-cuda.log"
   run_step "unit tests Cuda*" "$log" "$bindir/unit_tests" --gtest_filter='Cuda*'
   # With a GPU, "no CUDA device" skips mean the CUDA runtime cannot use it (driver too old…).
@@ -157,39 +193,73 @@ check_all() {  # check_all P TRANSPORT
     --backend "$backend" --transport "$transport" --check --hidden 128 --layers 2 --mb-size 32 \
     --warmup 0 --iters 1 --timeout 120
 }
-check_all 2 mpi
+if want check; then
+  check_all 2 mpi
+  if [ "$backend" = cuda ] && [ "$gpus" -ge 2 ]; then
+    check_all 2 nccl
+    [ "$gpus" -ge 4 ] && check_all 4 nccl
+  fi
+fi
+
+# The sweeps' placement: one rank per GPU with NCCL when there are enough GPUs; else 2 ranks
+# over MPI, sharing the GPU (time-sliced unless --mps).
+P=2 transport=mpi
 if [ "$backend" = cuda ] && [ "$gpus" -ge 2 ]; then
-  check_all 2 nccl
-  [ "$gpus" -ge 4 ] && check_all 4 nccl
+  transport=nccl
+  [ "$gpus" -ge 4 ] && P=4
 fi
 
 # 3. bf16 smoke run and a small sweep.
-if [ "$backend" = cuda ]; then
+if [ "$backend" = cuda ] && want bf16; then
   run_step "bf16 1f1b P=2 mpi" "$out/bf16.log" \
     "$mpiexec" -n 2 "$bindir/bubblebench" run --schedule 1f1b -M 4 --backend cuda \
     --transport mpi --dtype bf16 --hidden 256 --mb-size 64 --iters 3 --timeout 120
 fi
-if [ $quick -eq 0 ]; then
+if [ $quick -eq 0 ] && want sweep; then
   sweep_hidden=1024 sweep_rows=256
   [ "$backend" = cpu ] && { sweep_hidden=128; sweep_rows=32; }
-  if [ "$backend" = cuda ] && [ "$gpus" -ge 2 ]; then
-    P=2; [ "$gpus" -ge 4 ] && P=4
-    transport=nccl
-  else
-    P=2; transport=mpi  # ranks share the GPU: a smoke test, not a timing (docs/gpu.md)
-  fi
   run_step "sweep gemm P=$P $transport" "$out/sweep-gemm.log" \
     "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-h1,zb-v,dualpipev -M 8,16 \
     --backend "$backend" --transport "$transport" --compute gemm --hidden "$sweep_hidden" \
     --layers 2 --mb-size "$sweep_rows" --warmup 2 --iters 5 --timeout 300
-  run_step "sweep synthetic P=$P $transport" "$out/sweep-synthetic.log" \
-    "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-h1,zb-h2,zb-v -M 8,16 \
-    --backend "$backend" --transport "$transport" --compute synthetic --t-f 2ms --t-b 2ms \
-    --t-w 2ms --warmup 1 --iters 5 --timeout 300
 fi
 
-# 4. GEMM efficiency.
-if [ "$backend" = cuda ]; then
+# 4. Synthetic compute: the measured bubble fraction against the simulator's.
+# bubble_vs_sim LOG: one line per row of LOG's table, then the worst difference; exit 1 when a
+# row's |measured - sim| exceeds $bubble_tol or no row was found.
+bubble_vs_sim() {
+  awk -v tol="$bubble_tol" '
+    $1 == "schedule" && $0 ~ / measured / { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+    ("sim" in col) && NF >= col["sim"] && $col["measured"] ~ /^[0-9.]+$/ && $col["sim"] ~ /^[0-9.]+$/ {
+      d = $col["measured"] - $col["sim"]; if (d < 0) d = -d
+      printf "%-10s P=%s M=%-3s measured %s  sim %s  |diff| %.4f  %s\n", $1, $col["P"], $col["M"],
+             $col["measured"], $col["sim"], d, (d <= tol + 1e-12 ? "ok" : "OVER")
+      n++; if (d > tol + 1e-12) bad++; if (d > worst) worst = d
+    }
+    END {
+      printf "synthetic bubble vs simulator: %d rows, worst |diff| %.4f (tolerance %s)\n", n, worst, tol
+      exit (n == 0 || bad > 0)
+    }' "$1"
+}
+if want synthetic; then
+  if run_step "sweep synthetic P=$P $transport" "$out/sweep-synthetic.log" \
+    "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-h1,zb-h2,zb-v -M 8,16 \
+    --backend "$backend" --transport "$transport" --compute synthetic --t-f 2ms --t-b 2ms \
+    --t-w 2ms --warmup 1 --iters 5 --timeout 300; then
+    t0=$(date +%s.%N)
+    bubble_vs_sim "$out/sweep-synthetic.log" > "$out/synthetic-vs-sim.log"
+    rc=$?
+    t1=$(date +%s.%N)
+    dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    echo "== synthetic bubble vs simulator"
+    sed 's/^/   /' "$out/synthetic-vs-sim.log"
+    status=PASS; [ $rc -ne 0 ] && status=FAIL
+    record "synthetic bubble vs sim" "$status" "$dt" "$(tail -n 1 "$out/synthetic-vs-sim.log")"
+  fi
+fi
+
+# 5. GEMM efficiency.
+if [ "$backend" = cuda ] && want gemm; then
   bench="$bindir/gemm_efficiency"
   if [ ! -x "$bench" ]; then
     nvcc="$(command -v nvcc || true)"
@@ -206,9 +276,12 @@ if [ "$backend" = cuda ]; then
   if [ -x "$bench" ]; then
     # shellcheck disable=SC2054  # commas are bubblebench LISTs, not array separators
     if [ $quick -eq 1 ]; then sizes=(--hidden 1024 --mb-size 512); else sizes=(--hidden 1024,4096 --mb-size 512,2048); fi
-    run_step "gemm efficiency" "$out/gemm-efficiency.log" "$bench" "${sizes[@]}" --dtype both
-    [ "${statuses[${#statuses[@]}-1]}" = PASS ] && \
-      notes[${#notes[@]}-1]="$(grep -m1 '^GEMM efficiency' "$out/gemm-efficiency.log")"
+    run_step "gemm efficiency fp32" "$out/gemm-efficiency.log" "$bench" "${sizes[@]}" \
+      --dtype fp32 --min-ratio "$min_ratio"
+    notes[${#notes[@]}-1]="$(grep -m1 '^GEMM efficiency' "$out/gemm-efficiency.log") (gate $min_ratio)"
+    run_step "gemm efficiency bf16" "$out/gemm-efficiency-bf16.log" "$bench" "${sizes[@]}" \
+      --dtype bf16
+    notes[${#notes[@]}-1]="$(grep -m1 '^GEMM efficiency' "$out/gemm-efficiency-bf16.log") (reported, no gate)"
   else
     record "gemm efficiency" SKIP 0 "no gemm_efficiency in $bindir and no nvcc to build it"
   fi
@@ -221,7 +294,7 @@ for i in "${!names[@]}"; do
   printf '%-8s %7ss  %-40s %s\n' "${statuses[$i]}" "${seconds[$i]}" "${names[$i]}" "${notes[$i]}"
 done | tee "$out/summary.txt"
 failed=$(grep -cE '^(FAIL|TIMEOUT) ' "$out/summary.txt" || true)
-for f in "$out"/sweep-*.log "$out"/gemm-efficiency.log; do
+for f in "$out"/sweep-*.log "$out"/gemm-efficiency*.log; do
   [ -f "$f" ] && { echo; echo "-- $(basename "$f")"; grep -v '^\$ ' "$f" | head -n 40; }
 done
 echo

@@ -5,9 +5,11 @@
 # of the C runtime or the driver, into one folder. Run it there with
 #   tools/gpu-check.sh --bindir DIR
 #
-# Usage: tools/pack-gpu.sh [--build DIR] [--out DIR] [--with-cuda-libs]
+# Usage: tools/pack-gpu.sh [--build DIR] [--out DIR] [--archive FILE] [--with-cuda-libs]
 #   --build DIR       the CMake build folder (default: build-cuda/, else build/)
 #   --out DIR         the folder to fill (default: gpu-pack/); its lib/ gets the libraries
+#   --archive FILE    also write the folder as one xz-compressed tar (about 110 MB of files,
+#                     mostly MPICH and OpenBLAS, become about 25 MB); unpack with tar xf FILE
 #   --with-cuda-libs  also carry cuBLAS, cuBLASLt and NCCL (about 800 MB); by default only
 #                     libcudart (0.7 MB) is carried and the GPU machine must provide CUDA 13's
 #                     libcublas.so.13, libcublasLt.so.13 and libnccl.so.2
@@ -16,11 +18,12 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-build="" out="gpu-pack" cuda_libs=0
+build="" out="gpu-pack" cuda_libs=0 archive=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="${2:?}"; shift 2 ;;
     --out) out="${2:?}"; shift 2 ;;
+    --archive) archive="${2:?}"; shift 2 ;;
     --with-cuda-libs) cuda_libs=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pack-gpu: unknown argument $1" >&2; exit 2 ;;
@@ -110,4 +113,8 @@ echo "pack-gpu: $out: $(find "$out" -mindepth 1 -maxdepth 1 ! -name lib | wc -l)
 if [ -n "$missing" ]; then
   echo "pack-gpu: not carried (must exist on the GPU machine):"
   while IFS= read -r line; do echo "  $line"; done <<<"$missing"
+fi
+if [ -n "$archive" ]; then
+  tar -C "$(dirname "$out")" -cJf "$archive" "$(basename "$out")"
+  echo "pack-gpu: $archive: $(du -sh "$archive" | cut -f1) (tar xf it, then run $(basename "$out")/gpu-check.sh)"
 fi
