@@ -1,7 +1,9 @@
 // GEMM efficiency of the CUDA backend: the stage's six GEMM shapes (design §3) through
 // bb::Backend::gemm against a bare cuBLAS call of the same shape on a stream of its own.
 // A ratio near 1 means the backend adds nothing (row-major mapping, workspace, stream);
-// TFLOP/s against the device's peak says how well the shapes suit the GPU.
+// TFLOP/s against the device's peak says how well the shapes suit the GPU. With bf16 the
+// weight operand (W1/W2: B of the F and B GEMMs) is noted as a parameter, as in the stage, so
+// the backend rounds it once and keeps the copy; activations are rounded on every call.
 //
 // Build (tools/gpu-check.sh does this when the binary is not prebuilt):
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_90 -I src
@@ -34,17 +36,18 @@ struct Shape {
   const char* what;
   bb::Trans ta, tb;
   int m, n, k;
+  bool b_is_weight;  // B is W1 or W2: noted as parameters, as the stage does
 };
 
 // The stage's GEMMs for micro-batch rows b and width h (stage.cpp).
 std::vector<Shape> stage_shapes(int b, int h) {
   return {
-      {"F  Z=X*W1      ", bb::kNoTrans, bb::kNoTrans, b, 4 * h, h},
-      {"F  Y+=A*W2     ", bb::kNoTrans, bb::kNoTrans, b, h, 4 * h},
-      {"B  dA=dY*W2^T  ", bb::kNoTrans, bb::kTrans, b, 4 * h, h},
-      {"B  dX+=dZ*W1^T ", bb::kNoTrans, bb::kTrans, b, h, 4 * h},
-      {"W  dW2+=A^T*dY ", bb::kTrans, bb::kNoTrans, 4 * h, h, b},
-      {"W  dW1+=X^T*dZ ", bb::kTrans, bb::kNoTrans, h, 4 * h, b},
+      {"F  Z=X*W1      ", bb::kNoTrans, bb::kNoTrans, b, 4 * h, h, true},
+      {"F  Y+=A*W2     ", bb::kNoTrans, bb::kNoTrans, b, h, 4 * h, true},
+      {"B  dA=dY*W2^T  ", bb::kNoTrans, bb::kTrans, b, 4 * h, h, true},
+      {"B  dX+=dZ*W1^T ", bb::kNoTrans, bb::kTrans, b, h, 4 * h, true},
+      {"W  dW2+=A^T*dY ", bb::kTrans, bb::kNoTrans, 4 * h, h, b, false},
+      {"W  dW1+=X^T*dZ ", bb::kTrans, bb::kNoTrans, h, 4 * h, b, false},
   };
 }
 
@@ -159,12 +162,14 @@ int main(int argc, char** argv) {
             be.seeded_uniform(A.data(), a_count, 1, 1, 0.1f);
             be.seeded_uniform(B.data(), b_count, 1, 2, 0.1f);
             be.fill(C.data(), 0.0f, c_count);
+            if (s.b_is_weight) be.note_parameters(B.data(), b_count);
             auto run_backend = [&] {
               be.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, A.data(), a_cols, B.data(), b_cols, 1.0f,
                       C.data(), s.n);
             };
             // Bare cuBLAS: fp32 cublasSgemm, or bf16 operands already converted (so the ratio
-            // shows what the backend's per-call conversion costs).
+            // shows what the backend's conversion costs: the activations' on every call, the
+            // weights' once, as in a step where the optimizer writes them after the GEMMs).
             void* a16 = nullptr;
             void* b16 = nullptr;
             if (bf16) {

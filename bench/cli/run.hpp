@@ -2,9 +2,16 @@
 // argument parsing because MPI must be initialised first, so that only rank 0 prints errors.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace bb {
 
 // argv[1] is "run". Returns the process exit code (design §5.3), the same on every rank.
 int run_main(int argc, char** argv);
+
+// Per rank, its host name and GPU index: "ranks 0, 1 and 2 share GPU 0 on node1" for the first
+// GPU that several ranks use, "" when every rank has its own. `run` warns with it.
+std::string shared_gpu_note(const std::vector<std::string>& host, const std::vector<int>& device);
 
 }  // namespace bb

@@ -97,6 +97,15 @@ class Backend {
   virtual void from_host(const float* host_src, float* device_dst, std::size_t count) = 0;
   std::vector<float> download(const float* device_src, std::size_t count);
 
+  // Says that p[0, count) holds model parameters: read as GEMM operands, written only through
+  // this backend's kernels and copies (never by a transport), until its Buffer is freed. A
+  // backend may keep derived copies of such operands (CUDA with bf16 GEMMs: the operand
+  // already rounded to bf16, refreshed after any write to it). Default: nothing.
+  virtual void note_parameters(const float* p, std::size_t count) {
+    (void)p;
+    (void)count;
+  }
+
   // --- Kernels (device pointers; `count` elements) ------------------------------------
   // C = alpha·op(A)·op(B) + beta·C, row-major fp32; op(A) is m×k, op(B) k×n, C m×n.
   virtual void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,

@@ -11,19 +11,21 @@
 
 namespace bb {
 
-std::unique_ptr<Backend> make_backend(const std::string& name, int device,
+std::unique_ptr<Backend> make_backend(const std::string& name, int local_rank,
                                       const std::string& dtype) {
   std::string why;
   if (!backend_supports_dtype(name, dtype, &why)) throw ConfigError(why);
   if (name == "cpu") return std::make_unique<CpuBackend>();
   if (name == "cuda") {
 #if defined(BB_HAVE_CUDA)
-    if (cuda::device_count() == 0) throw ConfigError("--backend cuda: " + cuda::no_device_reason());
+    const int devices = cuda::device_count();
+    if (devices == 0) throw ConfigError("--backend cuda: " + cuda::no_device_reason());
+    if (local_rank < 0) throw ConfigError("--backend cuda: negative node-local rank");
     cuda::CudaBackendOptions options;
     if (dtype == "bf16") options.gemm_dtype = cuda::GemmDtype::kBf16;
-    return cuda::make_cuda_backend(device, options);
+    return cuda::make_cuda_backend(local_rank % devices, options);
 #else
-    (void)device;
+    (void)local_rank;
     throw ConfigError("--backend cuda: built without CUDA");
 #endif
   }

@@ -14,9 +14,11 @@
 namespace bb {
 
 // Throws ConfigError with one line, e.g. "--backend cuda: built without CUDA",
-// "--dtype bf16: backend cpu computes in fp32 only". `device` selects the GPU (cuda); the
-// CPU backend ignores it. `dtype`: fp32, or bf16 (CUDA: bf16 GEMM operands, fp32 accumulate).
-std::unique_ptr<Backend> make_backend(const std::string& name, int device,
+// "--dtype bf16: backend cpu computes in fp32 only". `local_rank` (the rank's index on its node)
+// selects the GPU: device local_rank mod the node's device count, so ranks beyond the device
+// count share GPUs round-robin (MPI transport only: NCCL refuses two ranks on one GPU); the CPU
+// backend ignores it. `dtype`: fp32, or bf16 (CUDA: bf16 GEMM operands, fp32 accumulate).
+std::unique_ptr<Backend> make_backend(const std::string& name, int local_rank,
                                       const std::string& dtype = "fp32");
 
 // `comm` carries the pipeline's point-to-point traffic (the transport does not free it).

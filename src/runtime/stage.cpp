@@ -38,6 +38,7 @@ Stage::Stage(Backend& backend, const StageConfig& config, ActivationMeter* share
   if (config.synthetic) return;
 
   params_ = backend.allocate(param_count_);
+  backend.note_parameters(params_.data(), param_count_);
   grads_ = backend.allocate(param_count_);
   for (int i = 0; i < config.num_layers; ++i)
     init_layer_params(backend, config.seed, config.first_layer + i, config.hidden,

@@ -22,12 +22,14 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/cuda/check.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #include "runtime/cuda/host_staging.hpp"
 #include "runtime/cuda/nccl_transport.hpp"
+#include "runtime/factory.hpp"
 #include "runtime/reference.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/transport.hpp"
@@ -138,6 +140,20 @@ TEST(CudaStaging, NeedsTheCudaBackend) {
   CpuBackend cpu;
   EXPECT_THROW(cuda::HostStaging staging(cpu), std::invalid_argument);
   EXPECT_EQ(cuda::as_cuda(cpu), nullptr);
+}
+
+// `run` passes the node-local rank: ranks beyond the node's device count share GPUs round-robin
+// (e.g. two ranks on a one-GPU machine with --transport mpi), never "device out of range".
+TEST(CudaFactory, LocalRankWrapsAroundTheDevices) {
+  BB_REQUIRE_CUDA();
+  const int n = cuda::device_count();
+  for (int local_rank : {0, n - 1, n, 2 * n + 1}) {
+    std::unique_ptr<Backend> be = make_backend("cuda", local_rank);
+    const cuda::CudaBackend* cb = cuda::as_cuda(*be);
+    ASSERT_NE(cb, nullptr);
+    EXPECT_EQ(cb->device(), local_rank % n) << "local rank " << local_rank;
+  }
+  EXPECT_THROW(make_backend("cuda", -1), ConfigError);
 }
 
 // --- Kernels vs the CPU backend --------------------------------------------------------------
@@ -316,6 +332,63 @@ TEST(CudaBackend, Bf16GemmIsCloseToFp32) {
       EXPECT_LT(err, 1e-2) << ta << tb;  // bf16 has 8 significant bits
       EXPECT_GT(err, 1e-6) << "bf16 path not taken?";
     }
+}
+
+// Noted parameters keep a bf16 copy across GEMMs; every way of writing them (optimizer, copy,
+// fill, from_host) and freeing their Buffer must make the next GEMM see the new values.
+TEST(CudaBackend, Bf16ParameterCopyFollowsEveryWrite) {
+  BB_REQUIRE_CUDA();
+  cuda::CudaBackendOptions options;
+  options.gemm_dtype = cuda::GemmDtype::kBf16;
+  auto gpu = cuda::make_cuda_backend(0, options);
+  Backend& be = *gpu;
+  CpuBackend cpu;
+  const int m = 32, n = 128, k = 64;
+  const auto a = random_vector(static_cast<std::size_t>(m) * k, 41);
+  const auto w0 = random_vector(static_cast<std::size_t>(k) * n, 42);
+  const auto w1 = random_vector(static_cast<std::size_t>(k) * n, 43);
+  // C = A·W on the CPU in fp32, and on the GPU with W as a (noted) parameter.
+  auto expect = [&](const std::vector<float>& w) {
+    Buffer ca = upload(cpu, a), cw = upload(cpu, w), cc = cpu.allocate(m * n);
+    cpu.gemm(kNoTrans, kNoTrans, m, n, k, 1.0f, ca.data(), k, cw.data(), n, 0.0f, cc.data(), n);
+    return download(cpu, cc);
+  };
+  Buffer da = upload(be, a), dc = be.allocate(m * n);
+  auto gemm = [&](const float* w) {
+    be.gemm(kNoTrans, kNoTrans, m, n, k, 1.0f, da.data(), k, w, n, 0.0f, dc.data(), n);
+    return download(be, dc);
+  };
+  auto close = [](const std::vector<float>& want, const std::vector<float>& got) {
+    return relative_error(want, got) < 1e-2;
+  };
+  std::vector<float> neg(w0.size());
+  for (std::size_t i = 0; i < w0.size(); ++i) neg[i] = -w0[i];
+  {
+    Buffer dw = upload(be, w0);
+    be.note_parameters(dw.data(), dw.size());
+    EXPECT_TRUE(close(expect(w0), gemm(dw.data())));
+    EXPECT_TRUE(close(expect(w0), gemm(dw.data())));       // from the kept copy
+    be.sgd_update(dw.data(), dw.data(), dw.size(), 2.0f);  // w − 2w = −w
+    EXPECT_TRUE(close(expect(neg), gemm(dw.data()))) << "stale after sgd_update";
+    Buffer other = upload(be, w1);
+    be.copy(other.data(), dw.data(), dw.size());
+    EXPECT_TRUE(close(expect(w1), gemm(dw.data()))) << "stale after copy";
+    be.from_host(w0.data(), dw.data(), w0.size());
+    EXPECT_TRUE(close(expect(w0), gemm(dw.data()))) << "stale after from_host";
+    be.fill(dw.data() + 7, 0.0f, 1);  // one element inside the operand
+    std::vector<float> w0z = w0;
+    w0z[7] = 0.0f;
+    EXPECT_TRUE(close(expect(w0z), gemm(dw.data())));
+    be.fill(dw.data(), 0.0f, dw.size());
+    EXPECT_EQ(gemm(dw.data()), std::vector<float>(static_cast<std::size_t>(m) * n, 0.0f))
+        << "stale after fill";
+  }
+  // The freed parameter block goes back to the cache; a plain buffer that reuses its address
+  // must not be served the old copy.
+  Buffer plain = upload(be, w1);
+  EXPECT_TRUE(close(expect(w1), gemm(plain.data())));
+  be.from_host(w0.data(), plain.data(), w0.size());
+  EXPECT_TRUE(close(expect(w0), gemm(plain.data())));
 }
 
 // --- The stage on the GPU ------------------------------------------------------------------

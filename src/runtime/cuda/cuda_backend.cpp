@@ -104,6 +104,19 @@ struct CudaBackend::Impl {
   void* bf16_b = nullptr;
   std::size_t bf16_a_bytes = 0, bf16_b_bytes = 0;
 
+  // Noted parameter ranges [first, second), and the bf16 copies of GEMM operands inside them
+  // (kBf16 only): valid until something writes to the operand's footprint.
+  struct Bf16Copy {
+    const float* src = nullptr;
+    int rows = 0, cols = 0, ld = 0;
+    void* bf16 = nullptr;
+    std::size_t bytes = 0;
+    bool valid = false;
+    const float* end() const { return src + static_cast<std::size_t>(rows - 1) * ld + cols; }
+  };
+  std::vector<std::pair<const float*, const float*>> param_ranges;
+  std::vector<Bf16Copy> bf16_copies;
+
   // Caching allocator: blocks never split; a request takes the smallest cached block of at
   // least its rounded size and at most 25% more.
   std::multimap<std::size_t, void*> free_blocks;
@@ -134,6 +147,7 @@ struct CudaBackend::Impl {
     device_free(mse_partials, kernels::kMaxBlocks * sizeof(double));
     device_free(bf16_a, bf16_a_bytes);
     device_free(bf16_b, bf16_b_bytes);
+    for (const Bf16Copy& c : bf16_copies) device_free(c.bf16, c.bytes);
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
     (void)cudaGetLastError();
   }
@@ -210,11 +224,71 @@ struct CudaBackend::Impl {
     const auto it = used_blocks.find(p);
     if (it == used_blocks.end()) return;  // not ours: ignore rather than corrupt the cache
     const std::size_t size = it->second;
+    if (!param_ranges.empty()) forget_parameters(p, size);
     used_blocks.erase(it);
     stats.in_use_bytes -= size;
     // Later users of the block are ordered after earlier ones on the compute stream.
     free_blocks.emplace(size, p);
     stats.cached_bytes += size;
+  }
+
+  // Something is about to write x[0, count): the bf16 copies it overlaps are stale.
+  void wrote(const float* x, std::size_t count) {
+    if (bf16_copies.empty() || count == 0) return;
+    for (Bf16Copy& c : bf16_copies)
+      if (x < c.end() && c.src < x + count) c.valid = false;
+  }
+  // C (m×n, leading dimension ldc) is about to be written.
+  void wrote(const float* c, int m, int n, int ldc) {
+    if (!bf16_copies.empty()) wrote(c, static_cast<std::size_t>(m - 1) * ldc + n);
+  }
+
+  // The bf16 copy of the rows×cols operand at `src` (leading dimension ld), converted now if
+  // stale; nullptr when the operand is not inside noted parameters.
+  const void* parameter_bf16(const float* src, int rows, int cols, int ld) {
+    const float* end = src + static_cast<std::size_t>(rows - 1) * ld + cols;
+    const bool inside = std::any_of(param_ranges.begin(), param_ranges.end(), [&](const auto& r) {
+      return r.first <= src && end <= r.second;
+    });
+    if (!inside) return nullptr;
+    auto it = std::find_if(bf16_copies.begin(), bf16_copies.end(), [&](const Bf16Copy& c) {
+      return c.src == src && c.rows == rows && c.cols == cols && c.ld == ld;
+    });
+    if (it == bf16_copies.end()) {
+      Bf16Copy c;
+      c.src = src;
+      c.rows = rows;
+      c.cols = cols;
+      c.ld = ld;
+      c.bytes = block_size_for(static_cast<std::size_t>(rows) * cols * 2);
+      c.bf16 = device_malloc(c.bytes);
+      if (c.bf16 == nullptr) throw std::bad_alloc();
+      bf16_copies.push_back(c);
+      it = bf16_copies.end() - 1;
+    }
+    if (!it->valid) {
+      BB_CHECK_CUDA(kernels::to_bf16(stream, src, rows, cols, ld, it->bf16));
+      it->valid = true;
+    }
+    return it->bf16;
+  }
+
+  // The block at p (`size` bytes) is freed: forget the parameters in it and their copies.
+  // Their last readers are ordered before any later user of the memory on the compute stream;
+  // cudaFree waits for the device.
+  void forget_parameters(const void* p, std::size_t size) noexcept {
+    const char* lo = static_cast<const char*>(p);
+    const char* hi = lo + size;
+    auto within = [&](const float* x) {
+      const char* c = reinterpret_cast<const char*>(x);
+      return lo <= c && c < hi;
+    };
+    std::erase_if(param_ranges, [&](const auto& r) { return within(r.first); });
+    std::erase_if(bf16_copies, [&](const Bf16Copy& c) {
+      if (!within(c.src)) return false;
+      device_free(c.bf16, c.bytes);
+      return true;
+    });
   }
 
   void* ensure_workspace(void*& ws, std::size_t& have, std::size_t need) {
@@ -350,9 +424,15 @@ void CudaBackend::to_host(const float* device_src, float* host_dst, std::size_t 
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
 }
 
+void CudaBackend::note_parameters(const float* p, std::size_t count) {
+  if (count == 0) return;
+  impl_->param_ranges.emplace_back(p, p + count);
+}
+
 void CudaBackend::from_host(const float* host_src, float* device_dst, std::size_t count) {
   if (count == 0) return;
   impl_->bind();
+  impl_->wrote(device_dst, count);
   BB_CHECK_CUDA(cudaMemcpyAsync(device_dst, host_src, count * sizeof(float), cudaMemcpyHostToDevice,
                                 impl_->stream));
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
@@ -365,6 +445,7 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
   if (m <= 0 || n <= 0) return;
   Impl& s = *impl_;
   s.bind();
+  s.wrote(c, m, n, ldc);
   if (s.options.gemm_dtype == GemmDtype::kFp32 || k <= 0) {
     BB_CHECK_CUBLAS(cublasSgemm(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a, lda,
                                 &beta, c, ldc));
@@ -375,10 +456,18 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
   const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
   const std::size_t a_bytes = static_cast<std::size_t>(a_rows) * a_cols * 2;
   const std::size_t b_bytes = static_cast<std::size_t>(b_rows) * b_cols * 2;
-  void* a16 = s.ensure_workspace(s.bf16_a, s.bf16_a_bytes, a_bytes);
-  void* b16 = s.ensure_workspace(s.bf16_b, s.bf16_b_bytes, b_bytes);
-  BB_CHECK_CUDA(kernels::to_bf16(s.stream, a, a_rows, a_cols, lda, a16));
-  BB_CHECK_CUDA(kernels::to_bf16(s.stream, b, b_rows, b_cols, ldb, b16));
+  const void* a16 = s.parameter_bf16(a, a_rows, a_cols, lda);
+  const void* b16 = s.parameter_bf16(b, b_rows, b_cols, ldb);
+  if (a16 == nullptr) {
+    void* ws = s.ensure_workspace(s.bf16_a, s.bf16_a_bytes, a_bytes);
+    BB_CHECK_CUDA(kernels::to_bf16(s.stream, a, a_rows, a_cols, lda, ws));
+    a16 = ws;
+  }
+  if (b16 == nullptr) {
+    void* ws = s.ensure_workspace(s.bf16_b, s.bf16_b_bytes, b_bytes);
+    BB_CHECK_CUDA(kernels::to_bf16(s.stream, b, b_rows, b_cols, ldb, ws));
+    b16 = ws;
+  }
   BB_CHECK_CUBLAS(cublasGemmEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b16,
                                CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, c, CUDA_R_32F,
                                ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -386,12 +475,14 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
 
 void CudaBackend::fill(float* x, float value, std::size_t count) {
   impl_->bind();
+  impl_->wrote(x, count);
   BB_CHECK_CUDA(kernels::fill(impl_->stream, x, value, count));
 }
 
 void CudaBackend::copy(const float* src, float* dst, std::size_t count) {
   if (count == 0 || src == dst) return;
   impl_->bind();
+  impl_->wrote(dst, count);
   const bool overlap = src < dst + count && dst < src + count;
   if (overlap) {
     BB_CHECK_CUDA(kernels::overlapping_copy(impl_->stream, src, dst, count));
@@ -403,34 +494,40 @@ void CudaBackend::copy(const float* src, float* dst, std::size_t count) {
 
 void CudaBackend::axpy(float alpha, const float* x, float* y, std::size_t count) {
   impl_->bind();
+  impl_->wrote(y, count);
   BB_CHECK_CUDA(kernels::axpy(impl_->stream, alpha, x, y, count));
 }
 
 void CudaBackend::gelu(const float* z, float* a, std::size_t count) {
   impl_->bind();
+  impl_->wrote(a, count);
   BB_CHECK_CUDA(kernels::gelu(impl_->stream, z, a, count));
 }
 
 void CudaBackend::gelu_backward(const float* z, const float* da, float* dz, std::size_t count) {
   impl_->bind();
+  impl_->wrote(dz, count);
   BB_CHECK_CUDA(kernels::gelu_backward(impl_->stream, z, da, dz, count));
 }
 
 void CudaBackend::mse_loss(const float* y, const float* target, float* dy, std::size_t count,
                            float scale, float* loss_sum) {
   impl_->bind();
+  impl_->wrote(dy, count);
   BB_CHECK_CUDA(
       kernels::mse_loss(impl_->stream, y, target, dy, count, scale, loss_sum, impl_->mse_partials));
 }
 
 void CudaBackend::sgd_update(float* p, const float* g, std::size_t count, float lr) {
   impl_->bind();
+  impl_->wrote(p, count);
   BB_CHECK_CUDA(kernels::sgd(impl_->stream, p, g, count, lr));
 }
 
 void CudaBackend::adam_update(float* p, const float* g, float* m, float* v, std::size_t count,
                               const AdamParams& params, std::int64_t step) {
   impl_->bind();
+  impl_->wrote(p, count);
   // Bias corrections exactly as CpuBackend computes them.
   const double t = static_cast<double>(step);
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
@@ -442,6 +539,7 @@ void CudaBackend::adam_update(float* p, const float* g, float* m, float* v, std:
 void CudaBackend::seeded_uniform(float* x, std::size_t count, std::uint64_t seed,
                                  std::uint64_t stream, float scale) {
   impl_->bind();
+  impl_->wrote(x, count);
   BB_CHECK_CUDA(kernels::seeded_uniform(impl_->stream, x, count, seeded_key(seed, stream), scale));
 }
 

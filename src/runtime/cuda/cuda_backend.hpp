@@ -82,6 +82,11 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return "cuda"; }
 
+  // With GemmDtype::kBf16, a GEMM operand inside noted parameters is rounded to bf16 once and
+  // kept (bf16 bytes: half the operand's fp32 bytes, in memory_stats' reserved bytes), until a
+  // kernel or copy of this backend writes to it or its Buffer is freed. Other operands are
+  // rounded on every call.
+  void note_parameters(const float* p, std::size_t count) override;
   void to_host(const float* device_src, float* host_dst, std::size_t count) override;
   void from_host(const float* host_src, float* device_dst, std::size_t count) override;
 
