@@ -28,6 +28,7 @@
 #include "runtime/cuda/check.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #include "runtime/cuda/host_staging.hpp"
+#include "runtime/cuda/kernels.hpp"
 #include "runtime/cuda/nccl_transport.hpp"
 #include "runtime/factory.hpp"
 #include "runtime/reference.hpp"
@@ -306,6 +307,51 @@ TEST(CudaBackend, GemmAllTransposesMatchCpu) {
                       c[static_cast<std::size_t>(r) * ldc + j]);
       }
   }
+}
+
+// Round to nearest even, as __float2bfloat16_rn does for finite values.
+std::uint16_t host_bf16(float f) {
+  std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+// The dense vectorised path (ld == cols, aligned, n % 4 == 0) and the general one give the same
+// correctly rounded bits, on rows×cols taken out of a wider matrix too.
+TEST(CudaBackend, ToBf16RoundsLikeTheHostOnEveryPath) {
+  BB_REQUIRE_CUDA();
+  auto gpu = cuda::make_cuda_backend(0);
+  cuda::CudaBackend& be = *cuda::as_cuda(*gpu);
+  std::vector<float> src = random_vector(64 * 40 + 1, 51, -3.0f, 3.0f);
+  src[5] = 1.00390625f;  // halfway between two bf16 values: ties to even
+  src[6] = 1.01171875f;  // halfway, rounds up to even
+  Buffer d = upload(be, src);
+  std::uint16_t* out = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), src.size() * 2), cudaSuccess);
+  struct Case {
+    const char* what;
+    int offset, rows, cols, ld;
+  };
+  for (const Case& c :
+       {Case{"dense, vectorised", 0, 64, 40, 40}, Case{"dense, odd count", 0, 7, 9, 9},
+        Case{"unaligned", 1, 64, 40, 40}, Case{"strided", 0, 30, 33, 40}}) {
+    ASSERT_EQ(cuda::kernels::to_bf16(be.stream(), d.data() + c.offset, c.rows, c.cols, c.ld, out),
+              cudaSuccess);
+    std::vector<std::uint16_t> got(static_cast<std::size_t>(c.rows) * c.cols);
+    ASSERT_EQ(cudaStreamSynchronize(be.stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got.data(), out, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::size_t wrong = 0;
+    for (int r = 0; r < c.rows; ++r)
+      for (int k = 0; k < c.cols; ++k) {
+        const float f =
+            src[static_cast<std::size_t>(c.offset) + static_cast<std::size_t>(r) * c.ld + k];
+        wrong += got[static_cast<std::size_t>(r) * c.cols + k] != host_bf16(f);
+      }
+    EXPECT_EQ(wrong, 0u) << c.what;
+  }
+  EXPECT_EQ(host_bf16(1.00390625f), 0x3F80);
+  EXPECT_EQ(host_bf16(1.01171875f), 0x3F82);
+  (void)cudaFree(out);
 }
 
 TEST(CudaBackend, Bf16GemmIsCloseToFp32) {
