@@ -5,7 +5,8 @@
 #   2. `run --check` of every schedule with --backend cuda: --transport mpi on 2 ranks (they
 #      share one GPU if there is only one), and --transport nccl with one rank per GPU when
 #      there are 2+ GPUs (P = 2, and P = 4 with 4+ GPUs),
-#   3. a bf16 --check run (tolerance 1e-4, docs/gpu.md) and a small sweep with GEMM compute,
+#   3. `run --check --dtype bf16` of every schedule (tolerance 1e-4, docs/gpu.md) and a small
+#      sweep with GEMM compute,
 #   4. a sweep with synthetic compute, and its measured bubble fraction against the simulator's
 #      (each row within --bubble-tol, default 0.02),
 #   5. the GEMM-efficiency benchmark (tools/gemm_efficiency.cu: the stage's GEMM shapes through
@@ -229,9 +230,14 @@ fi
 
 # 3. bf16 --check and a small sweep.
 if [ "$backend" = cuda ] && want bf16; then
-  run_step "bf16 check 1f1b,zb-v,dualpipev P=2 mpi" "$out/bf16.log" \
-    "$mpiexec" -n 2 "$bindir/bubblebench" run --schedule 1f1b,zb-v,dualpipev -M 4 --backend cuda \
-    --transport mpi --dtype bf16 --check --hidden 256 --mb-size 64 --iters 3 --timeout 120
+  for s in $schedules; do
+    extra=()
+    [ "$s" = interleaved ] && extra=(-v 2)
+    run_step "check $s P=2 mpi bf16" "$out/check-$s-P2-mpi-bf16.log" \
+      "$mpiexec" -n 2 "$bindir/bubblebench" run --schedule "$s" -M 4 "${extra[@]}" --backend cuda \
+      --transport mpi --dtype bf16 --check --hidden 256 --layers 2 --mb-size 64 --warmup 1 \
+      --iters 3 --timeout 120
+  done
 fi
 if [ $quick -eq 0 ] && want sweep; then
   sweep_hidden=1024 sweep_rows=256
@@ -243,28 +249,38 @@ if [ $quick -eq 0 ] && want sweep; then
 fi
 
 # 4. Synthetic compute: the measured bubble fraction against the simulator's.
-# bubble_vs_sim LOG: one line per row of LOG's table, then the worst difference; exit 1 when a
-# row's |measured - sim| exceeds $bubble_tol or no row was found.
+# bubble_vs_sim TABLE ROWS: one line per row of TABLE (run's stdout alone: mpiexec forwards stdout
+# and stderr separately, so progress lines can land inside the table when they share a file),
+# then the worst difference; exit 1 when a row's |measured - sim| exceeds $bubble_tol, or when
+# not exactly ROWS rows could be read.
 bubble_vs_sim() {
-  awk -v tol="$bubble_tol" '
-    $1 == "schedule" && $0 ~ / measured / { for (i = 1; i <= NF; ++i) col[$i] = i; next }
-    ("sim" in col) && NF >= col["sim"] && $col["measured"] ~ /^[0-9.]+$/ && $col["sim"] ~ /^[0-9.]+$/ {
+  awk -v tol="$bubble_tol" -v want="$2" '
+    $1 == "schedule" && $0 ~ / measured / { for (i = 1; i <= NF; ++i) col[$i] = i; head = 1; next }
+    head && /^measured/ { head = 0 }
+    head && NF > 0 {
+      if (NF < col["sim"] || $col["measured"] !~ /^[0-9.e+-]+$/ || $col["sim"] !~ /^[0-9.e+-]+$/) {
+        printf "unreadable row: %s\n", $0; unreadable++; next
+      }
       d = $col["measured"] - $col["sim"]; if (d < 0) d = -d
       printf "%-10s P=%s M=%-3s measured %s  sim %s  |diff| %.4f  %s\n", $1, $col["P"], $col["M"],
              $col["measured"], $col["sim"], d, (d <= tol + 1e-12 ? "ok" : "OVER")
       n++; if (d > tol + 1e-12) bad++; if (d > worst) worst = d
     }
     END {
-      printf "synthetic bubble vs simulator: %d rows, worst |diff| %.4f (tolerance %s)\n", n, worst, tol
-      exit (n == 0 || bad > 0)
+      printf "synthetic bubble vs simulator: %d of %d rows, worst |diff| %.4f (tolerance %s)\n", n, want, worst, tol
+      exit (n != want || unreadable > 0 || bad > 0)
     }' "$1"
 }
 if want synthetic; then
+  # The table (stdout) to a file of its own, the progress lines (stderr) to the log.
+  table="$out/sweep-synthetic.table"
   if run_step "sweep synthetic P=$P $transport" "$out/sweep-synthetic.log" \
+    bash -c '"$@" >"$0"' "$table" \
     "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-h1,zb-h2,zb-v -M 8,16 \
     --backend "$backend" --transport "$transport" --compute synthetic --t-f 2ms --t-b 2ms \
     --t-w 2ms --warmup 1 --iters 5 --timeout 300; then
-    bubble_vs_sim "$out/sweep-synthetic.log" > "$out/synthetic-vs-sim.log"
+    cat "$table" >> "$out/sweep-synthetic.log"
+    bubble_vs_sim "$table" 8 > "$out/synthetic-vs-sim.log"
     rc=$?
     echo "== synthetic bubble vs simulator"
     sed 's/^/   /' "$out/synthetic-vs-sim.log"
