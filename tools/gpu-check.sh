@@ -274,6 +274,7 @@ bubble_vs_sim() {
 if want synthetic; then
   # The table (stdout) to a file of its own, the progress lines (stderr) to the log.
   table="$out/sweep-synthetic.table"
+  # shellcheck disable=SC2016  # the inner bash expands "$@" and "$0", not this one
   if run_step "sweep synthetic P=$P $transport" "$out/sweep-synthetic.log" \
     bash -c '"$@" >"$0"' "$table" \
     "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-h1,zb-h2,zb-v -M 8,16 \

@@ -20,7 +20,7 @@ check() {  # name, condition result
 timeout 300 bash "$script" --backend cpu --bindir "$BINDIR" --mpiexec "$MPIEXEC" \
   --only check,synthetic --bubble-tol 1 --timeout 120 --out "$tmp/pass" >"$tmp/pass.log" 2>&1
 rc=$?
-check "passes (exit $rc)" $([ $rc = 0 ] && echo 0 || echo 1)
+check "passes (exit $rc)" "$([ $rc = 0 ] && echo 0 || echo 1)"
 [ "$(grep -c '^PASS .* check ' "$tmp/pass/summary.txt")" = 10 ]
 check "10 check steps passed" $?
 grep -q '^PASS .*synthetic bubble vs sim .*8 of 8 rows' "$tmp/pass/summary.txt"
@@ -29,7 +29,7 @@ check "synthetic comparison read 8 of 8 rows" $?
 timeout 300 bash "$script" --backend cpu --bindir "$BINDIR" --mpiexec "$MPIEXEC" \
   --only synthetic --bubble-tol 0 --timeout 120 --out "$tmp/fail" >"$tmp/fail.log" 2>&1
 rc=$?
-check "tolerance 0 fails the script (exit $rc)" $([ $rc = 1 ] && echo 0 || echo 1)
+check "tolerance 0 fails the script (exit $rc)" "$([ $rc = 1 ] && echo 0 || echo 1)"
 grep -q '^FAIL .*synthetic bubble vs sim' "$tmp/fail/summary.txt"
 check "tolerance 0: the comparison is FAIL" $?
 grep -q 'OVER' "$tmp/fail/synthetic-vs-sim.log"
@@ -37,7 +37,7 @@ check "tolerance 0: rows marked OVER" $?
 
 bash "$script" --only bogus >"$tmp/bad.log" 2>&1
 rc=$?
-check "unknown --only step: exit 2 (got $rc)" $([ $rc = 2 ] && echo 0 || echo 1)
+check "unknown --only step: exit 2 (got $rc)" "$([ $rc = 2 ] && echo 0 || echo 1)"
 
 if [ $fails -gt 0 ]; then
   echo "--- pass.log"; cat "$tmp/pass.log"; echo "--- fail.log"; cat "$tmp/fail.log"
