@@ -42,6 +42,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/list.hpp"
@@ -140,6 +141,10 @@ void say(std::string line) {
 [[noreturn]] void abort_job(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
+  // MPI_Abort makes Hydra tear the job down at once, and output still in the pipe to its proxy
+  // can be dropped: CI once saw exit 3 with the watchdog's line missing. A pause lets the proxy
+  // forward this rank's last lines first; it only delays a job that is failing anyway.
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   MPI_Abort(MPI_COMM_WORLD, code);
   std::abort();
 }
