@@ -87,6 +87,11 @@ std::size_t block_size_for(std::size_t bytes) {
   return bytes <= kSmallLimit ? round_up(bytes, kSmallRound) : round_up(bytes, kLargeRound);
 }
 
+// One past the last element of a rows×cols matrix at p with leading dimension ld.
+const float* footprint_end(const float* p, int rows, int cols, int ld) {
+  return p + static_cast<std::size_t>(rows - 1) * ld + cols;
+}
+
 cublasOperation_t op(Trans t) {
   return t ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
@@ -112,7 +117,7 @@ struct CudaBackend::Impl {
     void* bf16 = nullptr;
     std::size_t bytes = 0;
     bool valid = false;
-    const float* end() const { return src + static_cast<std::size_t>(rows - 1) * ld + cols; }
+    const float* end() const { return footprint_end(src, rows, cols, ld); }
   };
   std::vector<std::pair<const float*, const float*>> param_ranges;
   std::vector<Bf16Copy> bf16_copies;
@@ -240,13 +245,13 @@ struct CudaBackend::Impl {
   }
   // C (m×n, leading dimension ldc) is about to be written.
   void wrote(const float* c, int m, int n, int ldc) {
-    if (!bf16_copies.empty()) wrote(c, static_cast<std::size_t>(m - 1) * ldc + n);
+    if (!bf16_copies.empty()) wrote(c, static_cast<std::size_t>(footprint_end(c, m, n, ldc) - c));
   }
 
   // The bf16 copy of the rows×cols operand at `src` (leading dimension ld), converted now if
   // stale; nullptr when the operand is not inside noted parameters.
   const void* parameter_bf16(const float* src, int rows, int cols, int ld) {
-    const float* end = src + static_cast<std::size_t>(rows - 1) * ld + cols;
+    const float* end = footprint_end(src, rows, cols, ld);
     const bool inside = std::any_of(param_ranges.begin(), param_ranges.end(), [&](const auto& r) {
       return r.first <= src && end <= r.second;
     });
@@ -289,6 +294,16 @@ struct CudaBackend::Impl {
       device_free(c.bf16, c.bytes);
       return true;
     });
+  }
+
+  // A GEMM operand in bf16: the kept copy of a noted parameter, else rounded now into the
+  // workspace `ws` (of `have` bytes).
+  const void* bf16_operand(const float* src, int rows, int cols, int ld, void*& ws,
+                           std::size_t& have) {
+    if (const void* kept = parameter_bf16(src, rows, cols, ld)) return kept;
+    void* out = ensure_workspace(ws, have, static_cast<std::size_t>(rows) * cols * 2);
+    BB_CHECK_CUDA(kernels::to_bf16(stream, src, rows, cols, ld, out));
+    return out;
   }
 
   void* ensure_workspace(void*& ws, std::size_t& have, std::size_t need) {
@@ -454,20 +469,8 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
   // bf16 operands (dense copies, leading dimension = stored columns), fp32 accumulate/output.
   const int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
   const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  const std::size_t a_bytes = static_cast<std::size_t>(a_rows) * a_cols * 2;
-  const std::size_t b_bytes = static_cast<std::size_t>(b_rows) * b_cols * 2;
-  const void* a16 = s.parameter_bf16(a, a_rows, a_cols, lda);
-  const void* b16 = s.parameter_bf16(b, b_rows, b_cols, ldb);
-  if (a16 == nullptr) {
-    void* ws = s.ensure_workspace(s.bf16_a, s.bf16_a_bytes, a_bytes);
-    BB_CHECK_CUDA(kernels::to_bf16(s.stream, a, a_rows, a_cols, lda, ws));
-    a16 = ws;
-  }
-  if (b16 == nullptr) {
-    void* ws = s.ensure_workspace(s.bf16_b, s.bf16_b_bytes, b_bytes);
-    BB_CHECK_CUDA(kernels::to_bf16(s.stream, b, b_rows, b_cols, ldb, ws));
-    b16 = ws;
-  }
+  const void* a16 = s.bf16_operand(a, a_rows, a_cols, lda, s.bf16_a, s.bf16_a_bytes);
+  const void* b16 = s.bf16_operand(b, b_rows, b_cols, ldb, s.bf16_b, s.bf16_b_bytes);
   BB_CHECK_CUBLAS(cublasGemmEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b16,
                                CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, c, CUDA_R_32F,
                                ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
