@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -23,20 +26,37 @@ namespace bb {
 //   Time step_gap(int rank);                                // between steps (optimizer)
 //   void record(int rank, int step, std::size_t index, std::size_t n,
 //               Time ready, Time start, Time end);        // each rank's actions in list order
-template <class Time, class Policy>
+//
+// kSplitSlots: activations and gradients get a slot array each (twice the memory), and both
+// stay readable after the run: activation_time() and gradient_time(). Lowering needs them.
+template <class Time, class Policy, bool kSplitSlots = false>
 class DataflowEngine {
  public:
+  // Stamps are 16 bits: 2 per step.
+  static constexpr int kMaxSteps = 30000;
+
   DataflowEngine(const Schedule& s, Policy& policy, int steps = 1)
       : s_(s), pol_(policy), steps_(steps) {}
 
   // True when every rank finished every step.
   bool run() {
     const std::size_t CM = static_cast<std::size_t>(s_.num_chunks()) * s_.M;
-    edge_.assign(CM, Slot{});
+    // Lazily zeroed pages (calloc of a large block maps fresh zero pages): a slot's page is
+    // touched first when a message is written into it, not by a separate clearing pass.
+    const std::size_t n = kSplitSlots ? 2 * CM : CM;
+    time_.reset(static_cast<Time*>(std::malloc(n * sizeof(Time) + 1)));
+    stamp_.reset(static_cast<std::uint16_t*>(std::calloc(n + 1, sizeof(std::uint16_t))));
+    if (!time_ || !stamp_) throw std::bad_alloc();
+    grad_base_ = kSplitSlots ? CM : 0;
     uniform_ = s_.uniform_routes();
     if (!s_.routes.empty()) route_ = s_.routes.front();
     const int P = s_.P;
     st_.assign(P, RankState{});
+    for (int r = 0; r < P; ++r) {
+      st_[r].begin = st_[r].p = s_.ranks[r].data();
+      st_[r].end = st_[r].begin + s_.ranks[r].size();
+    }
+    if (steps_ > kMaxSteps) return false;
     // Every rank runs until it must wait for one input, and is woken only when that input
     // arrives. The ready ranks form a stack, so a woken rank runs next, while the data it
     // waited for is still in cache. A rank is on it at most once (it waits for nothing while
@@ -44,7 +64,10 @@ class DataflowEngine {
     ready_.assign(static_cast<std::size_t>(P) + 1, 0);
     top_ = 0;
     for (int r = P - 1; r >= 0; --r) ready_[top_++] = r;
-    while (top_ > 0) advance(ready_[--top_]);
+    if (uniform_)
+      while (top_ > 0) advance<true>(ready_[--top_]);
+    else
+      while (top_ > 0) advance<false>(ready_[--top_]);
     for (int r = 0; r < P; ++r)
       if (st_[r].step < steps_) return false;
     return true;
@@ -52,14 +75,25 @@ class DataflowEngine {
 
   Time clock(int rank) const { return st_[rank].clock; }
 
+  // With kSplitSlots, after run(): when chunk c's forward output of micro-batch mb reached the
+  // next chunk, and when chunk c's input gradient reached chunk c-1 (the last step's values).
+  Time activation_time(int chunk, std::uint32_t mb) const requires kSplitSlots {
+    return time_[idx(chunk, mb)];
+  }
+  Time gradient_time(int chunk, std::uint32_t mb) const requires kSplitSlots {
+    return time_[grad_base_ + idx(chunk - 1, mb)];
+  }
+
   std::string stuck_report() const {
     std::string out;
+    if (steps_ > kMaxSteps)
+      return "  more than " + std::to_string(kMaxSteps) + " steps asked for\n";
     for (int r = 0; r < s_.P; ++r) {
       const RankState& st = st_[r];
       if (st.step >= steps_) continue;
-      const Action& a = s_.ranks[r][st.pos];
-      out += "  rank " + std::to_string(r) + " step " + std::to_string(st.pos) + " waits at " +
-             to_string(a) + " for " + wait_reason(r, a) + "\n";
+      const Action& a = *st.p;
+      out += "  rank " + std::to_string(r) + " step " + std::to_string(st.p - st.begin) +
+             " waits at " + to_string(a) + " for " + wait_reason(a) + "\n";
     }
     return out;
   }
@@ -68,28 +102,33 @@ class DataflowEngine {
   static constexpr std::size_t kNotWaiting = ~std::size_t{0};
 
   struct RankState {
-    std::size_t pos = 0;
+    const Action* p = nullptr;  // next action
+    const Action* begin = nullptr;
+    const Action* end = nullptr;
     std::size_t waiting = kNotWaiting;  // the edge slot it waits for
-    int step = 0;
     Time clock{};
+    int step = 0;
   };
 
   // One slot per edge between chunk c and c+1 of micro-batch mb (index c * M + mb): first the
   // activation going forward, then, once chunk c+1 has used it (its F precedes its B), the
-  // gradient coming back. The stamp says which value of which step the slot holds.
-  struct Slot {
-    Time t{};
-    std::uint32_t stamp = 0;
-  };
-  static std::uint32_t fstamp(int step) { return 2 * static_cast<std::uint32_t>(step) + 1; }
-  static std::uint32_t bstamp(int step) { return 2 * static_cast<std::uint32_t>(step) + 2; }
+  // gradient coming back (kSplitSlots: in a second array). The stamp says which value of which
+  // step the slot holds.
+  static std::uint16_t fstamp(int step) { return static_cast<std::uint16_t>(2 * step + 1); }
+  static std::uint16_t bstamp(int step) { return static_cast<std::uint16_t>(2 * step + 2); }
 
   std::size_t idx(int chunk, std::uint32_t mb) const {
     return static_cast<std::size_t>(chunk) * s_.M + mb;
   }
-  const Route& route(std::uint32_t mb) const { return uniform_ ? route_ : s_.routes[mb]; }
+  template <bool kUniform>
+  const Route& route(std::uint32_t mb) const {
+    if constexpr (kUniform)
+      return route_;
+    else
+      return s_.routes[mb];
+  }
 
-  std::string wait_reason(int r, const Action& a) const {
+  std::string wait_reason(const Action& a) const {
     const Route& rt = s_.routes[a.mb];
     if (a.op == Op::F && a.chunk > rt.first)
       return "the forward output of chunk " + std::to_string(a.chunk - 1) + " micro-batch " +
@@ -97,30 +136,31 @@ class DataflowEngine {
     if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
       return "the gradient of chunk " + std::to_string(a.chunk + 1) + " micro-batch " +
              std::to_string(a.mb) + " from rank " + std::to_string(s_.chunk_rank[a.chunk + 1]);
-    (void)r;
     return "its own earlier action";
   }
 
   // Raises *t to the input's arrival time; returns kNotWaiting, or the slot it waits for.
-  std::size_t input(Slot* edge, const Action& a, int step, Time* t) const {
-    const Route& rt = route(a.mb);
+  template <bool kUniform>
+  [[gnu::always_inline]] std::size_t input(const Action& a, std::uint16_t fs, Time* t) const {
+    const Route& rt = route<kUniform>(a.mb);
+    std::size_t k;
+    std::uint16_t want = fs;
     if (a.op == Op::F) {
       if (a.chunk == rt.first) return kNotWaiting;
-      const Slot& sl = edge[idx(a.chunk - 1, a.mb)];
-      if (sl.stamp != fstamp(step)) return idx(a.chunk - 1, a.mb);
-      if (sl.t > *t) *t = sl.t;
-    } else if (a.op != Op::W) {  // B or BW
-      if (a.chunk == rt.last) return kNotWaiting;
-      const Slot& sl = edge[idx(a.chunk, a.mb)];
-      if (sl.stamp != bstamp(step)) return idx(a.chunk, a.mb);
-      if (sl.t > *t) *t = sl.t;
+      k = idx(a.chunk - 1, a.mb);
+    } else {
+      if (a.op == Op::W || a.chunk == rt.last) return kNotWaiting;
+      k = grad_base_ + idx(a.chunk, a.mb);
+      ++want;
     }
+    if (stamp_[k] != want) return k;
+    if (time_[k] > *t) *t = time_[k];
     return kNotWaiting;
   }
 
   // Without a branch (whether the rank waits for exactly this is unpredictable): the rank is
   // written above the top of the stack, and the top moves up only if it was waiting for it.
-  void wake(int r, std::size_t what) {
+  [[gnu::always_inline]] void wake(int r, std::size_t what) {
     RankState& st = st_[r];
     const bool hit = st.waiting == what;
     st.waiting = hit ? kNotWaiting : st.waiting;
@@ -129,84 +169,91 @@ class DataflowEngine {
   }
 
   // Writes a message produced on rank r at time t into slot k for rank dst.
-  void put(Slot* edge, std::size_t k, std::uint32_t stamp, int r, int dst, const Action& a,
-           Time t) {
-    edge[k].stamp = stamp;
+  [[gnu::always_inline]] void put(std::size_t k, std::uint16_t stamp, int r, int dst,
+                                  const Action& a, Time t) {
+    stamp_[k] = stamp;
     if (dst == r) {
-      edge[k].t = t;
+      time_[k] = t;
     } else {
-      edge[k].t = t + pol_.delay(r, dst, a);
+      time_[k] = t + pol_.delay(r, dst, a);
       wake(dst, k);
     }
   }
 
-  void output(Slot* edge, int r, int step, const Action& a, Time f_end, Time grad_at) {
-    const Route& rt = route(a.mb);
+  template <bool kUniform>
+  [[gnu::always_inline]] void output(int r, std::uint16_t fs, const Action& a, Time f_end,
+                                     Time grad_at) {
+    const Route& rt = route<kUniform>(a.mb);
     if (a.op == Op::F) {
-      if (a.chunk != rt.last)
-        put(edge, idx(a.chunk, a.mb), fstamp(step), r, s_.chunk_rank[a.chunk + 1], a, f_end);
+      if (a.chunk != rt.last) put(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
     } else if (a.op != Op::W) {  // B or BW
       if (a.chunk != rt.first)
-        put(edge, idx(a.chunk - 1, a.mb), bstamp(step), r, s_.chunk_rank[a.chunk - 1], a, grad_at);
+        put(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r, s_.chunk_rank[a.chunk - 1], a, grad_at);
     }
   }
 
+  template <bool kUniform>
   void advance(int r) {
     RankState& st = st_[r];
-    Slot* const edge = edge_.data();
-    const Action* const acts = s_.ranks[r].data();
-    const std::size_t size = s_.ranks[r].size();
     // Work on locals; write the state back when the rank blocks or finishes.
-    std::size_t pos = st.pos;
+    const Action* p = st.p;
+    const Action* const end = st.end;
     int step = st.step;
+    std::uint16_t fs = fstamp(step);
     Time clock = st.clock;
     std::size_t waiting = kNotWaiting;
     while (step < steps_) {
-      if (pos >= size) {
-        pos = 0;
+      if (p == end) {
+        p = st.begin;
         if (++step < steps_) clock += pol_.step_gap(r);
+        fs = fstamp(step);
         continue;
       }
-      const Action* a = acts + pos;
-      if (is_comm(a->op)) {
-        ++pos;
+      if (is_comm(p->op)) [[unlikely]] {
+        ++p;
         continue;
       }
       Time start = clock;
-      if (!a->overlap_next() || pos + 1 == size) [[likely]] {
-        waiting = input(edge, *a, step, &start);
+      if (!p->overlap_next() || p + 1 == end) [[likely]] {
+        waiting = input<kUniform>(*p, fs, &start);
         if (waiting != kNotWaiting) break;
-        const Time end = start + pol_.cost(r, a, 1);
-        pol_.record(r, step, pos, 1, clock, start, end);
-        clock = end;
-        ++pos;
-        output(edge, r, step, *a, end, end);
+        const Time stop = start + pol_.cost(r, p, 1);
+        pol_.record(r, step, static_cast<std::size_t>(p - st.begin), 1, clock, start, stop);
+        clock = stop;
+        output<kUniform>(r, fs, *p, stop, stop);
+        ++p;
         continue;
       }
       // An FB pair: both inputs, one cost; the gradient leaves at grad_offset.
-      waiting = input(edge, a[0], step, &start);
-      if (waiting == kNotWaiting) waiting = input(edge, a[1], step, &start);
+      waiting = input<kUniform>(p[0], fs, &start);
+      if (waiting == kNotWaiting) waiting = input<kUniform>(p[1], fs, &start);
       if (waiting != kNotWaiting) break;
-      const Time end = start + pol_.cost(r, a, 2);
-      const Time grad_at = start + pol_.grad_offset(r, a, 2);
-      pol_.record(r, step, pos, 2, clock, start, end);
-      clock = end;
-      pos += 2;
-      output(edge, r, step, a[0], end, grad_at);
-      output(edge, r, step, a[1], end, grad_at);
+      const Time stop = start + pol_.cost(r, p, 2);
+      const Time grad_at = start + pol_.grad_offset(r, p, 2);
+      pol_.record(r, step, static_cast<std::size_t>(p - st.begin), 2, clock, start, stop);
+      clock = stop;
+      output<kUniform>(r, fs, p[0], stop, grad_at);
+      output<kUniform>(r, fs, p[1], stop, grad_at);
+      p += 2;
     }
-    st.pos = pos;
+    st.p = p;
     st.step = step;
     st.clock = clock;
     st.waiting = waiting;
   }
 
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+
   const Schedule& s_;
   Policy& pol_;
   int steps_;
-  bool uniform_ = true;  // every micro-batch takes the same route
+  bool uniform_ = true;        // every micro-batch takes the same route
+  std::size_t grad_base_ = 0;  // where gradient slots start (kSplitSlots) or 0 (shared)
   Route route_;
-  std::vector<Slot> edge_;
+  std::unique_ptr<Time[], Free> time_;
+  std::unique_ptr<std::uint16_t[], Free> stamp_;
   std::vector<RankState> st_;
   std::vector<int> ready_;
   std::size_t top_ = 0;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <iterator>
 
 #include "common/error.hpp"
 #include "schedule/engine.hpp"
+#include "schedule/parallel.hpp"
 #include "schedule/validate.hpp"
 
 namespace bb {
@@ -19,33 +21,21 @@ UnitTime unit_cost(const Action& a) {
   return a.op == Op::BW ? 2.0f : 1.0f;
 }
 
-// Records every message's time: the end of its producer (index chunk * M + mb of the
-// producer; zero delay, so this is also when it arrives).
+// Unit costs, no link time: the engine's slots then hold when each message was produced.
 struct UnitPolicy {
-  explicit UnitPolicy(const Schedule& s)
-      : s(s),
-        ftime(static_cast<std::size_t>(s.num_chunks()) * s.M, 0.0f),
-        btime(ftime.size(), 0.0f) {}
-  UnitTime cost(int, const Action* a, std::size_t n) const {
+  static UnitTime cost(int, const Action* a, std::size_t n) {
     UnitTime c = 0;
     for (std::size_t k = 0; k < n; ++k) c += unit_cost(a[k]);
     return c;
   }
   // A gradient leaves when its action ends (for BW: after W too), as the runtime sends it.
-  UnitTime grad_offset(int, const Action* a, std::size_t n) const { return cost(0, a, n); }
-  UnitTime delay(int, int, const Action&) const { return 0; }
-  UnitTime step_gap(int) const { return 0; }
-  void record(int rank, int, std::size_t index, std::size_t n, UnitTime, UnitTime, UnitTime end) {
-    for (std::size_t k = 0; k < n; ++k) {
-      const Action& a = s.ranks[rank][index + k];
-      const std::size_t i = static_cast<std::size_t>(a.chunk) * s.M + a.mb;
-      if (a.op == Op::F) ftime[i] = end;
-      if (a.op == Op::B || a.op == Op::BW) btime[i] = end;
-    }
-  }
-  const Schedule& s;
-  std::vector<UnitTime> ftime, btime;
+  static UnitTime grad_offset(int, const Action* a, std::size_t n) { return cost(0, a, n); }
+  static UnitTime delay(int, int, const Action&) { return 0; }
+  static UnitTime step_gap(int) { return 0; }
+  static void record(int, int, std::size_t, std::size_t, UnitTime, UnitTime, UnitTime) {}
 };
+using UnitEngine = DataflowEngine<UnitTime, UnitPolicy, true>;
+UnitPolicy unit_policy;
 
 // A message's place in the global order (time, source rank, direction, chunk, micro-batch),
 // packed into two words that compare lexicographically (unit times are non-negative floats,
@@ -67,9 +57,8 @@ struct Msg {
 // lowered list.
 class RankLowering {
  public:
-  RankLowering(const Schedule& s, const std::vector<UnitTime>& ftime,
-               const std::vector<UnitTime>& btime)
-      : s_(s), ftime_(ftime), btime_(btime), uniform_(s.uniform_routes()) {}
+  RankLowering(const Schedule& s, const UnitEngine& times)
+      : s_(s), times_(times), uniform_(s.uniform_routes()) {}
 
   std::vector<Action> run(int r) {
     r_ = r;
@@ -123,9 +112,9 @@ class RankLowering {
 
   UnitTime input_time(const Action& a) const {
     const Route& rt = route(a.mb);
-    if (a.op == Op::F && a.chunk > rt.first) return ftime_[idx(a.chunk - 1, a.mb)];
+    if (a.op == Op::F && a.chunk > rt.first) return times_.activation_time(a.chunk - 1, a.mb);
     if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
-      return btime_[idx(a.chunk + 1, a.mb)];
+      return times_.gradient_time(a.chunk + 1, a.mb);
     return 0;
   }
 
@@ -141,7 +130,8 @@ class RankLowering {
         if (a.chunk > rt.first) {
           const int src = s_.chunk_rank[a.chunk - 1];
           if (src != r_)
-            frecvs_.push_back(Msg::make(ftime_[idx(a.chunk - 1, a.mb)], src, 0, a.chunk - 1, a.mb,
+            frecvs_.push_back(Msg::make(times_.activation_time(a.chunk - 1, a.mb), src, 0,
+                                        a.chunk - 1, a.mb,
                                         make_action(Op::RECV_F, a.chunk, static_cast<int>(a.mb))));
         }
         nsend += a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_;
@@ -149,7 +139,8 @@ class RankLowering {
         if (a.chunk < rt.last) {
           const int src = s_.chunk_rank[a.chunk + 1];
           if (src != r_)
-            brecvs_.push_back(Msg::make(btime_[idx(a.chunk + 1, a.mb)], src, 1, a.chunk + 1, a.mb,
+            brecvs_.push_back(Msg::make(times_.gradient_time(a.chunk + 1, a.mb), src, 1,
+                                        a.chunk + 1, a.mb,
                                         make_action(Op::RECV_B, a.chunk, static_cast<int>(a.mb))));
         }
         nsend += a.chunk > rt.first && s_.chunk_rank[a.chunk - 1] != r_;
@@ -180,42 +171,226 @@ class RankLowering {
 
   const Schedule& s_;
   int r_ = 0;
-  const std::vector<UnitTime>& ftime_;
-  const std::vector<UnitTime>& btime_;
+  const UnitEngine& times_;
   bool uniform_;
   std::vector<Msg> frecvs_, brecvs_, recvs_;
 };
 
+// The timed dry run that lower() uses on its own output. The unit-time pass gave every message
+// a time; here every rank's lowered list is replayed against those times, rank by rank:
+//   - each compute starts when its rank is free and its inputs have arrived, and ends where
+//     the unit-time pass says its outputs were produced;
+//   - each SEND follows its producer on that rank, and each RECV is a message another rank
+//     produces; every message crossing ranks is sent once and received once;
+//   - each rank's SEND/RECV keys (time, source rank, direction, chunk, micro-batch) increase.
+// Together these prove what dry_run() finds by search: taken in key order, every message's
+// sender and receiver have it at the head of their comm streams (all their earlier ones have
+// smaller keys) and its producer has run (everything before it on that rank waits only for
+// messages of earlier times). So the lowered schedule finishes under blocking, in-order
+// matched send/receive per peer pair. Ranks are checked independently (two threads at scale).
+class TimedDryRun {
+ public:
+  TimedDryRun(const Schedule& s, const UnitEngine& times)
+      : s_(s),
+        times_(times),
+        uniform_(s.uniform_routes()),
+        flags_(static_cast<std::size_t>(s.num_chunks()) * s.M, 0) {}
+
+  // Empty when the lowered lists keep to the times; else what broke first.
+  std::string run() {
+    std::vector<std::string> why(rank_workers(2));
+    for_each_rank(s_, 2, [&](int w, int r) {
+      if (why[w].empty()) why[w] = replay(r);
+    });
+    for (auto& y : why)
+      if (!y.empty()) return y;
+    for_each_rank(s_, 2, [&](int w, int r) {
+      if (why[w].empty()) why[w] = complete(r);
+    });
+    for (auto& y : why)
+      if (!y.empty()) return y;
+    return {};
+  }
+
+ private:
+  // Per (chunk, micro-batch), written only by the chunk's rank.
+  enum : std::uint8_t { kF = 1, kB = 2, kSentF = 4, kRecvF = 8, kSentB = 16, kRecvB = 32 };
+
+  std::size_t idx(int c, std::uint32_t m) const { return static_cast<std::size_t>(c) * s_.M + m; }
+  const Route& route(std::uint32_t mb) const { return uniform_ ? s_.routes[0] : s_.routes[mb]; }
+
+  static std::string at(int r, std::size_t i, const Action& a, const std::string& what) {
+    return "  rank " + std::to_string(r) + " step " + std::to_string(i) + " " + to_string(a) +
+           ": " + what + "\n";
+  }
+
+  UnitTime input_time(const Action& a) const {
+    const Route& rt = route(a.mb);
+    if (a.op == Op::F && a.chunk > rt.first) return times_.activation_time(a.chunk - 1, a.mb);
+    if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
+      return times_.gradient_time(a.chunk + 1, a.mb);
+    return 0;
+  }
+
+  std::string replay(int r) {
+    const auto& acts = s_.ranks[r];
+    const std::size_t size = acts.size();
+    UnitTime clock = 0;
+    Msg last{0, 0, {}};
+    bool any = false;
+    for (std::size_t i = 0; i < size;) {
+      const Action& a = acts[i];
+      if (is_comm(a.op)) {
+        Msg key{};
+        std::string bad = comm(r, a, &key);
+        if (!bad.empty()) return at(r, i, a, bad);
+        if (any && !(last < key)) return at(r, i, a, "out of the order of message times");
+        last = key;
+        any = true;
+        ++i;
+        continue;
+      }
+      const std::size_t n = a.overlap_next() && i + 1 < size && !is_comm(acts[i + 1].op) ? 2 : 1;
+      UnitTime start = clock, cost = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        start = std::max(start, input_time(acts[i + k]));
+        cost += unit_cost(acts[i + k]);
+      }
+      const UnitTime end = start + cost;
+      for (std::size_t k = 0; k < n; ++k) {
+        const Action& b = acts[i + k];
+        const Route& rt = route(b.mb);
+        std::uint8_t& f = flags_[idx(b.chunk, b.mb)];
+        if (b.op == Op::F) {
+          if (b.chunk < rt.last && times_.activation_time(b.chunk, b.mb) != end)
+            return at(r, i + k, b, "ends at another time than the lowering's");
+          f |= kF;
+        } else if (b.op != Op::W) {
+          if (b.chunk > rt.first && times_.gradient_time(b.chunk, b.mb) != end)
+            return at(r, i + k, b, "ends at another time than the lowering's");
+          f |= kB;
+        }
+      }
+      clock = end;
+      i += n;
+    }
+    return {};
+  }
+
+  // Checks one SEND/RECV of rank r and gives its key.
+  std::string comm(int r, const Action& a, Msg* key) {
+    if (a.chunk >= s_.num_chunks() || a.mb >= static_cast<std::uint32_t>(s_.M))
+      return "chunk or micro-batch out of range";
+    if (s_.chunk_rank[a.chunk] != r) return "the chunk lives on another rank";
+    const Route& rt = route(a.mb);
+    std::uint8_t& f = flags_[idx(a.chunk, a.mb)];
+    const auto once = [&](std::uint8_t bit) {
+      if (f & bit) return false;
+      f |= bit;
+      return true;
+    };
+    switch (a.op) {
+      case Op::SEND_F:
+        if (a.chunk >= rt.last || s_.chunk_rank[a.chunk + 1] == r) return "no remote next chunk";
+        if (!(f & kF)) return "sent before its forward ran on this rank";
+        if (!once(kSentF)) return "sent twice";
+        *key = Msg::make(times_.activation_time(a.chunk, a.mb), r, 0, a.chunk, a.mb, a);
+        return {};
+      case Op::RECV_F:
+        if (a.chunk <= rt.first || s_.chunk_rank[a.chunk - 1] == r)
+          return "no remote previous chunk";
+        if (!once(kRecvF)) return "received twice";
+        *key = Msg::make(times_.activation_time(a.chunk - 1, a.mb), s_.chunk_rank[a.chunk - 1], 0,
+                         a.chunk - 1, a.mb, a);
+        return {};
+      case Op::SEND_B:
+        if (a.chunk <= rt.first || s_.chunk_rank[a.chunk - 1] == r)
+          return "no remote previous chunk";
+        if (!(f & kB)) return "sent before its backward ran on this rank";
+        if (!once(kSentB)) return "sent twice";
+        *key = Msg::make(times_.gradient_time(a.chunk, a.mb), r, 1, a.chunk, a.mb, a);
+        return {};
+      case Op::RECV_B:
+        if (a.chunk >= rt.last || s_.chunk_rank[a.chunk + 1] == r) return "no remote next chunk";
+        if (!once(kRecvB)) return "received twice";
+        *key = Msg::make(times_.gradient_time(a.chunk + 1, a.mb), s_.chunk_rank[a.chunk + 1], 1,
+                         a.chunk + 1, a.mb, a);
+        return {};
+      default:
+        return "not a SEND/RECV";
+    }
+  }
+
+  // Every message rank r produces for another rank was sent by r and received there.
+  std::string complete(int r) const {
+    const auto& acts = s_.ranks[r];
+    for (std::size_t i = 0; i < acts.size(); ++i) {
+      const Action& a = acts[i];
+      const Route& rt = route(a.mb);
+      const std::uint8_t f = flags_[idx(a.chunk, a.mb)];
+      if (a.op == Op::F && a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r) {
+        if (!(f & kSentF)) return at(r, i, a, "its output is never sent");
+        if (!(flags_[idx(a.chunk + 1, a.mb)] & kRecvF))
+          return at(r, i, a, "its output is never received");
+      } else if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first &&
+                 s_.chunk_rank[a.chunk - 1] != r) {
+        if (!(f & kSentB)) return at(r, i, a, "its input gradient is never sent");
+        if (!(flags_[idx(a.chunk - 1, a.mb)] & kRecvB))
+          return at(r, i, a, "its input gradient is never received");
+      }
+    }
+    return {};
+  }
+
+  const Schedule& s_;
+  const UnitEngine& times_;
+  bool uniform_;
+  std::vector<std::uint8_t> flags_;
+};
+
 }  // namespace
 
-Schedule lower(Schedule s) {
+Schedule lower(Schedule s, LowerPhases* phases) {
   if (s.lowered) throw ScheduleError("schedule '" + s.name + "' is already lowered");
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  const auto lap = [&](double LowerPhases::*field) {
+    const auto t = clock::now();
+    if (phases) phases->*field = std::chrono::duration<double>(t - t0).count();
+    t0 = t;
+  };
   validate_or_throw(s);
-  std::vector<UnitTime> ftime, btime;
+  lap(&LowerPhases::validate);
+  std::string certificate;
   {
-    UnitPolicy pol(s);
-    DataflowEngine<UnitTime, UnitPolicy> engine(s, pol, 1);
+    // Unit-time pass: every message's time; a cyclic wait shows here.
+    UnitEngine engine(s, unit_policy, 1);
     if (!engine.run())
       throw ScheduleError(
           "schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
           ") deadlocks: the ranks' orders form a cyclic wait\n" + engine.stuck_report());
-    ftime = std::move(pol.ftime);
-    btime = std::move(pol.btime);
+    lap(&LowerPhases::unit_times);
+    // Rank r's lowering reads only rank r's list, so each lowered list replaces its compute
+    // list at once (peak memory: the lowered schedule plus one rank's compute list).
+    std::vector<RankLowering> lowering(rank_workers(2), RankLowering(s, engine));
+    for_each_rank(s, 2, [&](int w, int r) {
+      std::vector<Action> lowered = lowering[w].run(r);
+      std::vector<Action>().swap(s.ranks[r]);
+      s.ranks[r] = std::move(lowered);
+    });
+    s.lowered = true;
+    lap(&LowerPhases::lists);
+    certificate = TimedDryRun(s, engine).run();
+    lap(&LowerPhases::proof);
+  }  // the message times are freed here
+  if (!certificate.empty()) {
+    // Not expected: the lowering broke its own rule. The searching dry run says whether the
+    // result can deadlock (and where); if it cannot, the schedule is still safe to use.
+    DryRunResult dr = dry_run(s);
+    if (!dr.ok)
+      throw ScheduleError("lowering of '" + s.name + "' failed its dry run:\n" + dr.message +
+                          "(timed dry run: " + certificate + ")");
   }
-  // Rank r's lowering reads only rank r's list, so each lowered list replaces its compute
-  // list at once (peak memory: the lowered schedule plus one rank's compute list).
-  RankLowering lowering(s, ftime, btime);
-  for (int r = 0; r < s.P; ++r) {
-    std::vector<Action> lowered = lowering.run(r);
-    std::vector<Action>().swap(s.ranks[r]);
-    s.ranks[r] = std::move(lowered);
-  }
-  std::vector<UnitTime>().swap(ftime);
-  std::vector<UnitTime>().swap(btime);
-  s.lowered = true;
-  DryRunResult dr = dry_run(s);
-  if (!dr.ok)
-    throw ScheduleError("lowering of '" + s.name + "' failed its dry run:\n" + dr.message);
   return s;
 }
 
@@ -398,6 +573,28 @@ class DryRun {
 };
 
 }  // namespace
+
+DryRunResult timed_dry_run(const Schedule& s) {
+  DryRunResult res;
+  res.ok = false;
+  if (!s.lowered) {
+    res.message = "timed dry run needs a lowered schedule";
+    return res;
+  }
+  const ValidationReport rep = validate(s);
+  if (!rep.ok()) {
+    res.message = "invalid schedule:\n" + rep.describe(s);
+    return res;
+  }
+  UnitEngine engine(s, unit_policy, 1);
+  if (!engine.run()) {
+    res.message = "the compute orders form a cyclic wait:\n" + engine.stuck_report();
+    return res;
+  }
+  res.message = TimedDryRun(s, engine).run();
+  res.ok = res.message.empty();
+  return res;
+}
 
 DryRunResult dry_run(const Schedule& s) {
   if (!s.lowered) {

@@ -80,6 +80,10 @@ TEST_P(Matrix, ValidLowersAndMatchesClosedForm) {
         Schedule low = lower(s);  // throws on deadlock or dry-run failure
         ASSERT_TRUE(validate(low).ok()) << what << " (lowered)\n" << validate(low).describe(low);
         ASSERT_TRUE(dry_run(low).ok) << what;
+        {
+          const DryRunResult timed = timed_dry_run(low);  // lower()'s own proof holds too
+          ASSERT_TRUE(timed.ok) << what << "\n" << timed.message;
+        }
         EXPECT_EQ(low.compute_size(), s.compute_size()) << what;
         for (const Costs& c : costs_for(name)) {
           SimConfig cfg;

@@ -1,0 +1,63 @@
+// Per-rank work split over the machine's cores: the core's passes that treat each rank's list
+// on its own (lowering's list building, its certificate check) run on up to two threads once
+// a schedule is large enough for that to pay; small schedules stay on the calling thread.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "schedule/schedule.hpp"
+
+namespace bb {
+
+// Below this many actions a second thread costs more than it saves.
+inline constexpr std::size_t kParallelMinActions = std::size_t{1} << 20;
+
+// Calls body(worker, rank) for every rank, each rank once. Worker w of n takes a contiguous
+// range of ranks holding about 1/n of the actions, so body may keep per-worker scratch. An
+// exception from any worker is rethrown here after all have stopped.
+template <class Body>
+void for_each_rank(const Schedule& s, int max_workers, Body&& body) {
+  const std::size_t total = s.size();
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const int n = total < kParallelMinActions
+                    ? 1
+                    : std::max(1, std::min({max_workers, static_cast<int>(hw), s.P}));
+  if (n == 1) {
+    for (int r = 0; r < s.P; ++r) body(0, r);
+    return;
+  }
+  // Rank boundaries: worker w takes [cut[w], cut[w+1]).
+  std::vector<int> cut(n + 1, s.P);
+  cut[0] = 0;
+  std::size_t acc = 0;
+  int w = 1;
+  for (int r = 0; r < s.P && w < n; ++r) {
+    acc += s.ranks[r].size();
+    if (acc * n >= total * w) cut[w++] = r + 1;
+  }
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  const auto work = [&](int k) {
+    try {
+      for (int r = cut[k]; r < cut[k + 1]; ++r) body(k, r);
+    } catch (...) {
+      errors[k] = std::current_exception();
+    }
+  };
+  for (int k = 1; k < n; ++k) threads.emplace_back(work, k);
+  work(0);
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Workers for_each_rank would use (for sizing per-worker scratch).
+inline int rank_workers(int max_workers) {
+  return std::max(1, std::min(max_workers, static_cast<int>(std::thread::hardware_concurrency())));
+}
+
+}  // namespace bb
