@@ -7,10 +7,12 @@
 // micro-batch's F before its B): one slot carries the activation and then the gradient.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,12 @@ class DataflowEngine {
     // arrives. The ready ranks form a stack, so a woken rank runs next, while the data it
     // waited for is still in cache. A rank is on it at most once (it waits for nothing while
     // there); one more entry takes the branchless push.
+    //
+    // Later steps run the same actions on the same inputs, so the order the first step found
+    // (each rank's run between two waits, as rank and length) is a valid order for them too:
+    // they replay it, without waits, wakes or a stack.
+    replay_ = steps_ > 1 && P <= 0xffff;
+    limit_ = replay_ ? 1 : steps_;
     ready_.assign(static_cast<std::size_t>(P) + 1, 0);
     top_ = 0;
     for (int r = P - 1; r >= 0; --r) ready_[top_++] = r;
@@ -69,7 +77,22 @@ class DataflowEngine {
     else
       while (top_ > 0) advance<false>(ready_[--top_]);
     for (int r = 0; r < P; ++r)
-      if (st_[r].step < steps_) return false;
+      if (st_[r].step < limit_) return false;
+    if (!replay_) return true;
+    for (int step = 1; step < steps_; ++step) {
+      if (step > 1)
+        for (int r = 0; r < P; ++r) {
+          RankState& st = st_[r];
+          st.p = st.begin;
+          st.step = step;
+          st.clock += pol_.step_gap(r);
+        }
+      const bool ok = uniform_ ? replay<true>(step) : replay<false>(step);
+      if (!ok)
+        throw std::logic_error("dataflow engine: the replay of step 1's order missed an input");
+    }
+    for (int r = 0; r < P; ++r) st_[r].step = steps_;
+    std::vector<Run>().swap(order_);
     return true;
   }
 
@@ -90,7 +113,7 @@ class DataflowEngine {
       return "  more than " + std::to_string(kMaxSteps) + " steps asked for\n";
     for (int r = 0; r < s_.P; ++r) {
       const RankState& st = st_[r];
-      if (st.step >= steps_) continue;
+      if (st.step >= limit_) continue;
       const Action& a = *st.p;
       out += "  rank " + std::to_string(r) + " step " + std::to_string(st.p - st.begin) +
              " waits at " + to_string(a) + " for " + wait_reason(a) + "\n";
@@ -169,6 +192,7 @@ class DataflowEngine {
   }
 
   // Writes a message produced on rank r at time t into slot k for rank dst.
+  template <bool kWake>
   [[gnu::always_inline]] void put(std::size_t k, std::uint16_t stamp, int r, int dst,
                                   const Action& a, Time t) {
     stamp_[k] = stamp;
@@ -176,19 +200,21 @@ class DataflowEngine {
       time_[k] = t;
     } else {
       time_[k] = t + pol_.delay(r, dst, a);
-      wake(dst, k);
+      if constexpr (kWake) wake(dst, k);
     }
   }
 
-  template <bool kUniform>
+  template <bool kUniform, bool kWake>
   [[gnu::always_inline]] void output(int r, std::uint16_t fs, const Action& a, Time f_end,
                                      Time grad_at) {
     const Route& rt = route<kUniform>(a.mb);
     if (a.op == Op::F) {
-      if (a.chunk != rt.last) put(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
+      if (a.chunk != rt.last)
+        put<kWake>(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
     } else if (a.op != Op::W) {  // B or BW
       if (a.chunk != rt.first)
-        put(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r, s_.chunk_rank[a.chunk - 1], a, grad_at);
+        put<kWake>(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r, s_.chunk_rank[a.chunk - 1], a,
+                   grad_at);
     }
   }
 
@@ -202,7 +228,8 @@ class DataflowEngine {
     std::uint16_t fs = fstamp(step);
     Time clock = st.clock;
     std::size_t waiting = kNotWaiting;
-    while (step < steps_) {
+    std::uint32_t units = 0;  // compute actions (FB pairs) run, for the replay
+    while (step < limit_) {
       if (p == end) {
         p = st.begin;
         if (++step < steps_) clock += pol_.step_gap(r);
@@ -220,8 +247,9 @@ class DataflowEngine {
         const Time stop = start + pol_.cost(r, p, 1);
         pol_.record(r, step, static_cast<std::size_t>(p - st.begin), 1, clock, start, stop);
         clock = stop;
-        output<kUniform>(r, fs, *p, stop, stop);
+        output<kUniform, true>(r, fs, *p, stop, stop);
         ++p;
+        ++units;
         continue;
       }
       // An FB pair: both inputs, one cost; the gradient leaves at grad_offset.
@@ -232,14 +260,49 @@ class DataflowEngine {
       const Time grad_at = start + pol_.grad_offset(r, p, 2);
       pol_.record(r, step, static_cast<std::size_t>(p - st.begin), 2, clock, start, stop);
       clock = stop;
-      output<kUniform>(r, fs, p[0], stop, grad_at);
-      output<kUniform>(r, fs, p[1], stop, grad_at);
+      output<kUniform, true>(r, fs, p[0], stop, grad_at);
+      output<kUniform, true>(r, fs, p[1], stop, grad_at);
       p += 2;
+      ++units;
     }
     st.p = p;
     st.step = step;
     st.clock = clock;
     st.waiting = waiting;
+    if (replay_)
+      for (; units > 0; units -= std::min<std::uint32_t>(units, 0xffff))
+        order_.push_back({static_cast<std::uint16_t>(r),
+                          static_cast<std::uint16_t>(std::min<std::uint32_t>(units, 0xffff))});
+  }
+
+  // Runs one later step in the first step's order. Every input has arrived by construction;
+  // the stamps are still compared, and a miss (which would be a bug here) fails the run.
+  template <bool kUniform>
+  bool replay(int step) {
+    const std::uint16_t fs = fstamp(step);
+    bool missed = false;
+    for (const Run& run : order_) {
+      const int r = run.rank;
+      RankState& st = st_[r];
+      const Action* p = st.p;
+      Time clock = st.clock;
+      for (std::uint32_t u = 0; u < run.units; ++u) {
+        while (is_comm(p->op)) ++p;
+        Time start = clock;
+        const std::size_t n = p->overlap_next() && p + 1 != st.end ? 2 : 1;
+        for (std::size_t k = 0; k < n; ++k)
+          missed |= input<kUniform>(p[k], fs, &start) != kNotWaiting;
+        const Time stop = start + pol_.cost(r, p, n);
+        const Time grad_at = n == 2 ? start + pol_.grad_offset(r, p, 2) : stop;
+        pol_.record(r, step, static_cast<std::size_t>(p - st.begin), n, clock, start, stop);
+        clock = stop;
+        for (std::size_t k = 0; k < n; ++k) output<kUniform, false>(r, fs, p[k], stop, grad_at);
+        p += n;
+      }
+      st.p = p;
+      st.clock = clock;
+    }
+    return !missed;
   }
 
   struct Free {
@@ -257,6 +320,15 @@ class DataflowEngine {
   std::vector<RankState> st_;
   std::vector<int> ready_;
   std::size_t top_ = 0;
+  // The first step's order for the replay of later steps: a rank and how many compute
+  // actions (FB pairs counting once) it ran before it had to wait.
+  struct Run {
+    std::uint16_t rank;
+    std::uint16_t units;
+  };
+  bool replay_ = false;
+  int limit_ = 1;  // steps found by search (1 when later ones replay)
+  std::vector<Run> order_;
 };
 
 }  // namespace bb

@@ -1,8 +1,10 @@
 #include "schedule/validate.hpp"
 
 #include <sstream>
+#include <thread>
 
 #include "common/error.hpp"
+#include "schedule/parallel.hpp"
 #include "schedule/text.hpp"
 
 namespace bb {
@@ -30,8 +32,19 @@ class Checker {
   ValidationReport run() {
     if (!check_shape()) return report_;
     const std::size_t C = s_.num_chunks();
-    seen_.assign(C * static_cast<std::size_t>(s_.M), 0);
-    for (int r = 0; r < s_.P; ++r) check_rank(r);
+    own_seen_.assign(C * static_cast<std::size_t>(s_.M), 0);
+    seen_ = own_seen_.data();
+    // A rank's actions touch only the (chunk, micro-batch) bits of its own chunks (any other
+    // is reported and skipped), so ranks are checked independently, each worker into its
+    // own report; the reports join in rank order, as one pass would have written them.
+    std::vector<Checker> workers(rank_workers(2), Checker(s_, max_));
+    for (Checker& w : workers) w.seen_ = seen_;
+    for_each_rank(s_, 2, [&](int w, int r) { workers[w].check_rank(r); });
+    for (Checker& w : workers) {
+      for (ValidationIssue& is : w.report_.issues)
+        if (report_.issues.size() < max_) report_.issues.push_back(std::move(is));
+      report_.total += w.report_.total;
+    }
     check_complete();
     return report_;
   }
@@ -183,7 +196,45 @@ class Checker {
     }
   }
 
+  // The bits every (chunk, micro-batch) of micro-batch m's route must have.
+  std::uint8_t wanted(int c, const Route& rt) const {
+    const int r = s_.chunk_rank[c];
+    const int next = c < rt.last ? s_.chunk_rank[c + 1] : -1;
+    const int prev = c > rt.first ? s_.chunk_rank[c - 1] : -1;
+    std::uint8_t want = kF | kB | kW;
+    if (s_.lowered && next >= 0 && next != r) want |= kSendF | kRecvB;
+    if (s_.lowered && prev >= 0 && prev != r) want |= kRecvF | kSendB;
+    return want;
+  }
+
+  // True when every micro-batch has all it needs; one thread per half of the micro-batches.
+  bool complete_fast() const {
+    const int n = s_.size() >= kParallelMinActions ? 2 : 1;
+    bool ok[2] = {true, true};
+    const auto scan = [&](int k) {
+      for (int m = s_.M * k / n; m < s_.M * (k + 1) / n; ++m) {
+        const Route& rt = s_.routes[m];
+        for (int c = rt.first; c <= rt.last; ++c) {
+          const std::uint8_t want = wanted(c, rt);
+          if ((seen_[static_cast<std::size_t>(c) * s_.M + m] & want) != want) {
+            ok[k] = false;
+            return;
+          }
+        }
+      }
+    };
+    if (n == 1) {
+      scan(0);
+    } else {
+      std::thread other(scan, 1);
+      scan(0);
+      other.join();
+    }
+    return ok[0] && ok[1];
+  }
+
   void check_complete() {
+    if (complete_fast()) return;
     for (int m = 0; m < s_.M && report_.total < max_ * 4; ++m) {
       const Route& rt = s_.routes[m];
       for (int c = rt.first; c <= rt.last; ++c) {
@@ -191,10 +242,8 @@ class Checker {
         const int r = s_.chunk_rank[c];
         const int next = c < rt.last ? s_.chunk_rank[c + 1] : -1;
         const int prev = c > rt.first ? s_.chunk_rank[c - 1] : -1;
-        std::uint8_t want = kF | kB | kW;
-        if (s_.lowered && next >= 0 && next != r) want |= kSendF | kRecvB;
-        if (s_.lowered && prev >= 0 && prev != r) want |= kRecvF | kSendB;
-        if ((b & want) == want) continue;  // the common case: build no strings
+        const std::uint8_t want = wanted(c, rt);
+        if ((b & want) == want) continue;
         const std::string w = "chunk " + std::to_string(c) + " micro-batch " + std::to_string(m) +
                               " (rank " + std::to_string(r) + ")";
         const auto missing = [&](std::uint8_t bit, const char* what, const char* dir, int peer) {
@@ -217,7 +266,8 @@ class Checker {
   const Schedule& s_;
   std::size_t max_;
   ValidationReport report_;
-  std::vector<std::uint8_t> seen_;
+  std::vector<std::uint8_t> own_seen_;
+  std::uint8_t* seen_ = nullptr;  // per (chunk, micro-batch): what has been seen
 };
 
 }  // namespace

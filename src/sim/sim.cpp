@@ -1,9 +1,11 @@
 #include "sim/sim.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include "common/error.hpp"
 #include "schedule/engine.hpp"
+#include "schedule/parallel.hpp"
 
 namespace bb {
 namespace {
@@ -95,14 +97,10 @@ class RankCounts {
 struct Recorder : CostModel {
   Recorder(const Schedule& s, const SimConfig& cfg, int P, bool keep)
       : CostModel(s, cfg),
-        sched(s),
         stats(P),
         step_end(static_cast<std::size_t>(cfg.steps), 0.0),
         keep(keep) {
     for (auto& st : stats) st.first_start = -1;
-    counts.reserve(P);
-    const bool uniform = s.uniform_routes();
-    for (int r = 0; r < P; ++r) counts.emplace_back(s, r, uniform);
     set_gap(cfg.optimizer_time);
   }
   void record(int rank, int step, std::size_t index, std::size_t n, double ready, double start,
@@ -114,26 +112,30 @@ struct Recorder : CostModel {
     if (st.first_start < 0) st.first_start = start;
     st.last_end = std::max(st.last_end, end);
     if (keep) events.push_back({rank, index, static_cast<int>(n), ready, start, end});
-    for (std::size_t k = 0; k < n; ++k) counts[rank].add(sched.ranks[rank][index + k]);
   }
-  const Schedule& sched;
-  std::vector<RankCounts> counts;  // step 1's, in each rank's order
   std::vector<RankStats> stats;
   std::vector<double> step_end;
   std::vector<SimEvent> events;
   bool keep;
 };
 
+// Each rank's counts, in its list order.
+std::vector<RankCounts> rank_counts(const Schedule& s) {
+  std::vector<RankCounts> counts;
+  counts.reserve(s.P);
+  const bool uniform = s.uniform_routes();
+  for (int r = 0; r < s.P; ++r) {
+    counts.emplace_back(s, r, uniform);
+    for (const Action& a : s.ranks[r]) counts.back().add(a);
+  }
+  return counts;
+}
+
 }  // namespace
 
 std::vector<double> peak_activations(const Schedule& s) {
-  std::vector<double> peak(s.P, 0.0);
-  const bool uniform = s.uniform_routes();
-  for (int r = 0; r < s.P; ++r) {
-    RankCounts c(s, r, uniform);
-    for (const Action& a : s.ranks[r]) c.add(a);
-    peak[r] = c.peak();
-  }
+  std::vector<double> peak;
+  for (const RankCounts& c : rank_counts(s)) peak.push_back(c.peak());
   return peak;
 }
 
@@ -141,12 +143,27 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   SimConfig cfg = cfg_in;
   cfg.steps = std::max(2, cfg.steps);
   Recorder rec(s, cfg, s.P, cfg.record_events);
+  // Activation peaks and message counts depend on the order of each rank's list only: on a
+  // large schedule, a second thread counts them while the engine runs.
+  std::vector<RankCounts> counts;
+  std::thread counter;
+  if (s.size() >= kParallelMinActions && std::thread::hardware_concurrency() > 1)
+    counter = std::thread([&] { counts = rank_counts(s); });
+  else
+    counts = rank_counts(s);
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{counter};
   {
     DataflowEngine<double, Recorder> engine(s, rec, cfg.steps);
     if (!engine.run())
       throw ScheduleError("simulation of '" + s.name + "' is stuck (a cyclic wait):\n" +
                           engine.stuck_report());
   }
+  if (counter.joinable()) counter.join();
   // The single step starts at 0 on every rank, as with a barrier between steps, and nothing
   // of step 2 can start before step 1's last action on that rank: step 1's records are the
   // single-step view.
@@ -172,7 +189,7 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
                               res.t_ideal + cfg.optimizer_time);
   for (int r = 0; r < s.P; ++r) {
-    const RankCounts& c = rec.counts[r];
+    const RankCounts& c = counts[r];
     res.ranks[r].peak_activations = c.peak();
     res.ranks[r].peak_activation_bytes = c.peak() * cfg.act_bytes;
     res.p2p_messages += c.messages();
