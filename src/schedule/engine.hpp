@@ -37,8 +37,18 @@ class DataflowEngine {
   // Stamps are 16 bits: 2 per step.
   static constexpr int kMaxSteps = 30000;
 
-  DataflowEngine(const Schedule& s, Policy& policy, int steps = 1)
-      : s_(s), pol_(policy), steps_(steps) {}
+  // `order`: an order of the compute actions found before (ComputeOrder), replayed from the
+  // first step instead of searching; run() then fails with order_rejected() if it is not an
+  // order of this schedule's actions in which every input arrives before it is used.
+  DataflowEngine(const Schedule& s, Policy& policy, int steps = 1,
+                 const ComputeOrder* order = nullptr)
+      : s_(s), pol_(policy), steps_(steps), given_(order) {}
+
+  // Keep the order the search finds (see take_order()), also for a single step.
+  void record_order() { record_ = true; }
+  // After run(): the order found by the search, or empty.
+  ComputeOrder take_order() { return std::move(order_); }
+  bool order_rejected() const { return rejected_; }
 
   // True when every rank finished every step.
   bool run() {
@@ -67,7 +77,8 @@ class DataflowEngine {
     // Later steps run the same actions on the same inputs, so the order the first step found
     // (each rank's run between two waits, as rank and length) is a valid order for them too:
     // they replay it, without waits, wakes or a stack.
-    replay_ = steps_ > 1 && P <= 0xffff;
+    if (given_) return replay_given();
+    replay_ = (steps_ > 1 || record_) && P <= 0xffff;
     limit_ = replay_ ? 1 : steps_;
     ready_.assign(static_cast<std::size_t>(P) + 1, 0);
     top_ = 0;
@@ -92,7 +103,7 @@ class DataflowEngine {
         throw std::logic_error("dataflow engine: the replay of step 1's order missed an input");
     }
     for (int r = 0; r < P; ++r) st_[r].step = steps_;
-    std::vector<Run>().swap(order_);
+    if (!record_) ComputeOrder().swap(order_);
     return true;
   }
 
@@ -275,19 +286,54 @@ class DataflowEngine {
                           static_cast<std::uint16_t>(std::min<std::uint32_t>(units, 0xffff))});
   }
 
-  // Runs one later step in the first step's order. Every input has arrived by construction;
-  // the stamps are still compared, and a miss (which would be a bug here) fails the run.
+  // Every step in the given order; false (and order_rejected()) if it is not a valid one.
+  bool replay_given() {
+    const int P = s_.P;
+    limit_ = steps_;
+    order_ = *given_;
+    for (int step = 0; step < steps_; ++step) {
+      if (step > 0)
+        for (int r = 0; r < P; ++r) {
+          RankState& st = st_[r];
+          st.p = st.begin;
+          st.clock += pol_.step_gap(r);
+        }
+      const bool ok = uniform_ ? replay<true>(step) : replay<false>(step);
+      bool complete = ok;
+      for (int r = 0; r < P && complete; ++r) {
+        const RankState& st = st_[r];
+        const Action* p = st.p;
+        while (p != st.end && is_comm(p->op)) ++p;
+        complete = p == st.end;
+      }
+      if (!complete) {
+        rejected_ = true;
+        for (int r = 0; r < P; ++r) st_[r].step = 0;
+        return false;
+      }
+    }
+    for (int r = 0; r < P; ++r) st_[r].step = steps_;
+    return true;
+  }
+
+  // Runs one step in a recorded order. With the order this run found, every input has arrived
+  // by construction; the stamps are still compared, and a miss fails the step (as does a run
+  // past a rank's end, possible only with a given order).
   template <bool kUniform>
   bool replay(int step) {
     const std::uint16_t fs = fstamp(step);
     bool missed = false;
-    for (const Run& run : order_) {
+    const std::size_t runs = order_.size();
+    for (std::size_t i = 0; i < runs; ++i) {
+      const Run& run = order_[i];
       const int r = run.rank;
       RankState& st = st_[r];
       const Action* p = st.p;
       Time clock = st.clock;
+      if (r >= s_.P) return false;
       for (std::uint32_t u = 0; u < run.units; ++u) {
-        while (is_comm(p->op)) ++p;
+        while (p != st.end && is_comm(p->op)) ++p;
+        if (p == st.end) return false;
         Time start = clock;
         const std::size_t n = p->overlap_next() && p + 1 != st.end ? 2 : 1;
         for (std::size_t k = 0; k < n; ++k)
@@ -320,15 +366,13 @@ class DataflowEngine {
   std::vector<RankState> st_;
   std::vector<int> ready_;
   std::size_t top_ = 0;
-  // The first step's order for the replay of later steps: a rank and how many compute
-  // actions (FB pairs counting once) it ran before it had to wait.
-  struct Run {
-    std::uint16_t rank;
-    std::uint16_t units;
-  };
+  using Run = ComputeRun;
   bool replay_ = false;
   int limit_ = 1;  // steps found by search (1 when later ones replay)
-  std::vector<Run> order_;
+  const ComputeOrder* given_ = nullptr;
+  bool record_ = false;
+  bool rejected_ = false;
+  ComputeOrder order_;  // the first step's order, for the replay of later steps
 };
 
 }  // namespace bb

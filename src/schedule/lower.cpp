@@ -365,6 +365,7 @@ Schedule lower(Schedule s, LowerPhases* phases) {
   {
     // Unit-time pass: every message's time; a cyclic wait shows here.
     UnitEngine engine(s, unit_policy, 1);
+    engine.record_order();
     if (!engine.run())
       throw ScheduleError(
           "schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
@@ -381,6 +382,8 @@ Schedule lower(Schedule s, LowerPhases* phases) {
     s.lowered = true;
     lap(&LowerPhases::lists);
     certificate = TimedDryRun(s, engine).run();
+    // The order the unit-time pass found holds for any costs: the simulator replays it.
+    s.compute_order = std::make_shared<const ComputeOrder>(engine.take_order());
     lap(&LowerPhases::proof);
   }  // the message times are freed here
   if (!certificate.empty()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,15 @@ struct Route {
   friend bool operator==(const Route&, const Route&) = default;
 };
 
+// An order of all ranks' compute actions in which every input is produced before it is used,
+// as runs: a rank and how many of its next compute actions (an FB pair counting once) come
+// next. A dataflow pass finds one; it holds for any costs, so later passes replay it.
+struct ComputeRun {
+  std::uint16_t rank;
+  std::uint16_t units;
+};
+using ComputeOrder = std::vector<ComputeRun>;
+
 struct Schedule {
   std::string name;                        // generator name, e.g. "1f1b", or "csv"
   int P = 1;                               // pipeline ranks
@@ -28,6 +38,11 @@ struct Schedule {
   std::vector<Route> routes;               // micro-batch -> chunks it visits, size M
   std::vector<std::vector<Action>> ranks;  // per rank, in execution order
   bool lowered = false;                    // SEND/RECV actions present
+  // The order lowering found for the compute actions, kept so that simulating the lowered
+  // schedule need not search for one again. A cache, not part of the schedule: == ignores it
+  // and CSV does not carry it. Edit the lists and it no longer fits them; the simulator then
+  // notices (an input missing, or a rank's actions not all run) and searches instead.
+  std::shared_ptr<const ComputeOrder> compute_order;
 
   int num_chunks() const { return static_cast<int>(chunk_rank.size()); }
   // Stage-equivalents of one chunk for one micro-batch (1/v for looped placements, 1/2 for
@@ -45,7 +60,11 @@ struct Schedule {
   // Number of actions of all ranks.
   std::size_t size() const;
   std::size_t compute_size() const;
-  friend bool operator==(const Schedule&, const Schedule&) = default;
+  friend bool operator==(const Schedule& a, const Schedule& b) {
+    return a.name == b.name && a.P == b.P && a.M == b.M && a.v == b.v &&
+           a.chunk_rank == b.chunk_rank && a.chunk_stage == b.chunk_stage && a.routes == b.routes &&
+           a.ranks == b.ranks && a.lowered == b.lowered;
+  }
 };
 
 // An empty schedule with its shape set (placement and lists come next).

@@ -157,7 +157,16 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
       if (t.joinable()) t.join();
     }
   } join{counter};
-  {
+  // A lowered schedule carries the order its lowering found; replaying it skips the search.
+  // Should it not fit (the lists were edited), the partial records are dropped and the
+  // engine searches.
+  bool done = false;
+  if (s.compute_order) {
+    DataflowEngine<double, Recorder> engine(s, rec, cfg.steps, s.compute_order.get());
+    done = engine.run();
+    if (!done) rec = Recorder(s, cfg, s.P, cfg.record_events);
+  }
+  if (!done) {
     DataflowEngine<double, Recorder> engine(s, rec, cfg.steps);
     if (!engine.run())
       throw ScheduleError("simulation of '" + s.name + "' is stuck (a cyclic wait):\n" +
