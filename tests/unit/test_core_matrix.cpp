@@ -4,6 +4,7 @@
 // peak live activations per rank equal the model's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -93,6 +94,9 @@ TEST_P(Matrix, ValidLowersAndMatchesClosedForm) {
           const SimResult r = simulate(s, cfg);
           const SimResult rl = simulate(low, cfg);
           EXPECT_DOUBLE_EQ(r.single.span, rl.single.span) << what << ": lowering changed timing";
+          // rl replayed the order lowering found; r searched for one.
+          EXPECT_DOUBLE_EQ(r.steady.span, rl.steady.span) << what << ": replay changed timing";
+          EXPECT_DOUBLE_EQ(r.busy_sum, rl.busy_sum) << what;
           ModelInput in{name, P, M, s.v, c.f, c.b, c.w, -1};
           const ModelResult m = closed_form(in);
           if (!m.applies) continue;
@@ -195,6 +199,70 @@ TEST(Sim, SteadyStateNeedsTwoSteps) {
   const SimResult r = simulate(generate("zb-h2", {4, 16, 1}), cfg);
   EXPECT_DOUBLE_EQ(r.steady.span, 48);  // no bubble once steps overlap
   EXPECT_DOUBLE_EQ(r.single.span, 51);  // a single step pays the (P-1)F ramp
+}
+
+// simulate() replays the order a lowered schedule carries; an order that does not fit the
+// lists (edited lists, or a broken order) must give the same result as a search, never a
+// different one.
+TEST(Sim, ComputeOrderThatDoesNotFitFallsBackToTheSearch) {
+  SimConfig cfg;
+  cfg.t_f = {1};
+  cfg.t_b = {1.5};
+  cfg.t_w = {0.5};
+  cfg.steps = 3;
+  cfg.latency = 0.25;
+  const Schedule low = lower(generate("zb-h1", {4, 8, 1}));
+  ASSERT_TRUE(low.compute_order);
+  Schedule bare = low;
+  bare.compute_order.reset();
+  const SimResult want = simulate(bare, cfg);
+  const auto same = [&](const Schedule& s, const std::string& what) {
+    const SimResult got = simulate(s, cfg);
+    EXPECT_DOUBLE_EQ(got.single.span, want.single.span) << what;
+    EXPECT_DOUBLE_EQ(got.steady.span, want.steady.span) << what;
+    EXPECT_DOUBLE_EQ(got.busy_sum, want.busy_sum) << what;
+    ASSERT_EQ(got.ranks.size(), want.ranks.size());
+    for (std::size_t r = 0; r < got.ranks.size(); ++r) {
+      EXPECT_DOUBLE_EQ(got.ranks[r].first_start, want.ranks[r].first_start) << what << r;
+      EXPECT_DOUBLE_EQ(got.ranks[r].last_end, want.ranks[r].last_end) << what << r;
+    }
+  };
+  same(low, "the order lowering found");
+  Schedule s = low;
+  s.compute_order = std::make_shared<const ComputeOrder>();
+  same(s, "an empty order");
+  ComputeOrder reversed = *low.compute_order;
+  std::reverse(reversed.begin(), reversed.end());
+  s.compute_order = std::make_shared<const ComputeOrder>(reversed);
+  same(s, "the order reversed: inputs missing");
+  ComputeOrder outside = *low.compute_order;
+  outside.front().rank = 9;
+  s.compute_order = std::make_shared<const ComputeOrder>(outside);
+  same(s, "a rank outside the schedule");
+  // Edited lists, with the old order kept: whether it still fits them (3F0,3F1,3B0: inputs
+  // still arrive first) or not (3B0 and 3W0 fused into 3BW0: the last rank has one action
+  // fewer than the order runs), the result is the search's.
+  for (const bool fuse : {false, true}) {
+    Schedule edited = generate("zb-h1", {4, 8, 1});
+    auto& last = edited.ranks[3];  // 3F0,3B0,3F1,...,3W0,...
+    if (fuse) {
+      last.erase(std::find(last.begin(), last.end(), make_action(Op::W, 3, 0)));
+      last[1] = make_action(Op::BW, 3, 0);
+    } else {
+      std::swap(last[1], last[2]);
+    }
+    ASSERT_TRUE(validate(edited).ok()) << validate(edited).describe(edited);
+    edited = lower(std::move(edited));
+    s = low;
+    s.ranks = edited.ranks;
+    bare = s;
+    bare.compute_order.reset();
+    const SimResult want_edited = simulate(bare, cfg);
+    const SimResult got = simulate(s, cfg);
+    EXPECT_DOUBLE_EQ(got.single.span, want_edited.single.span) << fuse;
+    EXPECT_DOUBLE_EQ(got.steady.span, want_edited.steady.span) << fuse;
+    EXPECT_DOUBLE_EQ(got.busy_sum, want_edited.busy_sum) << fuse;
+  }
 }
 
 TEST(Sim, RejectsBadCostLists) {
