@@ -372,8 +372,9 @@ void Executor::run_step(StepRecord* record) {
       const double t0 = backend_.now();
       if (comm_records_ != nullptr) {
         current_comm_ = static_cast<int>(comm_records_->size());
-        comm_records_->push_back(
-            {static_cast<std::uint32_t>(i), a.mb, a.chunk, a.op, t0 - origin, t0 - origin});
+        comm_records_->push_back({static_cast<std::uint32_t>(i), a.mb,
+                                  static_cast<std::uint16_t>(a.chunk), a.op, t0 - origin,
+                                  t0 - origin});
       }
       if (is_recv(a.op))
         post_recv(a);

@@ -31,7 +31,9 @@ constexpr bool is_forward_comm(Op op) {
 
 std::string_view op_name(Op op);
 
-// Eight bytes, so that a lowered 1F1B at P=512, M=8192 (25 M actions) fits in memory.
+// Four bytes, so that a lowered 1F1B at P=512, M=8192 (25 M actions) takes 100 MB: micro-batch
+// numbers below 2^16 (M <= kMaxMicroBatches) and chunk numbers below 2^12 (at most kMaxChunks
+// chunks). Generators and the CSV loader refuse anything larger.
 //
 // SEND_F c m: send chunk c's forward output of micro-batch m to the rank of the next chunk.
 // RECV_F c m: receive chunk c's forward input of micro-batch m from the previous chunk.
@@ -41,21 +43,25 @@ std::string_view op_name(Op op);
 // FB (DualPipe's overlapped forward and backward of two micro-batches) is an F action with
 // `overlap_next` set, immediately followed by the backward action (B or BW) it overlaps.
 // Text form: `(0F4;3BW1)FB`.
+inline constexpr int kMaxMicroBatches = 1 << 16;
+inline constexpr int kMaxChunks = 1 << 12;
+
 struct Action {
-  std::uint32_t mb = 0;
-  std::uint16_t chunk = 0;
-  Op op = Op::F;
-  std::uint8_t flags = 0;
+  std::uint32_t mb : 16 = 0;
+  std::uint32_t chunk : 12 = 0;
+  Op op : 3 = Op::F;
+  std::uint32_t flags : 1 = 0;
 
   static constexpr std::uint8_t kOverlapNext = 1;
 
   bool overlap_next() const { return (flags & kOverlapNext) != 0; }
   friend bool operator==(const Action&, const Action&) = default;
 };
-static_assert(sizeof(Action) == 8);
+static_assert(sizeof(Action) == 4);
 
 inline Action make_action(Op op, int chunk, int mb, std::uint8_t flags = 0) {
-  return Action{static_cast<std::uint32_t>(mb), static_cast<std::uint16_t>(chunk), op, flags};
+  return Action{static_cast<std::uint32_t>(mb), static_cast<std::uint32_t>(chunk), op,
+                static_cast<std::uint32_t>(flags)};
 }
 
 // `0F3`, `5B1`, `2BW0`, `1SEND_F3`, `2RECV_B0`. An FB pair is printed by the list printer.

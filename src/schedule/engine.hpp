@@ -80,6 +80,8 @@ class DataflowEngine {
     if (given_) return replay_given();
     replay_ = (steps_ > 1 || record_) && P <= 0xffff;
     limit_ = replay_ ? 1 : steps_;
+    // About two compute actions per run (lowered lists: a third of the actions compute).
+    if (replay_) order_.reserve(s_.size() / (s_.lowered ? 6 : 2) + static_cast<std::size_t>(P));
     ready_.assign(static_cast<std::size_t>(P) + 1, 0);
     top_ = 0;
     for (int r = P - 1; r >= 0; --r) ready_[top_++] = r;

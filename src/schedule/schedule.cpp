@@ -1,6 +1,10 @@
 #include "schedule/schedule.hpp"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+
+#include "common/error.hpp"
 
 namespace bb {
 
@@ -24,6 +28,12 @@ std::size_t Schedule::compute_size() const {
 }
 
 Schedule make_schedule(std::string name, int P, int M, int v) {
+  // Actions hold micro-batch and chunk numbers in 16 and 12 bits (action.hpp).
+  if (M > kMaxMicroBatches || static_cast<long long>(P) * std::max(v, 2) > kMaxChunks)
+    throw ConfigError(name + ": P=" + std::to_string(P) + ", M=" + std::to_string(M) +
+                      ", v=" + std::to_string(v) + " is out of range (at most " +
+                      std::to_string(kMaxMicroBatches) + " micro-batches and " +
+                      std::to_string(kMaxChunks) + " chunks)");
   Schedule s;
   s.name = std::move(name);
   s.P = P;

@@ -15,8 +15,6 @@
 namespace bb {
 namespace {
 
-constexpr std::uint32_t kMaxChunk = 0xFFFF;
-
 [[noreturn]] void bad_token(std::string_view token, std::string_view why) {
   throw ScheduleError("bad action '" + std::string(token) + "': " + std::string(why));
 }
@@ -46,10 +44,10 @@ Action parse_action(std::string_view token) {
   if (j == token.size()) bad_token(token, "missing micro-batch number");
   const std::string_view kind = token.substr(i, j - i);
   std::uint64_t chunk = 0, mb = 0;
-  if (!parse_uint(token.substr(0, i), &chunk) || chunk > kMaxChunk)
-    bad_token(token, "chunk out of range");
-  if (!parse_uint(token.substr(j), &mb) || mb > 0xFFFFFFFFull)
-    bad_token(token, "micro-batch out of range");
+  if (!parse_uint(token.substr(0, i), &chunk) || chunk >= static_cast<std::uint64_t>(kMaxChunks))
+    bad_token(token, "chunk out of range (0.." + std::to_string(kMaxChunks - 1) + ")");
+  if (!parse_uint(token.substr(j), &mb) || mb >= static_cast<std::uint64_t>(kMaxMicroBatches))
+    bad_token(token, "micro-batch out of range (0.." + std::to_string(kMaxMicroBatches - 1) + ")");
   static const std::map<std::string_view, Op> kinds = {
       {"F", Op::F},           {"B", Op::B},           {"W", Op::W},
       {"BW", Op::BW},         {"SEND_F", Op::SEND_F}, {"RECV_F", Op::RECV_F},
@@ -212,7 +210,12 @@ Schedule load_csv(std::istream& in) {
   const std::string placement = meta.count("placement") ? meta["placement"] : "looped";
   const long chunks = static_cast<long>(max_chunk) + 1;
   s.v = static_cast<int>(get_int("v", (chunks + s.P - 1) / s.P));
-  if (static_cast<long>(s.P) * s.v > 0xFFFF) throw ScheduleError("CSV: too many chunks");
+  if (static_cast<long>(s.P) * std::max(s.v, 2) > kMaxChunks)
+    throw ScheduleError("CSV: P=" + std::to_string(s.P) + ", v=" + std::to_string(s.v) +
+                        " makes more than " + std::to_string(kMaxChunks) + " chunks");
+  if (s.M > kMaxMicroBatches)
+    throw ScheduleError("CSV: M=" + std::to_string(s.M) + " is more than " +
+                        std::to_string(kMaxMicroBatches) + " micro-batches");
   if (static_cast<long long>(s.P) * std::max(s.v, 2) * s.M > kMaxChunkMicroBatches)
     throw ScheduleError("CSV: P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
                         ", v=" + std::to_string(s.v) + " is too large");

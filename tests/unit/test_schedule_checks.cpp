@@ -230,8 +230,11 @@ TEST(Text, ParsesEveryKindAndRejectsGarbage) {
   ASSERT_EQ(acts.size(), 8u);
   EXPECT_EQ(format_actions(acts), "0F3,5B1,5W1,2BW0,(0F4;3BW1)FB,1SEND_F3,2RECV_B0");
   EXPECT_TRUE(acts[4].overlap_next());
-  for (const char* bad :
-       {"F3", "0X3", "0F", "(0F1;1F2)FB", "(0F1;1B2", "99999999F1", "0F99999999999"}) {
+  // Actions keep micro-batch numbers in 16 bits and chunk numbers in 12: the largest of each
+  // parses, one more is refused rather than wrapped around.
+  EXPECT_EQ(format_actions(parse_actions("4095F65535,0RECV_B65535")), "4095F65535,0RECV_B65535");
+  for (const char* bad : {"F3", "0X3", "0F", "(0F1;1F2)FB", "(0F1;1B2", "99999999F1",
+                          "0F99999999999", "4096F0", "0F65536"}) {
     try {
       parse_actions(bad);
       ADD_FAILURE() << bad << " parsed";
@@ -257,6 +260,23 @@ TEST(Csv, EveryBuiltInRoundTripsAndSimulatesIdentically) {
         EXPECT_DOUBLE_EQ(simulate(back, cfg).single.span, simulate(x, cfg).single.span) << name;
       }
     }
+}
+
+TEST(Limits, MicroBatchesAndChunksThatActionsCannotHold) {
+  for (const auto& [name, p] : {std::pair<std::string, ScheduleParams>{"1f1b", {4, 65537, 1}},
+                                {"interleaved", {1024, 2048, 8}},
+                                {"zb-v", {4096, 8192, 1}}}) {
+    try {
+      generate(name, p);
+      ADD_FAILURE() << name << " accepted";
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(name + ":", 0), 0u) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  EXPECT_THROW(generate_gpipe({2, 70000, 1}), ConfigError);  // the generators check too
+  EXPECT_EQ(generate("1f1b", {2, 65536, 1}).ranks[1].back(), make_action(Op::BW, 1, 65535));
 }
 
 TEST(Csv, ErrorsNameTheLine) {
