@@ -198,21 +198,36 @@ class TimedDryRun {
 
   // Empty when the lowered lists keep to the times; else what broke first.
   std::string run() {
-    std::vector<std::string> why(rank_workers(2));
+    std::vector<Tally> tally(rank_workers(2));
     for_each_rank(s_, 2, [&](int w, int r) {
-      if (why[w].empty()) why[w] = replay(r);
+      if (tally[w].why.empty()) tally[w].why = replay(r, &tally[w]);
     });
-    for (auto& y : why)
-      if (!y.empty()) return y;
-    for_each_rank(s_, 2, [&](int w, int r) {
-      if (why[w].empty()) why[w] = complete(r);
-    });
-    for (auto& y : why)
-      if (!y.empty()) return y;
-    return {};
+    // Each SEND/RECV was of a distinct message crossing ranks, so all were sent and received
+    // when both counts equal the number of such messages; if not, a pass over the computes
+    // names one that was not.
+    std::size_t sends = 0, recvs = 0, remote = 0;
+    for (const Tally& t : tally) {
+      if (!t.why.empty()) return t.why;
+      sends += t.sends;
+      recvs += t.recvs;
+      remote += t.remote;
+    }
+    if (sends == remote && recvs == remote) return {};
+    for (int r = 0; r < s_.P; ++r) {
+      std::string why = complete(r);
+      if (!why.empty()) return why;
+    }
+    return "  " + std::to_string(remote) + " messages cross ranks, but there are " +
+           std::to_string(sends) + " sends and " + std::to_string(recvs) + " receives\n";
   }
 
  private:
+  // What one worker saw: the first problem, and the messages of its ranks.
+  struct Tally {
+    std::string why;
+    std::size_t sends = 0, recvs = 0, remote = 0;  // remote: messages its computes produce
+  };
+
   // Per (chunk, micro-batch), written only by the chunk's rank.
   enum : std::uint8_t { kF = 1, kB = 2, kSentF = 4, kRecvF = 8, kSentB = 16, kRecvB = 32 };
 
@@ -232,9 +247,12 @@ class TimedDryRun {
     return 0;
   }
 
-  std::string replay(int r) {
+  // Rank r's list against the times; adds its messages to *t (once, at the end: the workers'
+  // tallies share a cache line).
+  std::string replay(int r, Tally* t) {
     const auto& acts = s_.ranks[r];
     const std::size_t size = acts.size();
+    std::size_t sends = 0, recvs = 0, remote = 0;
     UnitTime clock = 0;
     Msg last{0, 0, {}};
     bool any = false;
@@ -244,6 +262,7 @@ class TimedDryRun {
         Msg key{};
         std::string bad = comm(r, a, &key);
         if (!bad.empty()) return at(r, i, a, bad);
+        ++(is_send(a.op) ? sends : recvs);
         if (any && !(last < key)) return at(r, i, a, "out of the order of message times");
         last = key;
         any = true;
@@ -264,16 +283,21 @@ class TimedDryRun {
         if (b.op == Op::F) {
           if (b.chunk < rt.last && times_.activation_time(b.chunk, b.mb) != end)
             return at(r, i + k, b, "ends at another time than the lowering's");
+          remote += b.chunk < rt.last && s_.chunk_rank[b.chunk + 1] != r;
           f |= kF;
         } else if (b.op != Op::W) {
           if (b.chunk > rt.first && times_.gradient_time(b.chunk, b.mb) != end)
             return at(r, i + k, b, "ends at another time than the lowering's");
+          remote += b.chunk > rt.first && s_.chunk_rank[b.chunk - 1] != r;
           f |= kB;
         }
       }
       clock = end;
       i += n;
     }
+    t->sends += sends;
+    t->recvs += recvs;
+    t->remote += remote;
     return {};
   }
 
