@@ -100,7 +100,7 @@ class DataflowEngine {
           st.step = step;
           st.clock += pol_.step_gap(r);
         }
-      const bool ok = uniform_ ? replay<true>(step) : replay<false>(step);
+      const bool ok = uniform_ ? replay<true, false>(step) : replay<false, false>(step);
       if (!ok)
         throw std::logic_error("dataflow engine: the replay of step 1's order missed an input");
     }
@@ -194,6 +194,15 @@ class DataflowEngine {
     return kNotWaiting;
   }
 
+  // The arrival time of a's input (a replay that does not check stamps).
+  template <bool kUniform>
+  [[gnu::always_inline]] Time arrival(const Action& a) const {
+    const Route& rt = route<kUniform>(a.mb);
+    if (a.op == Op::F) return a.chunk == rt.first ? Time{} : time_[idx(a.chunk - 1, a.mb)];
+    if (a.op == Op::W || a.chunk == rt.last) return Time{};
+    return time_[grad_base_ + idx(a.chunk, a.mb)];
+  }
+
   // Without a branch (whether the rank waits for exactly this is unpredictable): the rank is
   // written above the top of the stack, and the top moves up only if it was waiting for it.
   [[gnu::always_inline]] void wake(int r, std::size_t what) {
@@ -205,10 +214,10 @@ class DataflowEngine {
   }
 
   // Writes a message produced on rank r at time t into slot k for rank dst.
-  template <bool kWake>
+  template <bool kWake, bool kStamp>
   [[gnu::always_inline]] void put(std::size_t k, std::uint16_t stamp, int r, int dst,
                                   const Action& a, Time t) {
-    stamp_[k] = stamp;
+    if constexpr (kStamp) stamp_[k] = stamp;
     if (dst == r) {
       time_[k] = t;
     } else {
@@ -217,17 +226,17 @@ class DataflowEngine {
     }
   }
 
-  template <bool kUniform, bool kWake>
+  template <bool kUniform, bool kWake, bool kStamp = true>
   [[gnu::always_inline]] void output(int r, std::uint16_t fs, const Action& a, Time f_end,
                                      Time grad_at) {
     const Route& rt = route<kUniform>(a.mb);
     if (a.op == Op::F) {
       if (a.chunk != rt.last)
-        put<kWake>(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
+        put<kWake, kStamp>(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
     } else if (a.op != Op::W) {  // B or BW
       if (a.chunk != rt.first)
-        put<kWake>(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r, s_.chunk_rank[a.chunk - 1], a,
-                   grad_at);
+        put<kWake, kStamp>(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r,
+                           s_.chunk_rank[a.chunk - 1], a, grad_at);
     }
   }
 
@@ -300,7 +309,10 @@ class DataflowEngine {
           st.p = st.begin;
           st.clock += pol_.step_gap(r);
         }
-      const bool ok = uniform_ ? replay<true>(step) : replay<false>(step);
+      // The first step proves the order (stamps compared); later ones follow it.
+      const bool ok = step == 0
+                          ? (uniform_ ? replay<true, true>(step) : replay<false, true>(step))
+                          : (uniform_ ? replay<true, false>(step) : replay<false, false>(step));
       bool complete = ok;
       for (int r = 0; r < P && complete; ++r) {
         const RankState& st = st_[r];
@@ -318,10 +330,12 @@ class DataflowEngine {
     return true;
   }
 
-  // Runs one step in a recorded order. With the order this run found, every input has arrived
-  // by construction; the stamps are still compared, and a miss fails the step (as does a run
-  // past a rank's end, possible only with a given order).
-  template <bool kUniform>
+  // Runs one step in a recorded order; false if an input was missing (kCheck) or a run goes
+  // past a rank's end (possible only with a given order).
+  //
+  // kCheck: compare (and write) stamps. A step replayed after one that was checked, or after
+  // the search that found the order, needs neither: the same order holds for every step.
+  template <bool kUniform, bool kCheck>
   bool replay(int step) {
     const std::uint16_t fs = fstamp(step);
     bool missed = false;
@@ -329,22 +343,27 @@ class DataflowEngine {
     for (std::size_t i = 0; i < runs; ++i) {
       const Run& run = order_[i];
       const int r = run.rank;
+      if (r >= s_.P) return false;
       RankState& st = st_[r];
       const Action* p = st.p;
       Time clock = st.clock;
-      if (r >= s_.P) return false;
       for (std::uint32_t u = 0; u < run.units; ++u) {
         while (p != st.end && is_comm(p->op)) ++p;
         if (p == st.end) return false;
         Time start = clock;
         const std::size_t n = p->overlap_next() && p + 1 != st.end ? 2 : 1;
-        for (std::size_t k = 0; k < n; ++k)
-          missed |= input<kUniform>(p[k], fs, &start) != kNotWaiting;
+        for (std::size_t k = 0; k < n; ++k) {
+          if constexpr (kCheck)
+            missed |= input<kUniform>(p[k], fs, &start) != kNotWaiting;
+          else
+            start = std::max(start, arrival<kUniform>(p[k]));
+        }
         const Time stop = start + pol_.cost(r, p, n);
         const Time grad_at = n == 2 ? start + pol_.grad_offset(r, p, 2) : stop;
         pol_.record(r, step, static_cast<std::size_t>(p - st.begin), n, clock, start, stop);
         clock = stop;
-        for (std::size_t k = 0; k < n; ++k) output<kUniform, false>(r, fs, p[k], stop, grad_at);
+        for (std::size_t k = 0; k < n; ++k)
+          output<kUniform, false, kCheck>(r, fs, p[k], stop, grad_at);
         p += n;
       }
       st.p = p;
