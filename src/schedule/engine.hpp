@@ -119,6 +119,10 @@ class DataflowEngine {
   Time gradient_time(int chunk, std::uint32_t mb) const requires kSplitSlots {
     return time_[grad_base_ + idx(chunk - 1, mb)];
   }
+  // When a's input arrived (0 without one: a first chunk's F, a last chunk's B, a W).
+  Time input_time(const Action& a) const requires kSplitSlots {
+    return uniform_ ? arrival<true>(a) : arrival<false>(a);
+  }
 
   std::string stuck_report() const {
     std::string out;

@@ -85,7 +85,7 @@ class RankLowering {
       const std::size_t n = acts[i].overlap_next() && i + 1 < acts.size() ? 2 : 1;
       UnitTime start = clock, cost = 0;
       for (std::size_t k = 0; k < n; ++k) {
-        start = std::max(start, input_time(acts[i + k]));
+        start = std::max(start, times_.input_time(acts[i + k]));
         cost += unit_cost(acts[i + k]);
       }
       const UnitTime end = start + cost;
@@ -108,14 +108,6 @@ class RankLowering {
   // Keys of messages timed before `end`: those whose first word is below this one.
   static std::uint64_t end_key(UnitTime end) {
     return std::uint64_t{std::bit_cast<std::uint32_t>(end)} << 32;
-  }
-
-  UnitTime input_time(const Action& a) const {
-    const Route& rt = route(a.mb);
-    if (a.op == Op::F && a.chunk > rt.first) return times_.activation_time(a.chunk - 1, a.mb);
-    if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
-      return times_.gradient_time(a.chunk + 1, a.mb);
-    return 0;
   }
 
   // The rank's receives in key order; returns how many sends it has. Activations and gradients
@@ -239,14 +231,6 @@ class TimedDryRun {
            ": " + what + "\n";
   }
 
-  UnitTime input_time(const Action& a) const {
-    const Route& rt = route(a.mb);
-    if (a.op == Op::F && a.chunk > rt.first) return times_.activation_time(a.chunk - 1, a.mb);
-    if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
-      return times_.gradient_time(a.chunk + 1, a.mb);
-    return 0;
-  }
-
   // Rank r's list against the times; adds its messages to *t (once, at the end: the workers'
   // tallies share a cache line).
   std::string replay(int r, Tally* t) {
@@ -272,7 +256,7 @@ class TimedDryRun {
       const std::size_t n = a.overlap_next() && i + 1 < size && !is_comm(acts[i + 1].op) ? 2 : 1;
       UnitTime start = clock, cost = 0;
       for (std::size_t k = 0; k < n; ++k) {
-        start = std::max(start, input_time(acts[i + k]));
+        start = std::max(start, times_.input_time(acts[i + k]));
         cost += unit_cost(acts[i + k]);
       }
       const UnitTime end = start + cost;

@@ -201,6 +201,17 @@ TEST(Sim, SteadyStateNeedsTwoSteps) {
   EXPECT_DOUBLE_EQ(r.single.span, 51);  // a single step pays the (P-1)F ramp
 }
 
+void expect_same_timing(const SimResult& got, const SimResult& want, const std::string& what) {
+  EXPECT_DOUBLE_EQ(got.single.span, want.single.span) << what;
+  EXPECT_DOUBLE_EQ(got.steady.span, want.steady.span) << what;
+  EXPECT_DOUBLE_EQ(got.busy_sum, want.busy_sum) << what;
+  ASSERT_EQ(got.ranks.size(), want.ranks.size()) << what;
+  for (std::size_t r = 0; r < got.ranks.size(); ++r) {
+    EXPECT_DOUBLE_EQ(got.ranks[r].first_start, want.ranks[r].first_start) << what << " rank " << r;
+    EXPECT_DOUBLE_EQ(got.ranks[r].last_end, want.ranks[r].last_end) << what << " rank " << r;
+  }
+}
+
 // simulate() replays the order a lowered schedule carries; an order that does not fit the
 // lists (edited lists, or a broken order) must give the same result as a search, never a
 // different one.
@@ -217,15 +228,7 @@ TEST(Sim, ComputeOrderThatDoesNotFitFallsBackToTheSearch) {
   bare.compute_order.reset();
   const SimResult want = simulate(bare, cfg);
   const auto same = [&](const Schedule& s, const std::string& what) {
-    const SimResult got = simulate(s, cfg);
-    EXPECT_DOUBLE_EQ(got.single.span, want.single.span) << what;
-    EXPECT_DOUBLE_EQ(got.steady.span, want.steady.span) << what;
-    EXPECT_DOUBLE_EQ(got.busy_sum, want.busy_sum) << what;
-    ASSERT_EQ(got.ranks.size(), want.ranks.size());
-    for (std::size_t r = 0; r < got.ranks.size(); ++r) {
-      EXPECT_DOUBLE_EQ(got.ranks[r].first_start, want.ranks[r].first_start) << what << r;
-      EXPECT_DOUBLE_EQ(got.ranks[r].last_end, want.ranks[r].last_end) << what << r;
-    }
+    expect_same_timing(simulate(s, cfg), want, what);
   };
   same(low, "the order lowering found");
   Schedule s = low;
@@ -257,11 +260,7 @@ TEST(Sim, ComputeOrderThatDoesNotFitFallsBackToTheSearch) {
     s.ranks = edited.ranks;
     bare = s;
     bare.compute_order.reset();
-    const SimResult want_edited = simulate(bare, cfg);
-    const SimResult got = simulate(s, cfg);
-    EXPECT_DOUBLE_EQ(got.single.span, want_edited.single.span) << fuse;
-    EXPECT_DOUBLE_EQ(got.steady.span, want_edited.steady.span) << fuse;
-    EXPECT_DOUBLE_EQ(got.busy_sum, want_edited.busy_sum) << fuse;
+    expect_same_timing(simulate(s, cfg), simulate(bare, cfg), fuse ? "fused" : "swapped");
   }
 }
 
