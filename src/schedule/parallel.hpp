@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <thread>
@@ -16,16 +17,31 @@ namespace bb {
 // Below this many actions a second thread costs more than it saves.
 inline constexpr std::size_t kParallelMinActions = std::size_t{1} << 20;
 
+// Threads the core's passes may use (default 2; 1: none). Tests set it to compare the
+// threaded passes with the plain ones.
+inline std::atomic<int> core_thread_limit{2};
+inline void set_core_threads(int n) {
+  core_thread_limit = std::max(1, n);
+}
+
+// Workers for up to max_workers: no more than the limit above or the machine's cores.
+inline int rank_workers(int max_workers) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min({max_workers, core_thread_limit.load(), hw}));
+}
+
+// Whether a pass over s gets a second thread.
+inline bool core_parallel(const Schedule& s) {
+  return rank_workers(2) > 1 && s.size() >= kParallelMinActions;
+}
+
 // Calls body(worker, rank) for every rank, each rank once. Worker w of n takes a contiguous
 // range of ranks holding about 1/n of the actions, so body may keep per-worker scratch. An
 // exception from any worker is rethrown here after all have stopped.
 template <class Body>
 void for_each_rank(const Schedule& s, int max_workers, Body&& body) {
   const std::size_t total = s.size();
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const int n = total < kParallelMinActions
-                    ? 1
-                    : std::max(1, std::min({max_workers, static_cast<int>(hw), s.P}));
+  const int n = total < kParallelMinActions ? 1 : std::min(rank_workers(max_workers), s.P);
   if (n == 1) {
     for (int r = 0; r < s.P; ++r) body(0, r);
     return;
@@ -53,11 +69,6 @@ void for_each_rank(const Schedule& s, int max_workers, Body&& body) {
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
-}
-
-// Workers for_each_rank would use (for sizing per-worker scratch).
-inline int rank_workers(int max_workers) {
-  return std::max(1, std::min(max_workers, static_cast<int>(std::thread::hardware_concurrency())));
 }
 
 }  // namespace bb

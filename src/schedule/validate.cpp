@@ -209,7 +209,7 @@ class Checker {
 
   // True when every micro-batch has all it needs; one thread per half of the micro-batches.
   bool complete_fast() const {
-    const int n = s_.size() >= kParallelMinActions ? 2 : 1;
+    const int n = core_parallel(s_) ? 2 : 1;
     bool ok[2] = {true, true};
     const auto scan = [&](int k) {
       for (int m = s_.M * k / n; m < s_.M * (k + 1) / n; ++m) {

@@ -147,7 +147,7 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   // large schedule, a second thread counts them while the engine runs.
   std::vector<RankCounts> counts;
   std::thread counter;
-  if (s.size() >= kParallelMinActions && std::thread::hardware_concurrency() > 1)
+  if (core_parallel(s))
     counter = std::thread([&] { counts = rank_counts(s); });
   else
     counts = rank_counts(s);
