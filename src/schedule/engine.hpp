@@ -218,29 +218,26 @@ class DataflowEngine {
   }
 
   // Writes a message produced on rank r at time t into slot k for rank dst.
-  template <bool kWake, bool kStamp>
   [[gnu::always_inline]] void put(std::size_t k, std::uint16_t stamp, int r, int dst,
                                   const Action& a, Time t) {
-    if constexpr (kStamp) stamp_[k] = stamp;
+    stamp_[k] = stamp;
     if (dst == r) {
       time_[k] = t;
     } else {
       time_[k] = t + pol_.delay(r, dst, a);
-      if constexpr (kWake) wake(dst, k);
+      wake(dst, k);
     }
   }
 
-  template <bool kUniform, bool kWake, bool kStamp = true>
+  template <bool kUniform>
   [[gnu::always_inline]] void output(int r, std::uint16_t fs, const Action& a, Time f_end,
                                      Time grad_at) {
     const Route& rt = route<kUniform>(a.mb);
     if (a.op == Op::F) {
-      if (a.chunk != rt.last)
-        put<kWake, kStamp>(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
+      if (a.chunk != rt.last) put(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
     } else if (a.op != Op::W) {  // B or BW
       if (a.chunk != rt.first)
-        put<kWake, kStamp>(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r,
-                           s_.chunk_rank[a.chunk - 1], a, grad_at);
+        put(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r, s_.chunk_rank[a.chunk - 1], a, grad_at);
     }
   }
 
@@ -273,7 +270,7 @@ class DataflowEngine {
         const Time stop = start + pol_.cost(r, p, 1);
         pol_.record(r, step, static_cast<std::size_t>(p - st.begin), 1, clock, start, stop);
         clock = stop;
-        output<kUniform, true>(r, fs, *p, stop, stop);
+        output<kUniform>(r, fs, *p, stop, stop);
         ++p;
         ++units;
         continue;
@@ -286,8 +283,8 @@ class DataflowEngine {
       const Time grad_at = start + pol_.grad_offset(r, p, 2);
       pol_.record(r, step, static_cast<std::size_t>(p - st.begin), 2, clock, start, stop);
       clock = stop;
-      output<kUniform, true>(r, fs, p[0], stop, grad_at);
-      output<kUniform, true>(r, fs, p[1], stop, grad_at);
+      output<kUniform>(r, fs, p[0], stop, grad_at);
+      output<kUniform>(r, fs, p[1], stop, grad_at);
       p += 2;
       ++units;
     }
@@ -341,34 +338,83 @@ class DataflowEngine {
   // the search that found the order, needs neither: the same order holds for every step.
   template <bool kUniform, bool kCheck>
   bool replay(int step) {
+    // Everything the loop touches in locals: the stores to slot times cannot then make the
+    // compiler reload the engine's members.
     const std::uint16_t fs = fstamp(step);
+    Time* const time = time_.get();
+    std::uint16_t* const stamp = stamp_.get();
+    const int* const chunk_rank = s_.chunk_rank.data();
+    const Route* const routes = s_.routes.data();
+    const Route uniform_route = route_;
+    const std::size_t M = static_cast<std::size_t>(s_.M), grad = grad_base_;
+    const int P = s_.P;
     bool missed = false;
-    const std::size_t runs = order_.size();
-    for (std::size_t i = 0; i < runs; ++i) {
-      const Run& run = order_[i];
+    // The slot a's input arrives in, or none.
+    const auto in_slot = [&](const Action& a, const Route& rt, std::uint16_t* want) {
+      if (a.op == Op::F) {
+        *want = fs;
+        return a.chunk == rt.first ? kNotWaiting : (a.chunk - 1) * M + a.mb;
+      }
+      *want = static_cast<std::uint16_t>(fs + 1);
+      return a.op == Op::W || a.chunk == rt.last ? kNotWaiting : grad + a.chunk * M + a.mb;
+    };
+    const auto arrive = [&](const Action& a, Time* start) {
+      const Route& rt = kUniform ? uniform_route : routes[a.mb];
+      std::uint16_t want;
+      const std::size_t k = in_slot(a, rt, &want);
+      if (k == kNotWaiting) return;
+      if constexpr (kCheck) missed |= stamp[k] != want;
+      if (time[k] > *start) *start = time[k];
+    };
+    const auto leave = [&](int r, const Action& a, Time f_end, Time grad_at) {
+      const Route& rt = kUniform ? uniform_route : routes[a.mb];
+      std::size_t k;
+      int dst;
+      Time t;
+      if (a.op == Op::F) {
+        if (a.chunk == rt.last) return;
+        k = a.chunk * M + a.mb;
+        dst = chunk_rank[a.chunk + 1];
+        t = f_end;
+      } else {
+        if (a.op == Op::W || a.chunk == rt.first) return;
+        k = grad + (a.chunk - 1) * M + a.mb;
+        dst = chunk_rank[a.chunk - 1];
+        t = grad_at;
+      }
+      if constexpr (kCheck) stamp[k] = a.op == Op::F ? fs : static_cast<std::uint16_t>(fs + 1);
+      time[k] = dst == r ? t : t + pol_.delay(r, dst, a);
+    };
+    for (const Run& run : order_) {
       const int r = run.rank;
-      if (r >= s_.P) return false;
+      if (r >= P) return false;
       RankState& st = st_[r];
       const Action* p = st.p;
+      const Action* const begin = st.begin;
+      const Action* const end = st.end;
       Time clock = st.clock;
-      for (std::uint32_t u = 0; u < run.units; ++u) {
-        while (p != st.end && is_comm(p->op)) ++p;
-        if (p == st.end) return false;
+      for (std::uint32_t u = run.units; u > 0; --u) {
+        while (p != end && is_comm(p->op)) ++p;
+        if (p == end) return false;
         Time start = clock;
-        const std::size_t n = p->overlap_next() && p + 1 != st.end ? 2 : 1;
-        for (std::size_t k = 0; k < n; ++k) {
-          if constexpr (kCheck)
-            missed |= input<kUniform>(p[k], fs, &start) != kNotWaiting;
-          else
-            start = std::max(start, arrival<kUniform>(p[k]));
+        if (!p->overlap_next() || p + 1 == end) [[likely]] {
+          arrive(*p, &start);
+          const Time stop = start + pol_.cost(r, p, 1);
+          pol_.record(r, step, static_cast<std::size_t>(p - begin), 1, clock, start, stop);
+          clock = stop;
+          leave(r, *p, stop, stop);
+          ++p;
+          continue;
         }
-        const Time stop = start + pol_.cost(r, p, n);
-        const Time grad_at = n == 2 ? start + pol_.grad_offset(r, p, 2) : stop;
-        pol_.record(r, step, static_cast<std::size_t>(p - st.begin), n, clock, start, stop);
+        arrive(p[0], &start);
+        arrive(p[1], &start);
+        const Time stop = start + pol_.cost(r, p, 2);
+        const Time grad_at = start + pol_.grad_offset(r, p, 2);
+        pol_.record(r, step, static_cast<std::size_t>(p - begin), 2, clock, start, stop);
         clock = stop;
-        for (std::size_t k = 0; k < n; ++k)
-          output<kUniform, false, kCheck>(r, fs, p[k], stop, grad_at);
-        p += n;
+        leave(r, p[0], stop, grad_at);
+        leave(r, p[1], stop, grad_at);
+        p += 2;
       }
       st.p = p;
       st.clock = clock;
