@@ -28,6 +28,9 @@ namespace bb {
 //   Time step_gap(int rank);                                // between steps (optimizer)
 //   void record(int rank, int step, std::size_t index, std::size_t n,
 //               Time ready, Time start, Time end);        // each rank's actions in list order
+//   static constexpr bool kPositiveTimes;  // optional: every message time is > 0 (all costs
+//                                          // > 0), so with split slots and one step a slot's
+//                                          // time says whether it was written: no stamps
 //
 // kSplitSlots: activations and gradients get a slot array each (twice the memory), and both
 // stay readable after the run: activation_time() and gradient_time(). Lowering needs them.
@@ -52,13 +55,20 @@ class DataflowEngine {
 
   // True when every rank finished every step.
   bool run() {
+    if (kStampless && (steps_ != 1 || given_))
+      throw std::logic_error("dataflow engine: slots without stamps hold one step's messages");
     const std::size_t CM = static_cast<std::size_t>(s_.num_chunks()) * s_.M;
     // Lazily zeroed pages (calloc of a large block maps fresh zero pages): a slot's page is
     // touched first when a message is written into it, not by a separate clearing pass.
     const std::size_t n = kSplitSlots ? 2 * CM : CM;
-    time_.reset(static_cast<Time*>(std::malloc(n * sizeof(Time) + 1)));
-    stamp_.reset(static_cast<std::uint16_t*>(std::calloc(n + 1, sizeof(std::uint16_t))));
-    if (!time_ || !stamp_) throw std::bad_alloc();
+    if constexpr (kStampless) {
+      time_.reset(static_cast<Time*>(std::calloc(n + 1, sizeof(Time))));  // 0: not written
+    } else {
+      time_.reset(static_cast<Time*>(std::malloc(n * sizeof(Time) + 1)));
+      stamp_.reset(static_cast<std::uint16_t*>(std::calloc(n + 1, sizeof(std::uint16_t))));
+      if (!stamp_) throw std::bad_alloc();
+    }
+    if (!time_) throw std::bad_alloc();
     grad_base_ = kSplitSlots ? CM : 0;
     uniform_ = s_.uniform_routes();
     if (!s_.routes.empty()) route_ = s_.routes.front();
@@ -141,6 +151,15 @@ class DataflowEngine {
  private:
   static constexpr std::size_t kNotWaiting = ~std::size_t{0};
 
+  static constexpr bool positive_times() {
+    if constexpr (requires { Policy::kPositiveTimes; })
+      return Policy::kPositiveTimes;
+    else
+      return false;
+  }
+  // Split slots of a policy whose messages all have times > 0 need no stamps (one step).
+  static constexpr bool kStampless = kSplitSlots && positive_times();
+
   struct RankState {
     const Action* p = nullptr;  // next action
     const Action* begin = nullptr;
@@ -193,7 +212,11 @@ class DataflowEngine {
       k = grad_base_ + idx(a.chunk, a.mb);
       ++want;
     }
-    if (stamp_[k] != want) return k;
+    if constexpr (kStampless) {
+      if (!(time_[k] > Time{})) return k;
+    } else {
+      if (stamp_[k] != want) return k;
+    }
     if (time_[k] > *t) *t = time_[k];
     return kNotWaiting;
   }
@@ -220,7 +243,7 @@ class DataflowEngine {
   // Writes a message produced on rank r at time t into slot k for rank dst.
   [[gnu::always_inline]] void put(std::size_t k, std::uint16_t stamp, int r, int dst,
                                   const Action& a, Time t) {
-    stamp_[k] = stamp;
+    if constexpr (!kStampless) stamp_[k] = stamp;
     if (dst == r) {
       time_[k] = t;
     } else {

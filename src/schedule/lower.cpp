@@ -23,6 +23,7 @@ UnitTime unit_cost(const Action& a) {
 
 // Unit costs, no link time: the engine's slots then hold when each message was produced.
 struct UnitPolicy {
+  static constexpr bool kPositiveTimes = true;  // every cost is 1 or 2, and no link time
   static UnitTime cost(int, const Action* a, std::size_t n) {
     UnitTime c = 0;
     for (std::size_t k = 0; k < n; ++k) c += unit_cost(a[k]);
