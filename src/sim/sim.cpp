@@ -60,8 +60,8 @@ class CostModel {
   double delay_ = 0, gap_ = 0;
 };
 
-// Peak live activations and point-to-point messages sent by one rank, action by action in
-// its order (communication actions change neither).
+// Peak live activations, point-to-point messages sent and (given costs) the busy time of one
+// rank, action by action in its order (communication actions change none of them).
 class RankCounts {
  public:
   RankCounts(const Schedule& s, int r, bool uniform_routes)
@@ -80,8 +80,10 @@ class RankCounts {
     }
     if (a.op == Op::W || a.op == Op::BW) live_ -= unit(a);
   }
+  void add_busy(double t) { busy_ += t; }
   double peak() const { return peak_; }
   std::size_t messages() const { return messages_; }
+  double busy() const { return busy_; }
 
  private:
   double unit(const Action& a) const {
@@ -90,7 +92,7 @@ class RankCounts {
   const Schedule* s_;
   int r_;
   bool uniform_;
-  double u0_ = 0, live_ = 0, peak_ = 0;
+  double u0_ = 0, live_ = 0, peak_ = 0, busy_ = 0;
   std::size_t messages_ = 0;
 };
 
@@ -103,15 +105,18 @@ struct Recorder : CostModel {
     for (auto& st : stats) st.first_start = -1;
     set_gap(cfg.optimizer_time);
   }
+  // Busy time is the sum of the costs (counted beside the engine): here only what needs the
+  // times — a rank's first start, its step ends, and the timeline when asked for.
   void record(int rank, int step, std::size_t index, std::size_t n, double ready, double start,
               double end) {
-    step_end[step] = std::max(step_end[step], end);
     if (step != 0) return;
     RankStats& st = stats[rank];
-    st.busy += end - start;
     if (st.first_start < 0) st.first_start = start;
-    st.last_end = std::max(st.last_end, end);
     if (keep) events.push_back({rank, index, static_cast<int>(n), ready, start, end});
+  }
+  void step_done(int rank, int step, double end) {
+    step_end[step] = std::max(step_end[step], end);
+    if (step == 0) stats[rank].last_end = end;
   }
   std::vector<RankStats> stats;
   std::vector<double> step_end;
@@ -119,14 +124,26 @@ struct Recorder : CostModel {
   bool keep;
 };
 
-// Each rank's counts, in its list order.
-std::vector<RankCounts> rank_counts(const Schedule& s) {
+// Each rank's counts, in its list order; with costs, the busy time too (an FB pair costs what
+// the engine charges for it).
+std::vector<RankCounts> rank_counts(const Schedule& s, const CostModel* costs = nullptr) {
   std::vector<RankCounts> counts;
   counts.reserve(s.P);
   const bool uniform = s.uniform_routes();
   for (int r = 0; r < s.P; ++r) {
-    counts.emplace_back(s, r, uniform);
-    for (const Action& a : s.ranks[r]) counts.back().add(a);
+    RankCounts& c = counts.emplace_back(s, r, uniform);
+    const Action* const begin = s.ranks[r].data();
+    const Action* const end = begin + s.ranks[r].size();
+    for (const Action* p = begin; p != end;) {
+      if (is_comm(p->op)) {
+        ++p;
+        continue;
+      }
+      const std::size_t n = p->overlap_next() && p + 1 != end ? 2 : 1;
+      if (costs) c.add_busy(costs->cost(r, p, n));
+      for (std::size_t k = 0; k < n; ++k) c.add(p[k]);
+      p += n;
+    }
   }
   return counts;
 }
@@ -147,10 +164,11 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   // large schedule, a second thread counts them while the engine runs.
   std::vector<RankCounts> counts;
   std::thread counter;
+  const CostModel costs(s, cfg);  // the counting thread's own (rec may be replaced below)
   if (core_parallel(s))
-    counter = std::thread([&] { counts = rank_counts(s); });
+    counter = std::thread([&] { counts = rank_counts(s, &costs); });
   else
-    counts = rank_counts(s);
+    counts = rank_counts(s, &costs);
   struct Join {
     std::thread& t;
     ~Join() {
@@ -182,6 +200,13 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   std::sort(res.events.begin(), res.events.end(), [](const SimEvent& a, const SimEvent& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.index < b.index;
   });
+  for (int r = 0; r < s.P; ++r) {
+    const RankCounts& c = counts[r];
+    res.ranks[r].busy = c.busy();
+    res.ranks[r].peak_activations = c.peak();
+    res.ranks[r].peak_activation_bytes = c.peak() * cfg.act_bytes;
+    res.p2p_messages += c.messages();
+  }
   double makespan = 0;
   for (const auto& st : res.ranks) {
     res.busy_sum += st.busy;
@@ -197,12 +222,6 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   const double period = rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2];
   res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
                               res.t_ideal + cfg.optimizer_time);
-  for (int r = 0; r < s.P; ++r) {
-    const RankCounts& c = counts[r];
-    res.ranks[r].peak_activations = c.peak();
-    res.ranks[r].peak_activation_bytes = c.peak() * cfg.act_bytes;
-    res.p2p_messages += c.messages();
-  }
   return res;
 }
 
