@@ -38,6 +38,24 @@ struct UnitPolicy {
 using UnitEngine = DataflowEngine<UnitTime, UnitPolicy, true>;
 UnitPolicy unit_policy;
 
+// The compute at acts[i] (an FB pair counts as one) on a rank free from `clock`: how many
+// actions it takes, and when it starts and ends in unit time.
+struct UnitSpan {
+  std::size_t n;
+  UnitTime start, end;
+};
+UnitSpan unit_span(const UnitEngine& times, const std::vector<Action>& acts, std::size_t i,
+                   UnitTime clock) {
+  const std::size_t n =
+      acts[i].overlap_next() && i + 1 < acts.size() && !is_comm(acts[i + 1].op) ? 2 : 1;
+  UnitTime start = clock, cost = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    start = std::max(start, times.input_time(acts[i + k]));
+    cost += unit_cost(acts[i + k]);
+  }
+  return {n, start, start + cost};
+}
+
 // A message's place in the global order (time, source rank, direction, chunk, micro-batch),
 // packed into two words that compare lexicographically (unit times are non-negative floats,
 // whose bit patterns order like the values), and the SEND or RECV action it becomes here.
@@ -83,13 +101,7 @@ class RankLowering {
     };
     UnitTime clock = 0;
     for (std::size_t i = 0; i < acts.size();) {
-      const std::size_t n = acts[i].overlap_next() && i + 1 < acts.size() ? 2 : 1;
-      UnitTime start = clock, cost = 0;
-      for (std::size_t k = 0; k < n; ++k) {
-        start = std::max(start, times_.input_time(acts[i + k]));
-        cost += unit_cost(acts[i + k]);
-      }
-      const UnitTime end = start + cost;
+      const auto [n, start, end] = unit_span(times_, acts, i, clock);
       flush(end_key(end));  // receives timed before this compute's end come before it
       for (std::size_t k = 0; k < n; ++k) {
         *o = acts[i + k];
@@ -254,13 +266,7 @@ class TimedDryRun {
         ++i;
         continue;
       }
-      const std::size_t n = a.overlap_next() && i + 1 < size && !is_comm(acts[i + 1].op) ? 2 : 1;
-      UnitTime start = clock, cost = 0;
-      for (std::size_t k = 0; k < n; ++k) {
-        start = std::max(start, times_.input_time(acts[i + k]));
-        cost += unit_cost(acts[i + k]);
-      }
-      const UnitTime end = start + cost;
+      const auto [n, start, end] = unit_span(times_, acts, i, clock);
       for (std::size_t k = 0; k < n; ++k) {
         const Action& b = acts[i + k];
         const Route& rt = route(b.mb);
