@@ -1,6 +1,7 @@
 // Per-rank work split over the machine's cores: the core's passes that treat each rank's list
-// on its own (lowering's list building, its certificate check) run on up to two threads once
-// a schedule is large enough for that to pay; small schedules stay on the calling thread.
+// on its own (validation, lowering's list building and its timed dry run; the simulator's
+// counts run beside its engine) use up to two threads once a schedule is large enough for that
+// to pay; small schedules stay on the calling thread.
 #pragma once
 
 #include <algorithm>
