@@ -23,13 +23,6 @@ Schedule generate(const std::string& name, const ScheduleParams& p) {
     throw ConfigError(name + ": P=" + std::to_string(p.P) + ", M=" + std::to_string(p.M) +
                       ", v=" + std::to_string(p.v) + " is out of range (P, M, v >= 1 and at most " +
                       std::to_string(kMaxChunkMicroBatches) + " chunk x micro-batch pairs)");
-  if (p.M > kMaxMicroBatches)
-    throw ConfigError(name + ": M=" + std::to_string(p.M) + " is more than " +
-                      std::to_string(kMaxMicroBatches) + " micro-batches");
-  if (chunks > kMaxChunks)
-    throw ConfigError(name + ": P=" + std::to_string(p.P) + ", v=" + std::to_string(p.v) +
-                      " is out of range (P x max(v, 2) at most " + std::to_string(kMaxChunks) +
-                      " chunks)");
   if (name == "naive") return generate_naive(p);
   if (name == "gpipe") return generate_gpipe(p);
   if (name == "1f1b") return generate_1f1b(p);

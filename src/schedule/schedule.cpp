@@ -27,13 +27,28 @@ std::size_t Schedule::compute_size() const {
   return n;
 }
 
+std::string action_limits_problem(int P, int M, int v, long long chunks) {
+  if (M <= kMaxMicroBatches && chunks <= kMaxChunks) return {};
+  return "P=" + std::to_string(P) + ", M=" + std::to_string(M) + ", v=" + std::to_string(v) +
+         " is out of range (at most " + std::to_string(kMaxMicroBatches) + " micro-batches and " +
+         std::to_string(kMaxChunks) + " chunks)";
+}
+
+namespace {
+
+// Every placement sizes the schedule here: a generator or the CSV loader that asks for more
+// micro-batches or chunks than an action can name gets one line, before any list is built.
+// The chunks are counted as P x max(v, 2) whatever the placement (one bound for all).
+int checked_chunks(const Schedule& s, long long chunks) {
+  const std::string problem =
+      action_limits_problem(s.P, s.M, s.v, static_cast<long long>(s.P) * std::max(s.v, 2));
+  if (!problem.empty()) throw ConfigError(s.name + ": " + problem);
+  return static_cast<int>(chunks);
+}
+
+}  // namespace
+
 Schedule make_schedule(std::string name, int P, int M, int v) {
-  // Actions hold micro-batch and chunk numbers in 16 and 12 bits (action.hpp).
-  if (M > kMaxMicroBatches || static_cast<long long>(P) * std::max(v, 2) > kMaxChunks)
-    throw ConfigError(name + ": P=" + std::to_string(P) + ", M=" + std::to_string(M) +
-                      ", v=" + std::to_string(v) + " is out of range (at most " +
-                      std::to_string(kMaxMicroBatches) + " micro-batches and " +
-                      std::to_string(kMaxChunks) + " chunks)");
   Schedule s;
   s.name = std::move(name);
   s.P = P;
@@ -43,7 +58,7 @@ Schedule make_schedule(std::string name, int P, int M, int v) {
 }
 
 void set_looped_placement(Schedule& s) {
-  const int C = s.P * s.v;
+  const int C = checked_chunks(s, static_cast<long long>(s.P) * s.v);
   s.chunk_rank.resize(C);
   s.chunk_stage.resize(C);
   for (int c = 0; c < C; ++c) {
@@ -56,7 +71,7 @@ void set_looped_placement(Schedule& s) {
 
 void set_v_placement(Schedule& s) {
   s.v = 2;
-  const int C = 2 * s.P;
+  const int C = checked_chunks(s, 2LL * s.P);
   s.chunk_rank.resize(C);
   s.chunk_stage.resize(C);
   for (int c = 0; c < C; ++c) {

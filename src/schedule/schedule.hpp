@@ -67,10 +67,14 @@ struct Schedule {
   }
 };
 
+// Why P, M, v with this many chunks cannot be held in actions (action.hpp), or empty.
+std::string action_limits_problem(int P, int M, int v, long long chunks);
+
 // An empty schedule with its shape set (placement and lists come next).
 Schedule make_schedule(std::string name, int P, int M, int v);
 
-// Placements.
+// Placements. Each throws ConfigError ("<name>: ... is out of range") for more micro-batches
+// or chunks than actions can name.
 // Looped: chunk c on rank c mod P, C = P*v; every micro-batch visits all chunks.
 void set_looped_placement(Schedule& s);
 // V: rank r holds chunks r and 2P-1-r; every micro-batch visits all 2P chunks.

@@ -210,12 +210,9 @@ Schedule load_csv(std::istream& in) {
   const std::string placement = meta.count("placement") ? meta["placement"] : "looped";
   const long chunks = static_cast<long>(max_chunk) + 1;
   s.v = static_cast<int>(get_int("v", (chunks + s.P - 1) / s.P));
-  if (static_cast<long>(s.P) * std::max(s.v, 2) > kMaxChunks)
-    throw ScheduleError("CSV: P=" + std::to_string(s.P) + ", v=" + std::to_string(s.v) +
-                        " makes more than " + std::to_string(kMaxChunks) + " chunks");
-  if (s.M > kMaxMicroBatches)
-    throw ScheduleError("CSV: M=" + std::to_string(s.M) + " is more than " +
-                        std::to_string(kMaxMicroBatches) + " micro-batches");
+  const std::string too_large =
+      action_limits_problem(s.P, s.M, s.v, static_cast<long long>(s.P) * std::max(s.v, 2));
+  if (!too_large.empty()) throw ScheduleError("CSV: " + too_large);
   if (static_cast<long long>(s.P) * std::max(s.v, 2) * s.M > kMaxChunkMicroBatches)
     throw ScheduleError("CSV: P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
                         ", v=" + std::to_string(s.v) + " is too large");

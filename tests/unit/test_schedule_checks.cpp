@@ -275,7 +275,10 @@ TEST(Limits, MicroBatchesAndChunksThatActionsCannotHold) {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
-  EXPECT_THROW(generate_gpipe({2, 70000, 1}), ConfigError);  // the generators check too
+  // Called directly, every generator refuses them too (the placements check): looped and V.
+  EXPECT_THROW(generate_gpipe({2, 70000, 1}), ConfigError);
+  EXPECT_THROW(generate_zb_v({4096, 8192, 1}), ConfigError);
+  EXPECT_THROW(generate_dualpipev({8, 70000, 1}), ConfigError);
   EXPECT_EQ(generate("1f1b", {2, 65536, 1}).ranks[1].back(), make_action(Op::BW, 1, 65535));
 }
 
