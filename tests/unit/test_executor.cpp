@@ -3,6 +3,7 @@
 // records are complete; the watchdog fires on a missing message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -233,15 +234,23 @@ TEST(Executor, SyntheticRecordsAndTimes) {
     const StepRecord& rec = res.record;
     EXPECT_EQ(rec.actions.size(), s.compute_size() / 2);  // 3 actions x 4 mbs per rank
     EXPECT_EQ(rec.num_actions, s.ranks[r].size());
-    double busy = 0;
+    double busy = 0, shortest_fb = 1e9, shortest_w = 1e9;  // excess over the synthetic time
     for (const ActionRecord& a : rec.actions) {
       const double want = a.kind == RecordKind::W ? 0.5e-3 : 1e-3;
+      // A synthetic action spins at least its time between its marks.
       EXPECT_GE(a.end - a.start, want * 0.99);
-      EXPECT_LT(a.end - a.start, want + 5e-3);  // generous: a loaded test machine
       EXPECT_LE(a.ready, a.start);
       EXPECT_GE(a.wait, 0);
       busy += a.end - a.start;
+      double& shortest = a.kind == RecordKind::W ? shortest_w : shortest_fb;
+      shortest = std::min(shortest, a.end - a.start - want);
     }
+    // And no more than that, give or take 5 ms, for the shortest of each kind: a spin that is
+    // preempted on a loaded machine takes longer (7.9 ms for a 1 ms action was seen while CI
+    // shared the cores), so one action's excess says nothing, but a span that always held
+    // more than the compute (its wait, a second spin) shows in every action.
+    EXPECT_LT(shortest_fb, 5e-3);
+    EXPECT_LT(shortest_w, 5e-3);
     EXPECT_NEAR(rec.busy, busy, 1e-12);
     EXPECT_GE(rec.last_end, rec.busy);
     EXPECT_DOUBLE_EQ(res.peak_units, peak_activations(s)[r]);
