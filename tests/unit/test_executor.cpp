@@ -247,8 +247,8 @@ TEST(Executor, SyntheticRecordsAndTimes) {
     }
     // And no more than that, give or take 5 ms, for the shortest of each kind: a spin that is
     // preempted on a loaded machine takes longer (7.9 ms for a 1 ms action was seen while CI
-    // shared the cores), so one action's excess says nothing, but marks that always took in
-    // far more than the compute (say, the polling for inputs) show in every action of a kind.
+    // shared the cores), so one action's excess says nothing, but an excess in every action of
+    // a kind (a synthetic time in the wrong unit, say) does.
     EXPECT_LT(shortest_fb, 5e-3);
     EXPECT_LT(shortest_w, 5e-3);
     EXPECT_NEAR(rec.busy, busy, 1e-12);
