@@ -83,12 +83,14 @@ ModelResult closed_form(const ModelInput& in) {
   if (s == "zb-h1" || s == "zb-h2") {
     const bool h1 = s == "zb-h1";
     r.formula = h1 ? "(P-1)*(F+B-W)" : "(P-1)*(F+B-2W), single step (P-1)*F";
-    r.conditions = h1 ? "F = B = W (the schedule's order is built for equal passes)"
+    r.conditions = h1 ? "F = B = W (the schedule's order is built for equal passes) and M >= P"
                       : "F = B = W and M >= 2P-1 (fewer micro-batches cannot fill the ramp)";
     r.source = "Qi et al. 2024 (Zero Bubble PP), Table 2; steady state for ZB-H2";
     r.peak_activations.assign(P, h1 ? std::min(P, M) : std::min(2 * P - 1, M));
     r.peak_formula = h1 ? "min(P, M) (1F1B's peak)" : "min(2P-1, M)";
     if (!(close(F, B) && close(B, W))) return refuse(s + "'s closed form needs F = B = W");
+    // Below P micro-batches no W is left to fill the last ranks' drain: the bubble is larger.
+    if (h1 && M < P) return refuse("zb-h1's closed form needs M >= P");
     if (!h1 && M < 2 * P - 1) return refuse("zb-h2's closed form needs M >= 2P-1");
     if (h1)
       set_times(r, in, (P - 1) * (F + B - W), (P - 1) * (F + B - W));

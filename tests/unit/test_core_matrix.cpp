@@ -140,6 +140,43 @@ TEST(Matrix, DoneWhenExample) {
   }
 }
 
+// Fewer micro-batches than ranks: wherever a closed form says it applies, it equals the
+// simulator (ZB-H1 at M < P once printed (P-1)(F+B-W), one W short of the truth).
+TEST(Matrix, ClosedFormsBelowPMatchOrRefuse) {
+  int compared = 0, refused = 0;
+  for (const std::string& name : schedule_names())
+    for (int P : {2, 3, 4, 6, 8})
+      for (int M = 1; M < P; ++M)
+        for (int v : {1, 2}) {
+          if (!schedule_takes_v(name) && v != 1) continue;
+          if (!accepts(name, P, M, v)) continue;
+          const Schedule s = generate(name, {P, M, v});
+          for (const Costs& c : costs_for(name)) {
+            SimConfig cfg;
+            cfg.t_f = {c.f};
+            cfg.t_b = {c.b};
+            cfg.t_w = {c.w};
+            const ModelResult m = closed_form({name, P, M, s.v, c.f, c.b, c.w, -1});
+            if (!m.applies) {
+              ++refused;
+              EXPECT_FALSE(m.reason.empty()) << name;
+              continue;
+            }
+            ++compared;
+            const SimResult r = simulate(s, cfg);
+            const std::string what = name + " P=" + std::to_string(P) + " M=" + std::to_string(M) +
+                                     " v=" + std::to_string(v) + " F=" + std::to_string(c.f) +
+                                     " W=" + std::to_string(c.w);
+            expect_metrics_eq(r.single, m.single, what + " single step");
+            expect_metrics_eq(r.steady, m.steady, what + " steady state");
+          }
+        }
+  EXPECT_GT(compared, 0);
+  EXPECT_GT(refused, 0);
+  EXPECT_FALSE(closed_form({"zb-h1", 4, 3, 1, 1, 1, 1, -1}).applies);
+  EXPECT_TRUE(closed_form({"zb-h1", 4, 4, 1, 1, 1, 1, -1}).applies);
+}
+
 TEST(Matrix, ZeroBubbleH2NeedsEnoughMicroBatches) {
   // Below 2P-1 micro-batches the steady state keeps (2P-1-M)*F of bubble: no closed form.
   EXPECT_FALSE(closed_form({"zb-h2", 4, 6, 1, 1, 1, 1, -1}).applies);
