@@ -20,6 +20,21 @@
 namespace bb {
 namespace {
 
+TEST(CliFormat, IntegersExactlyEverywhere) {
+  EXPECT_EQ(fmt(524160), "524160");
+  EXPECT_EQ(fmt(12345), "12345");
+  EXPECT_EQ(fmt(0), "0");
+  EXPECT_EQ(fmt(-37044), "-37044");
+  EXPECT_EQ(fmt(0.27272727), "0.2727");  // the table rounds what is not an integer
+  EXPECT_EQ(fmt_exact(524160), "524160");
+  EXPECT_EQ(fmt_exact(1e15), "1000000000000000");
+}
+
+TEST(CliFormat, CsvValuesReadBackExactly) {
+  for (double x : {0.2727272727272727, 1.0 / 3, 2.5e-300, 1e300, 192.17578125, 0.1 + 0.2})
+    EXPECT_EQ(std::stod(fmt_exact(x)), x) << fmt_exact(x);
+}
+
 TEST(CliModel, UnevenStagesHaveNoClosedForm) {
   ModelInput in;
   in.schedule = "gpipe";
