@@ -1,11 +1,17 @@
 #include "cli/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/list.hpp"
@@ -32,31 +38,33 @@ struct Selection {
   std::string M = "8";
   std::string v = "1";
   std::string t_f = "1", t_b = "2", t_w = "0";
-  double t_fb = -1;
-  double latency = 0, bandwidth = 0, act_bytes = 0, msg_bytes = -1;
+  // Plain numbers, checked when parsed (finite, >= 0); empty: the default.
+  std::string t_fb, latency = "0", bandwidth = "0", act_bytes = "0", msg_bytes;
   int steps = 4;
   std::string sync = "barrier";
   std::string format = "table";
   std::string timeline;
+  CLI::Option *P_opt = nullptr, *M_opt = nullptr, *v_opt = nullptr;  // given or not
 };
 
-struct Config {
-  std::string schedule;  // name, or csv:FILE
-  ScheduleParams params;
-};
+// A file name option may not be empty (rather than meaning "none").
+const CLI::Validator kFileName(
+    [](std::string& s) { return s.empty() ? std::string("needs a file name") : std::string(); },
+    "FILE");
 
 void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
   app->add_option("--schedule,-s", sel.schedules,
                   "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 zb-h2 "
                   "zb-v dualpipe dualpipev (or all), or csv:FILE")
       ->capture_default_str();
-  app->add_option("-P", sel.P, "Pipeline ranks")->capture_default_str();
-  app->add_option("-M", sel.M,
-                  lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)"
-                        : "Micro-batches per step")
-      ->capture_default_str();
-  app->add_option("-v", sel.v, lists ? "Chunks per rank for interleaved (LIST)" : "Chunks per rank")
-      ->capture_default_str();
+  sel.P_opt = app->add_option("-P", sel.P, "Pipeline ranks")->capture_default_str();
+  sel.M_opt = app->add_option("-M", sel.M,
+                              lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)"
+                                    : "Micro-batches per step")
+                  ->capture_default_str();
+  sel.v_opt = app->add_option("-v", sel.v,
+                              lists ? "Chunks per rank for interleaved (LIST)" : "Chunks per rank")
+                  ->capture_default_str();
   if (!costs) return;
   app->add_option("--t-f", sel.t_f, "Forward time of one stage (or one value per chunk)")
       ->capture_default_str();
@@ -80,69 +88,97 @@ void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
       ->capture_default_str();
 }
 
-std::vector<double> parse_costs(const std::string& text, const char* what) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(parse_duration(item, what, false));
-  if (out.empty()) throw ConfigError(std::string(what) + ": needs a value");
-  return out;
+void say_stderr(std::string_view kind, const std::string& line) {
+  std::cerr << kind << ": " << line << "\n";
 }
 
-// Every combination of the lists; combinations a schedule does not accept are reported on
-// stderr with one line and skipped. Throws ConfigError when nothing is left.
-std::vector<std::pair<Config, Schedule>> expand(const Selection& sel, bool lists) {
+void check_P(const Selection& sel) {
   if (sel.P < 1 || sel.P > 32767)
     throw ConfigError("-P " + std::to_string(sel.P) + ": must be 1..32767");
-  const auto Ms =
-      lists ? parse_int_list(sel.M, "-M") : std::vector<int>{parse_int_list(sel.M, "-M").at(0)};
-  const auto vs =
-      lists ? parse_int_list(sel.v, "-v") : std::vector<int>{parse_int_list(sel.v, "-v").at(0)};
-  if (!lists &&
-      (parse_int_list(sel.M, "-M").size() != 1 || parse_int_list(sel.v, "-v").size() != 1))
-    throw ConfigError("this command takes one -M and one -v value, not a list");
-  ScheduleSweep sweep = expand_schedules(sel.schedules, sel.P, Ms, vs);
-  if (Ms.size() * vs.size() * parse_name_list(sel.schedules, "--schedule").size() > 1 ||
-      sel.schedules == "all")
-    for (const auto& why : sweep.skipped) std::cerr << "skip: " << why << "\n";
-  std::vector<std::pair<Config, Schedule>> out;
-  for (auto& [name, s] : sweep.schedules) {
-    if (name.rfind("csv:", 0) == 0 && s.P != sel.P)
-      std::cerr << "note: " << name << " has P=" << s.P << " (-P " << sel.P << " ignored)\n";
-    Config c{name, {s.P, s.M, s.v}};
-    out.emplace_back(c, std::move(s));
-  }
-  return out;
+}
+
+// A CSV schedule keeps its own P, M and v: one note naming the flags given that it ignores.
+void csv_note(const Selection& sel, const std::string& name, const Schedule& s) {
+  if (name.rfind("csv:", 0) != 0) return;
+  std::string has, ignored;
+  const auto add = [&](const CLI::Option* opt, bool differs, const std::string& key, int value,
+                       const std::string& flag) {
+    if (opt == nullptr || opt->count() == 0 || !differs) return;
+    has += (has.empty() ? "" : ", ") + key + "=" + std::to_string(value);
+    ignored += (ignored.empty() ? "" : ", ") + flag;
+  };
+  add(sel.P_opt, sel.P != s.P, "P", s.P, "-P " + std::to_string(sel.P));
+  add(sel.M_opt, parse_int_list(sel.M, "-M") != std::vector<int>{s.M}, "M", s.M, "-M " + sel.M);
+  add(sel.v_opt, parse_int_list(sel.v, "-v") != std::vector<int>{s.v}, "v", s.v, "-v " + sel.v);
+  if (!ignored.empty())
+    std::cerr << "note: " << name << " has " << has << " (" << ignored << " ignored)\n";
+}
+
+double number(const std::string& text, const char* what) {
+  return parse_duration(text, what, false);
 }
 
 SimConfig sim_config(const Selection& sel) {
   SimConfig c;
-  c.t_f = parse_costs(sel.t_f, "--t-f");
-  c.t_b = parse_costs(sel.t_b, "--t-b");
-  c.t_w = parse_costs(sel.t_w, "--t-w");
-  c.t_fb = sel.t_fb;
-  if (sel.latency < 0 || sel.bandwidth < 0 || sel.act_bytes < 0)
-    throw ConfigError("--latency, --bandwidth and --act-bytes must be >= 0");
-  c.latency = sel.latency;
-  c.bandwidth = sel.bandwidth;
-  c.act_bytes = sel.act_bytes;
-  c.msg_bytes = sel.msg_bytes < 0 ? sel.act_bytes : sel.msg_bytes;
+  c.t_f = parse_number_list(sel.t_f, "--t-f");
+  c.t_b = parse_number_list(sel.t_b, "--t-b");
+  c.t_w = parse_number_list(sel.t_w, "--t-w");
+  c.t_fb = sel.t_fb.empty() ? -1.0 : number(sel.t_fb, "--t-fb");
+  c.latency = number(sel.latency, "--latency");
+  c.bandwidth = number(sel.bandwidth, "--bandwidth");
+  c.act_bytes = number(sel.act_bytes, "--act-bytes");
+  c.msg_bytes = sel.msg_bytes.empty() ? c.act_bytes : number(sel.msg_bytes, "--msg-bytes");
   if (sel.steps < 2 || sel.steps > 1000) throw ConfigError("--steps must be 2..1000");
   c.steps = sel.steps;
   return c;
 }
 
-ModelInput model_input(const Config& c, const Schedule& s, const SimConfig& sc) {
+std::string config_label(const std::string& name, const Schedule& s) {
+  return name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M) +
+         " v=" + std::to_string(s.v);
+}
+
+// A cost list has one value (a stage's cost, each chunk taking its share) or one per chunk.
+void check_cost_lists(const SimConfig& sc, const std::string& name, const Schedule& s) {
+  const auto C = static_cast<std::size_t>(s.num_chunks());
+  for (const auto& [list, flag] :
+       {std::pair{&sc.t_f, "--t-f"}, std::pair{&sc.t_b, "--t-b"}, std::pair{&sc.t_w, "--t-w"}})
+    if (list->size() != 1 && list->size() != C)
+      throw ConfigError(std::string(flag) + ": a cost list needs 1 value or one per chunk (" +
+                        std::to_string(C) + " for " + config_label(name, s) + "), got " +
+                        std::to_string(list->size()));
+}
+
+ModelInput model_input(const std::string& name, const Schedule& s, const SimConfig& sc) {
   ModelInput in;
-  in.schedule = c.schedule;
+  in.schedule = name;
   in.P = s.P;
   in.M = s.M;
   in.v = s.v;
-  in.t_f = sc.t_f[0];
-  in.t_b = sc.t_b[0];
-  in.t_w = sc.t_w[0];
+  // One value is a stage's cost; equal per-chunk values are a chunk's share of one.
+  const auto stage = [&](const std::vector<double>& list) {
+    if (std::adjacent_find(list.begin(), list.end(), std::not_equal_to<>()) != list.end())
+      in.uniform_stages = false;
+    return list.size() == 1 || s.M < 1 ? list[0] : list[0] / s.chunk_fraction(0);
+  };
+  in.t_f = stage(sc.t_f);
+  in.t_b = stage(sc.t_b);
+  in.t_w = stage(sc.t_w);
   in.t_fb = sc.t_fb;
   return in;
+}
+
+// Costs too large for doubles give inf or nan: refused with one line rather than printed.
+void require_finite(const json& j, const std::string& label, const std::string& key = "") {
+  if (j.is_number_float() && !std::isfinite(j.get<double>()))
+    throw ConfigError(label + ": " + key + " is not finite (" + std::to_string(j.get<double>()) +
+                      "): the costs are too large");
+  if (j.is_array())
+    for (const auto& x : j) require_finite(x, label, key);
+  if (!j.is_object()) return;
+  for (const char* k : {"makespan", "period"})  // the cause, before what follows from it
+    if (j.contains(k)) require_finite(j[k], label, k);
+  for (const auto& [k, x] : j.items()) require_finite(x, label, k);
 }
 
 void put_metrics(json& j, const BubbleMetrics& single, const BubbleMetrics& steady) {
@@ -192,7 +228,8 @@ void write_timeline(const std::string& path, const Schedule& s, const SimResult&
                      s.name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M));
 }
 
-std::string timeline_path(const std::string& base, const Config& c, bool many) {
+std::string timeline_path(const std::string& base, const std::string& schedule, const Schedule& s,
+                          bool many) {
   if (!many) return base;
   std::string stem = base, ext;
   const auto dot = base.rfind('.');
@@ -200,50 +237,69 @@ std::string timeline_path(const std::string& base, const Config& c, bool many) {
     stem = base.substr(0, dot);
     ext = base.substr(dot);
   }
-  std::string name = c.schedule;
+  std::string name = schedule;
   for (char& ch : name)
     if (ch == '/' || ch == ':') ch = '_';
-  return stem + "_" + name + "_P" + std::to_string(c.params.P) + "_M" + std::to_string(c.params.M) +
-         "_v" + std::to_string(c.params.v) + ext;
+  return stem + "_" + name + "_P" + std::to_string(s.P) + "_M" + std::to_string(s.M) + "_v" +
+         std::to_string(s.v) + ext;
+}
+
+// One configuration's JSON object (design §5.2); the schedule is dropped after it.
+json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name, const Schedule& s,
+              bool simulate_too, bool many) {
+  const std::string label = config_label(name, s);
+  check_cost_lists(sc, name, s);
+  const ModelResult m = closed_form(model_input(name, s, sc));
+  json j;
+  j["schedule"] = name;
+  j["P"] = s.P;
+  j["M"] = s.M;
+  j["v"] = s.v;
+  // A CSV's lists are read below (the message count): they must be valid first.
+  if (simulate_too || name.rfind("csv:", 0) == 0) validate_or_throw(s);
+  if (simulate_too) {
+    SimConfig run_cfg = sc;
+    run_cfg.record_events = !sel.timeline.empty();
+    const SimResult r = simulate(s, run_cfg);
+    put_metrics(j, r.single, r.steady);
+    j["t_ideal"] = r.t_ideal;
+    std::vector<double> peaks, peak_bytes;
+    for (const auto& rs : r.ranks) {
+      peaks.push_back(rs.peak_activations);
+      peak_bytes.push_back(rs.peak_activation_bytes);
+    }
+    j["peak_activations"] = peaks;
+    if (sc.act_bytes > 0) j["peak_activation_bytes"] = peak_bytes;
+    j["p2p_messages"] = r.p2p_messages;
+    j["model"] = model_json(m);
+    require_finite(j, label);
+    if (!sel.timeline.empty()) write_timeline(timeline_path(sel.timeline, name, s, many), s, r);
+  } else {
+    j.update(model_json(m));
+    j["p2p_messages"] = p2p_messages(s);
+    require_finite(j, label);
+  }
+  return j;
 }
 
 int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
+  check_P(sel);
   const SimConfig sc = sim_config(sel);
-  auto configs = expand(sel, true);
+  const auto Ms = parse_int_list(sel.M, "-M");
+  const auto vs = parse_int_list(sel.v, "-v");
+  const bool many = sweep_combinations(sel.schedules, Ms, vs) > 1;
   json out = json::array();
-  for (auto& [c, s] : configs) {
-    const ModelResult m = closed_form(model_input(c, s, sc));
-    json j;
-    j["schedule"] = c.schedule;
-    j["P"] = s.P;
-    j["M"] = s.M;
-    j["v"] = s.v;
-    if (simulate_too) {
-      validate_or_throw(s);
-      SimConfig run_cfg = sc;
-      run_cfg.record_events = !sel.timeline.empty();
-      const SimResult r = simulate(s, run_cfg);
-      put_metrics(j, r.single, r.steady);
-      j["t_ideal"] = r.t_ideal;
-      std::vector<double> peaks, peak_bytes;
-      for (const auto& rs : r.ranks) {
-        peaks.push_back(rs.peak_activations);
-        peak_bytes.push_back(rs.peak_activation_bytes);
-      }
-      j["peak_activations"] = peaks;
-      if (sc.act_bytes > 0) j["peak_activation_bytes"] = peak_bytes;
-      j["p2p_messages"] = r.p2p_messages;
-      j["model"] = model_json(m);
-      if (!sel.timeline.empty())
-        write_timeline(timeline_path(sel.timeline, c, configs.size() > 1), s, r);
-    } else {
-      j.update(model_json(m));
-    }
-    out.push_back(j);
-  }
+  for_each_schedule(
+      sel.schedules, sel.P, Ms, vs, true,
+      [&](const std::string& name, Schedule s) {
+        csv_note(sel, name, s);
+        out.push_back(evaluate(sel, sc, name, s, simulate_too, many));
+      },
+      say_stderr);
   const bool steady_first = sel.sync == "none";
   if (sel.format == "json") {
-    std::cout << out.dump(2) << "\n";
+    // Names come from files and command lines: bytes that are not UTF-8 print as U+FFFD.
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return kExitOk;
   }
   const char* cols_sim[] = {"schedule",
@@ -276,6 +332,10 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
     cols.assign(std::begin(cols_sim), std::end(cols_sim));
   else
     cols.assign(std::begin(cols_model), std::end(cols_model));
+  // CSV carries every digit; the table rounds what is not an integer.
+  const auto num = [&](const json& x) {
+    return sel.format == "csv" ? fmt_exact(x.get<double>()) : fmt(x.get<double>());
+  };
   std::vector<std::vector<std::string>> rows;
   for (const auto& j : out) {
     std::vector<std::string> row;
@@ -289,16 +349,14 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
       else if (col == "model_bubble_fraction")
         row.push_back(
             j["model"]["applies"].get<bool>()
-                ? fmt(j["model"][steady_first ? "bubble_fraction_steady" : "bubble_fraction"]
-                          .get<double>())
+                ? num(j["model"][steady_first ? "bubble_fraction_steady" : "bubble_fraction"])
                 : "n/a");
       else if (col == "peak_act_rank0")
-        row.push_back(j["peak_activations"].empty() ? "n/a"
-                                                    : fmt(j["peak_activations"][0].get<double>()));
+        row.push_back(j["peak_activations"].empty() ? "n/a" : num(j["peak_activations"][0]));
       else if (!ok && !simulate_too && col != "P" && col != "M" && col != "v")
         row.push_back("n/a");
       else
-        row.push_back(fmt(j[col].get<double>()));
+        row.push_back(num(j[col]));
     }
     rows.push_back(std::move(row));
   }
@@ -325,14 +383,29 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
   return kExitOk;
 }
 
-Schedule load_one(const Selection& sel, const std::string& csv) {
-  if (!csv.empty()) return load_csv_arg(csv);
-  auto configs = expand(sel, false);
-  if (configs.size() != 1) throw ConfigError("this command takes one schedule");
-  return std::move(configs.front().second);
+// The one schedule of validate / show: --csv FILE, or one name with one M and one v.
+Schedule load_one(const Selection& sel, const std::optional<std::string>& csv) {
+  if (csv) return load_csv_arg(*csv);
+  check_P(sel);
+  const auto names = parse_name_list(sel.schedules, "--schedule");
+  if (names.size() != 1 || names[0] == "all")
+    throw ConfigError("this command takes one schedule (got --schedule " + sel.schedules + ")");
+  const auto Ms = parse_int_list(sel.M, "-M");
+  const auto vs = parse_int_list(sel.v, "-v");
+  if (Ms.size() != 1 || vs.size() != 1)
+    throw ConfigError("this command takes one -M and one -v value, not a list");
+  std::optional<Schedule> one;
+  for_each_schedule(
+      sel.schedules, sel.P, Ms, vs, false,
+      [&](const std::string& name, Schedule s) {
+        csv_note(sel, name, s);
+        one = std::move(s);
+      },
+      say_stderr);
+  return std::move(*one);
 }
 
-int cmd_validate(const Selection& sel, const std::string& csv) {
+int cmd_validate(const Selection& sel, const std::optional<std::string>& csv) {
   Schedule s = load_one(sel, csv);
   ValidationReport rep = validate(s);
   if (!rep.ok()) {
@@ -355,7 +428,7 @@ int cmd_validate(const Selection& sel, const std::string& csv) {
   return kExitOk;
 }
 
-int cmd_show(const Selection& sel, const std::string& csv, bool lowered,
+int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool lowered,
              const std::string& format) {
   Schedule s = load_one(sel, csv);
   validate_or_throw(s);
@@ -373,10 +446,7 @@ int cmd_show(const Selection& sel, const std::string& csv, bool lowered,
   return kExitOk;
 }
 
-}  // namespace
-
-int cli_main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "run") return run_main(argc, argv);
+int commands(int argc, char** argv) {
   CLI::App app{"bubblebench: pipeline-parallel schedules, simulated, modelled and run end to end"};
   app.require_subcommand(1);
   app.set_version_flag("--version",
@@ -386,18 +456,20 @@ int cli_main(int argc, char** argv) {
   auto* sim =
       app.add_subcommand("sim", "Timed simulation of schedules (with the closed forms beside)");
   add_selection(sim, sim_sel, true, true);
-  sim->add_option("--timeline", sim_sel.timeline,
-                  "Write a Chrome-trace JSON of the simulated step");
+  sim->add_option("--timeline", sim_sel.timeline, "Write a Chrome-trace JSON of the simulated step")
+      ->check(kFileName);
   auto* model = app.add_subcommand("model", "Closed-form bubble models only");
   add_selection(model, model_sel, true, true);
   std::string val_csv, show_csv, show_format = "text";
   bool show_lowered = false;
   auto* val = app.add_subcommand("validate", "Validate a schedule and dry-run its lowering");
   add_selection(val, val_sel, false, false);
-  val->add_option("--csv", val_csv, "Validate a schedule CSV instead");
+  auto* val_csv_opt =
+      val->add_option("--csv", val_csv, "Validate a schedule CSV instead")->check(kFileName);
   auto* show = app.add_subcommand("show", "Print a schedule's action lists per rank");
   add_selection(show, show_sel, false, false);
-  show->add_option("--csv", show_csv, "Show a schedule CSV instead");
+  auto* show_csv_opt =
+      show->add_option("--csv", show_csv, "Show a schedule CSV instead")->check(kFileName);
   show->add_flag("--lowered", show_lowered, "Insert the SEND/RECV actions");
   show->add_option("--format", show_format, "text, grid or csv")
       ->check(CLI::IsMember({"text", "grid", "csv"}))
@@ -413,8 +485,11 @@ int cli_main(int argc, char** argv) {
   try {
     if (*sim) return cmd_sim_or_model(sim_sel, true);
     if (*model) return cmd_sim_or_model(model_sel, false);
-    if (*val) return cmd_validate(val_sel, val_csv);
-    if (*show) return cmd_show(show_sel, show_csv, show_lowered, show_format);
+    const auto given = [](const CLI::Option* opt, const std::string& value) {
+      return opt->count() ? std::optional<std::string>(value) : std::nullopt;
+    };
+    if (*val) return cmd_validate(val_sel, given(val_csv_opt, val_csv));
+    if (*show) return cmd_show(show_sel, given(show_csv_opt, show_csv), show_lowered, show_format);
   } catch (const ConfigError& e) {
     std::cerr << "bubblebench: error: " << e.what() << "\n";
     return kExitConfig;
@@ -432,6 +507,23 @@ int cli_main(int argc, char** argv) {
     return kExitCheckFailed;
   }
   return kExitConfig;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "run") return run_main(argc, argv);
+  const int code = commands(argc, argv);
+  // Whatever the command printed must have reached standard output (a full disk, a closed
+  // pipe): otherwise the results are lost, and that is an I/O error.
+  errno = 0;
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && std::cout && !std::ferror(stdout)) return code;
+  std::cerr << "bubblebench: I/O error: cannot write standard output"
+            << (err ? std::string(" (") + std::strerror(err) + ")" : std::string()) << "\n";
+  return kExitIo;
 }
 
 }  // namespace bb

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <set>
 
 #include "common/error.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/lower.hpp"
 #include "schedule/text.hpp"
+#include "schedule/validate.hpp"
 
 namespace bb {
 namespace {
@@ -106,8 +109,26 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
   auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
   if (num.empty() || ec != std::errc() || p != num.data() + num.size() || !std::isfinite(v) ||
       v < 0)
-    fail(what, text, "is not a non-negative number (e.g. 1.5, or 2ms)");
+    fail(what, text,
+         suffix_means_seconds ? "is not a non-negative number (e.g. 1.5, or 2ms)"
+                              : "is not a non-negative number (e.g. 1.5)");
   return v * scale;
+}
+
+std::vector<double> parse_number_list(std::string_view text, std::string_view what) {
+  std::vector<double> out;
+  if (text.empty()) fail(what, text, "needs a value");
+  std::size_t pos = 0;
+  while (true) {
+    std::size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = text.substr(pos, comma - pos);
+    if (item.empty()) fail(what, text, "has an empty item");
+    out.push_back(parse_duration(item, what, false));
+    if (comma == text.size()) break;
+    pos = comma + 1;
+  }
+  return out;
 }
 
 Schedule load_csv_arg(const std::string& path) {
@@ -120,32 +141,142 @@ Schedule load_csv_arg(const std::string& path) {
   }
 }
 
-ScheduleSweep expand_schedules(const std::string& names_text, int P, const std::vector<int>& Ms,
-                               const std::vector<int>& vs) {
+void dry_run_or_throw(const Schedule& lowered, const std::string& what) {
+  validate_or_throw(lowered);
+  // The timed dry run is a proof without a search; a hand-made list that does not keep to the
+  // unit-time order can fail it and still complete, so the search decides.
+  if (timed_dry_run(lowered).ok) return;
+  const DryRunResult dr = dry_run(lowered);
+  if (!dr.ok) throw ScheduleError(what + " fails its dry run:\n" + dr.message);
+}
+
+namespace {
+
+std::vector<std::string> sweep_names(const std::string& names_text) {
   auto names = parse_name_list(names_text, "--schedule");
   if (names.size() == 1 && names[0] == "all") names = schedule_names();
-  ScheduleSweep out;
-  std::string last_error;
+  return names;
+}
+
+bool is_csv(const std::string& name) {
+  return name.rfind("csv:", 0) == 0;
+}
+
+// Compute actions of one built-in configuration, about (chunks x micro-batches x the passes
+// of each: F and BW, or F, B and W for the schedules that split the backward).
+double estimated_actions(const std::string& name, int P, int M, int v) {
+  const bool two_chunks = name == "zb-v" || name == "dualpipe" || name == "dualpipev";
+  const bool split_w = two_chunks || name == "zb-h1" || name == "zb-h2";
+  const double chunks = static_cast<double>(P) * (schedule_takes_v(name) ? v : two_chunks ? 2 : 1);
+  return chunks * M * (split_w ? 3 : 2);
+}
+
+// The reason a configuration was skipped, naming v where the schedule takes it.
+std::string with_v(const std::string& why, bool takes_v, int v) {
+  const std::string vv = "v=" + std::to_string(v);
+  if (!takes_v || why.find(vv) != std::string::npos) return why;
+  if (!why.empty() && why.back() == ')') return why.substr(0, why.size() - 1) + ", " + vv + ")";
+  return why + " (" + vv + ")";
+}
+
+}  // namespace
+
+std::size_t sweep_combinations(const std::string& names_text, const std::vector<int>& Ms,
+                               const std::vector<int>& vs) {
+  std::size_t n = 0;
+  for (const auto& name : sweep_names(names_text))
+    n += is_csv(name) ? 1 : Ms.size() * (schedule_takes_v(name) ? vs.size() : 1);
+  return n;
+}
+
+void for_each_schedule(const std::string& names_text, int P, const std::vector<int>& Ms,
+                       const std::vector<int>& vs, bool check_lowered,
+                       const std::function<void(const std::string& name, Schedule s)>& use,
+                       const SweepSay& say) {
+  const auto names = sweep_names(names_text);
+  double total = 0;
   for (const auto& name : names) {
-    if (name.rfind("csv:", 0) == 0) {
-      out.schedules.push_back({name, load_csv_arg(name.substr(4))});
-      continue;
-    }
+    if (is_csv(name)) continue;
     bool known = false;
     for (const auto& n : schedule_names()) known = known || n == name;
     if (!known) generate(name, {});  // throws the one-line "unknown schedule" error
     for (int M : Ms)
-      for (int v : schedule_takes_v(name) ? vs : std::vector<int>{1}) {
+      for (int v : schedule_takes_v(name) ? vs : std::vector<int>{1})
+        // Sizes the generator refuses are skipped with its own reason, not counted here.
+        if (static_cast<double>(P) * std::max(v, 2) * M <=
+            static_cast<double>(kMaxChunkMicroBatches))
+          total += estimated_actions(name, P, M, v);
+  }
+  if (total > static_cast<double>(kMaxSweepActions))
+    throw ConfigError("this sweep would build about " +
+                      std::to_string(static_cast<long long>(std::min(total, 9e18))) +
+                      " compute actions (at most " + std::to_string(kMaxSweepActions) +
+                      "): use fewer or smaller -M/-v values");
+
+  std::vector<std::pair<std::string, std::string>> held;  // until a configuration is accepted
+  std::set<std::pair<std::string, std::string>> said;
+  bool accepted = false;
+  std::string last_error;
+  const auto tell = [&](std::string_view kind, const std::string& line) {
+    if (!said.emplace(std::string(kind), line).second) return;
+    if (accepted)
+      say(kind, line);
+    else
+      held.emplace_back(std::string(kind), line);
+  };
+  const auto accept = [&](const std::string& name, Schedule s) {
+    if (!accepted) {
+      accepted = true;
+      for (const auto& [kind, line] : held) say(kind, line);
+      held.clear();
+    }
+    use(name, std::move(s));
+  };
+  for (const auto& name : names) {
+    if (is_csv(name)) {
+      Schedule s = load_csv_arg(name.substr(4));
+      if (check_lowered && s.lowered) dry_run_or_throw(s, name);
+      accept(name, std::move(s));
+      continue;
+    }
+    const bool takes_v = schedule_takes_v(name);
+    bool noted = false;
+    for (int M : Ms)
+      for (int v : takes_v ? vs : std::vector<int>{1}) {
+        Schedule s;
         try {
-          out.schedules.push_back({name, generate(name, {P, M, v})});
+          s = generate(name, {P, M, v});
         } catch (const ConfigError& e) {
           last_error = e.what();
-          out.skipped.push_back(e.what());
+          tell("skip", with_v(e.what(), takes_v, v));
+          continue;
         }
+        if (!takes_v && !noted) {
+          noted = true;
+          for (int x : vs)
+            if (x != 1 && x != s.v) {
+              tell("note",
+                   name + ": -v does not apply to it (it runs with v=" + std::to_string(s.v) + ")");
+              break;
+            }
+        }
+        accept(name, std::move(s));
       }
   }
-  if (out.schedules.empty())
-    throw ConfigError(last_error.empty() ? "no configuration to run" : last_error);
+  if (!accepted) throw ConfigError(last_error.empty() ? "no configuration to run" : last_error);
+}
+
+ScheduleSweep expand_schedules(const std::string& names_text, int P, const std::vector<int>& Ms,
+                               const std::vector<int>& vs) {
+  ScheduleSweep out;
+  for_each_schedule(
+      names_text, P, Ms, vs, true,
+      [&](const std::string& name, Schedule s) {
+        out.schedules.push_back({name, std::move(s)});
+      },
+      [&](std::string_view kind, const std::string& line) {
+        (kind == "skip" ? out.skipped : out.notes).push_back(line);
+      });
   return out;
 }
 

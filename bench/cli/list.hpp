@@ -2,6 +2,7 @@
 // ranges `2:8:2`, and mixtures `1,4:16:x2`.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,19 +16,51 @@ std::vector<int> parse_int_list(std::string_view text, std::string_view what);
 // Comma-separated names (empty items rejected).
 std::vector<std::string> parse_name_list(std::string_view text, std::string_view what);
 // A duration: plain number in the caller's unit, or with a suffix s, ms, us, ns (seconds
-// then). Throws ConfigError.
+// then). Finite and >= 0. Throws ConfigError.
 double parse_duration(std::string_view text, std::string_view what, bool suffix_means_seconds);
+// Comma-separated plain numbers, each finite and >= 0 (`1`, `1,2,2,1`); an empty item is an
+// error (`1,`). Throws ConfigError naming `what`.
+std::vector<double> parse_number_list(std::string_view text, std::string_view what);
 
 // A schedule CSV named on the command line (`csv:FILE`, `--csv FILE`): unreadable or
 // malformed is a configuration error (ConfigError, exit 2); whether the schedule it holds is
 // valid is checked later (exit 1).
 Schedule load_csv_arg(const std::string& path);
 
-// The schedules of a sweep: every name (`all` = every built-in; `csv:FILE` loads the file)
-// crossed with every M and, for schedules that take it, every v, generated for P ranks.
-// Combinations a schedule rejects are listed in `skipped` (one line each); when nothing is
-// left, throws ConfigError with the last reason. A CSV schedule keeps its own P: callers
-// check it against theirs.
+// Validates a lowered schedule and dry-runs it (the timed dry run, then the searching one if
+// that fails): throws ScheduleError, with the dry run's report, when it cannot complete.
+// `what` names it in the message (e.g. csv:FILE).
+void dry_run_or_throw(const Schedule& lowered, const std::string& what);
+
+// The most compute actions a sweep may build, summed over its configurations and estimated
+// before any is built: 2^30, more than the largest single configuration a generator accepts
+// (kMaxChunkMicroBatches chunk x micro-batch pairs, three actions each at most).
+inline constexpr long long kMaxSweepActions = 1LL << 30;
+
+// How many configurations the lists name before any is skipped (a CSV counts once).
+std::size_t sweep_combinations(const std::string& names, const std::vector<int>& Ms,
+                               const std::vector<int>& vs);
+
+// What a sweep tells the user besides its results, one line each, never twice: kind "skip"
+// for a combination a schedule rejects (the reason, naming P, M and, where it matters, v),
+// kind "note" for a schedule that takes no v while -v asks for one (which v it runs with).
+using SweepSay = std::function<void(std::string_view kind, const std::string& line)>;
+
+// The schedules of a sweep, one at a time: every name (`all` = every built-in; `csv:FILE`
+// loads the file) crossed with every M and, for schedules that take it, every v, generated
+// for P ranks just before `use` gets it, so a sweep holds one schedule at a time. Before any
+// is built, a sweep estimated at more than kMaxSweepActions compute actions is refused
+// (ConfigError). Lines for `say` are held back until a first configuration is accepted: when
+// none is, nothing is said and ConfigError carries the last reason. A lowered CSV goes through
+// dry_run_or_throw first when `check_lowered` (everything that runs or simulates it; `show`
+// and `validate` do their own). A CSV schedule keeps its own P: callers check it.
+void for_each_schedule(const std::string& names, int P, const std::vector<int>& Ms,
+                       const std::vector<int>& vs, bool check_lowered,
+                       const std::function<void(const std::string& name, Schedule s)>& use,
+                       const SweepSay& say);
+
+// The same, all at once (for `run`, which keeps every lowered schedule): combinations a
+// schedule rejects in `skipped`, notes in `notes` (without their "skip: " / "note: ").
 struct SweepSchedule {
   std::string name;  // as given (a built-in name or csv:FILE)
   Schedule schedule;
@@ -35,6 +68,7 @@ struct SweepSchedule {
 struct ScheduleSweep {
   std::vector<SweepSchedule> schedules;
   std::vector<std::string> skipped;
+  std::vector<std::string> notes;
 };
 ScheduleSweep expand_schedules(const std::string& names, int P, const std::vector<int>& Ms,
                                const std::vector<int>& vs);

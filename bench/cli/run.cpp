@@ -366,6 +366,8 @@ std::vector<RunConfig> expand(const RunOptions& o, int world, bool print) {
   // One `skip:` line per rejection (when nothing is left, expand_schedules threw the last).
   if (sweep && print)
     for (const auto& why : skipped) say("skip: " + why);
+  if (print)
+    for (const auto& note : schedules.notes) say("note: " + note);
   return out;
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -10,7 +12,19 @@
 
 namespace bb {
 
+// Every digit a value needs: integers (below 2^53) as integers, other values in the shortest
+// form that reads back as the same double (CSV and other machine-read output).
+inline std::string fmt_exact(double x) {
+  char buf[64];
+  const bool integer = std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < 0x1p53;
+  const auto r = integer ? std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed)
+                         : std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
+// For people: integers exactly, other values to `prec` significant digits.
 inline std::string fmt(double x, int prec = 4) {
+  if (std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < 0x1p53) return fmt_exact(x);
   std::ostringstream os;
   os << std::setprecision(prec) << x;
   return os.str();

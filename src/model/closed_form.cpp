@@ -22,9 +22,7 @@ std::vector<double> per_rank(int P, double (*f)(int r, const ModelInput&), const
   return v;
 }
 
-}  // namespace
-
-ModelResult closed_form(const ModelInput& in) {
+ModelResult closed_form_uniform(const ModelInput& in) {
   ModelResult r;
   const int P = in.P, M = in.M, v = in.v;
   const double F = in.t_f, B = in.t_b, W = in.t_w;
@@ -135,6 +133,17 @@ ModelResult closed_form(const ModelInput& in) {
     return r;
   }
   return refuse("no closed form for schedule '" + s + "'");
+}
+
+}  // namespace
+
+ModelResult closed_form(const ModelInput& in) {
+  ModelResult r = closed_form_uniform(in);
+  if (r.applies && !in.uniform_stages) {
+    r.applies = false;
+    r.reason = "per-chunk costs are not all equal; the closed forms assume uniform stages";
+  }
+  return r;
 }
 
 }  // namespace bb

@@ -17,6 +17,9 @@ struct ModelInput {
   int P = 1, M = 1, v = 1;
   double t_f = 1, t_b = 2, t_w = 0;  // one stage, one micro-batch
   double t_fb = -1;                  // overlapped F&B pair of a stage; < 0: F+B+W
+  // False when the chunks' costs differ (per-chunk lists of unequal values): the forms assume
+  // uniform stages, so none applies (`reason` says so).
+  bool uniform_stages = true;
 };
 
 struct ModelResult {

@@ -1,5 +1,6 @@
 #include "results/chrome_trace.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -35,10 +36,18 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceSlice>& 
                       {"dur", s.dur_us}});
   nlohmann::json doc = {
       {"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"title", title}}}};
+  // The text first (names from files may hold bytes that are not UTF-8: they print as U+FFFD),
+  // so that a failure leaves no file behind; a failed write removes what it left.
+  const std::string text =
+      doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::ofstream f(path);
   if (!f) throw IoError("cannot write trace '" + path + "'");
-  f << doc.dump() << "\n";
-  if (!f) throw IoError("error writing trace '" + path + "'");
+  f << text;
+  f.close();
+  if (!f) {
+    std::remove(path.c_str());
+    throw IoError("error writing trace '" + path + "'");
+  }
 }
 
 }  // namespace bb

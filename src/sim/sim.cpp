@@ -156,6 +156,12 @@ std::vector<double> peak_activations(const Schedule& s) {
   return peak;
 }
 
+std::size_t p2p_messages(const Schedule& s) {
+  std::size_t n = 0;
+  for (const RankCounts& c : rank_counts(s)) n += c.messages();
+  return n;
+}
+
 SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   SimConfig cfg = cfg_in;
   cfg.steps = std::max(2, cfg.steps);

@@ -52,6 +52,8 @@ struct SimResult {
 
 // Peak live activations per rank (micro-batch-stage units) from the action order alone.
 std::vector<double> peak_activations(const Schedule& s);
+// Point-to-point messages of one step (as SimResult::p2p_messages), from the action lists alone.
+std::size_t p2p_messages(const Schedule& s);
 
 // Throws ScheduleError if the schedule gets stuck (a cyclic wait), ConfigError for bad costs.
 SimResult simulate(const Schedule& s, const SimConfig& cfg);

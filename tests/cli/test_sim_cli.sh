@@ -85,5 +85,186 @@ assert {e["cat"] for e in x} == {"F", "BW"}
 PY
 check "timeline slices" $?
 
+# A lowered CSV gets a dry run before anything uses it as correct: one that deadlocks (rank 0
+# receives a gradient before it sends its first activation) makes sim and model exit 1 with the
+# dry run's message; validate reports it; show still prints it.
+timeout 60 "$BB" show -s 1f1b -P 4 -M 8 --lowered --format csv >"$tmp/low.csv"
+$PY - "$tmp/low.csv" "$tmp/dead.csv" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+rank0 = next(i for i, l in enumerate(lines) if not l.startswith("#"))
+toks = lines[rank0].split(",")
+toks.remove("0RECV_B0")
+lines[rank0] = ",".join(["0RECV_B0"] + toks)
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+PY
+for cmd in sim model; do
+  timeout 30 "$BB" $cmd -s "csv:$tmp/dead.csv" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ "$rc" = 1 ] && grep -q "dry run" "$tmp/err" && grep -q "deadlock" "$tmp/err" && [ ! -s "$tmp/out" ]
+  r=$?
+  check "$cmd refuses a lowered CSV that deadlocks (rc=$rc: $(head -c 200 "$tmp/err"))" $r
+done
+timeout 30 "$BB" validate --csv "$tmp/dead.csv" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "deadlock" "$tmp/out"; check "validate: lowered CSV deadlock" $?
+timeout 30 "$BB" show --csv "$tmp/dead.csv" >/dev/null; check "show prints a deadlocking CSV" $?
+timeout 30 "$BB" sim -s "csv:$tmp/low.csv" --format csv | grep -q "^csv:.*,4,8,1,33,"
+check "sim of a good lowered CSV" $?
+
+# Names that are not UTF-8 (a CSV's name header, a CSV's file name) come out replaced in JSON
+# and in the timeline, never as an internal error or an empty file.
+printf '# name=\xff\xfe\n' >"$tmp/u8.csv"
+grep -v '^# name' "$tmp/low.csv" >>"$tmp/u8.csv"
+cp "$tmp/u8.csv" "$tmp/f"$'\xff'".csv"
+for csv in "$tmp/u8.csv" "$tmp/f"$'\xff'".csv"; do
+  rm -f "$tmp/u8.json"
+  timeout 30 "$BB" sim -s "csv:$csv" --format json --timeline "$tmp/u8.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ "$rc" = 0 ] && [ ! -s "$tmp/err" ] && $PY -c 'import json, sys
+rows = json.load(open(sys.argv[1])); assert rows[0]["makespan"] == 33, rows
+assert json.load(open(sys.argv[2]))["traceEvents"]' "$tmp/out" "$tmp/u8.json"
+  r=$?
+  check "non-UTF-8 name in $(basename "$csv" | od -An -c | tr -s ' ') (rc=$rc: $(head -c 200 "$tmp/err"))" $r
+done
+
+# Output that cannot be written is an I/O error: exit 4, one line.
+if [ -w /dev/full ]; then
+  for args in "show -s 1f1b -P 4 -M 8 --format csv" "sim -s 1f1b -P 4 -M 8 --format json" \
+    "model -s 1f1b -P 4 -M 8" "validate -s 1f1b -P 4 -M 8" "sim -s 1f1b -P 4 -M 8:2048:x2"; do
+    # shellcheck disable=SC2086
+    timeout 30 "$BB" $args >/dev/full 2>"$tmp/err"
+    rc=$?
+    [ "$rc" = 4 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "I/O error" "$tmp/err"
+    r=$?
+    check "$args > /dev/full: exit 4, one line (rc=$rc: $(head -c 200 "$tmp/err"))" $r
+  done
+fi
+
+# Numbers: CSV carries every value exactly (integers as integers, others round-trip); the table
+# prints integers exactly.
+out=$(timeout 60 "$BB" sim -s interleaved -P 16 -M 64 -v 256 --format csv)
+echo "$out" | tail -1 | grep -q ',524160$'; check "csv p2p_messages exact" $?
+out=$(timeout 60 "$BB" model -s 1f1b -P 4 -M 12345 --format csv)
+echo "$out" | grep -q '^1f1b,4,12345,1,37044,'; check "csv M and makespan exact" $?
+out=$(timeout 60 "$BB" model -s 1f1b -P 4 -M 12345)
+echo "$out" | grep -Eq '^1f1b +4 +12345 +1 +37044 '; check "table integers exact" $?
+timeout 60 "$BB" sim -s gpipe,interleaved,zb-v -P 4 -M 8,12 -v 2 --t-f 1.1 --t-b 2.3 --t-w 0.7 \
+  --format csv >"$tmp/n.csv" 2>/dev/null
+timeout 60 "$BB" sim -s gpipe,interleaved,zb-v -P 4 -M 8,12 -v 2 --t-f 1.1 --t-b 2.3 --t-w 0.7 \
+  --format json >"$tmp/n.json" 2>/dev/null
+$PY - "$tmp/n.csv" "$tmp/n.json" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+js = json.load(open(sys.argv[2]))
+assert len(rows) == len(js) == 6, (len(rows), len(js))
+for r, j in zip(rows, js):
+    for k in ("M", "makespan", "idle_total", "bubble_fraction", "bubble_time", "period",
+              "bubble_fraction_steady", "p2p_messages"):
+        assert float(r[k]) == j[k], (k, r[k], j[k])
+    mb = r["model_bubble_fraction"]
+    assert (mb == "n/a") != j["model"]["applies"], (mb, j["model"])
+    assert mb == "n/a" or float(mb) == j["model"]["bubble_fraction"], (mb, j["model"])
+PY
+check "csv round-trips the JSON values" $?
+
+# Every numeric flag is finite and in range; results that overflow are refused (exit 2).
+for f in "--latency nan" "--latency inf" "--latency -1" "--t-fb inf" "--t-fb nan" "--t-fb -5" \
+  "--act-bytes inf" "--bandwidth nan" "--bandwidth inf" "--msg-bytes nan" "--msg-bytes -3" \
+  "--t-w inf" "--steps 1"; do
+  # shellcheck disable=SC2086
+  reject "${f%% *}" sim -s 1f1b -P 4 -M 8 $f; check "sim $f" $?
+done
+reject "--latency" model -s 1f1b -P 4 -M 8 --latency nan; check "model --latency nan" $?
+reject "not finite" sim -s 1f1b -P 4 -M 8 --t-f 1e308 --t-b 1e308; check "sim overflow" $?
+reject "not finite" model -s 1f1b -P 4 -M 8 --t-f 1e308 --t-b 1e308; check "model overflow" $?
+
+# Per-chunk costs: the same count check in model as in sim; uneven stages have no closed form.
+reject "cost list" model -s gpipe -P 4 -M 8 --t-f 1,2,3,4,5; check "model cost list length" $?
+reject "--t-f" sim -s gpipe -P 4 -M 8 --t-f 1,; check "sim --t-f 1," $?
+reject "--t-b" model -s gpipe -P 4 -M 8 --t-b ,2; check "model --t-b ,2" $?
+for cmd in sim model; do
+  timeout 30 "$BB" $cmd -s gpipe,interleaved -P 4 -M 8 -v 2 --t-f 1,1,1,10 --format json \
+    >"$tmp/out" 2>"$tmp/err"
+  # interleaved has 8 chunks: the 4-value list does not fit it.
+  [ $? = 2 ] && grep -q "cost list" "$tmp/err"; check "$cmd: per-chunk list fits one schedule only" $?
+  timeout 30 "$BB" $cmd -s gpipe -P 4 -M 8 --t-f 1,1,1,10 --format json >"$tmp/out"
+  check "$cmd uneven per-chunk costs exit 0" $?
+  $PY - "$tmp/out" "$cmd" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+m = r["model"] if sys.argv[2] == "sim" else r
+assert m["applies"] is False and "per-chunk" in m["reason"], m
+assert "makespan" not in m, m
+PY
+  check "$cmd: no closed form for uneven stages" $?
+done
+timeout 30 "$BB" model -s interleaved -P 4 -M 8 -v 2 --t-f 0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5 \
+  --t-b 1 --format json >"$tmp/a.json"
+timeout 30 "$BB" model -s interleaved -P 4 -M 8 -v 2 --t-f 1 --t-b 1 --format json >"$tmp/b.json"
+$PY - "$tmp/a.json" "$tmp/b.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))[0] for p in sys.argv[1:])
+assert a["applies"] and a["makespan"] == b["makespan"], (a, b)
+PY
+check "equal per-chunk costs are one stage's cost" $?
+
+# model's JSON has p2p_messages, the same count as sim's.
+timeout 60 "$BB" model -s all -P 4 -M 8,16 -v 2 --format json >"$tmp/m.json" 2>/dev/null
+timeout 60 "$BB" sim -s all -P 4 -M 8,16 -v 2 --format json >"$tmp/s.json" 2>/dev/null
+$PY - "$tmp/m.json" "$tmp/s.json" <<'PY'
+import json, sys
+m, s = (json.load(open(p)) for p in sys.argv[1:])
+assert len(m) == len(s) > 10
+for a, b in zip(m, s):
+    assert a["p2p_messages"] == b["p2p_messages"] > 0, (a["schedule"], a.get("p2p_messages"))
+PY
+check "model p2p_messages" $?
+
+# Large sweeps: memory does not grow with the sweep; an absurd one is refused up front.
+$PY - "$BB" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run([sys.argv[1], "model", "-s", "1f1b", "-P", "4", "-M", "1:4000:1",
+                    "--format", "csv"], stdout=subprocess.PIPE, timeout=100)
+assert r.returncode == 0 and r.stdout.count(b"\n") == 4001, r.returncode
+rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+assert rss_mb < 150, rss_mb
+PY
+check "a sweep of 4000 configurations in bounded memory" $?
+reject "compute actions" model -s 1f1b -P 4 -M 1:100000:1; check "absurd sweep refused" $?
+reject "compute actions" sim -s all -P 64 -M 1:65536:1 -v 1:64:1; check "absurd sweep refused (sim)" $?
+
+# -v for schedules that take none: they run once, with one note each.
+timeout 30 "$BB" sim --schedule 1f1b,gpipe -P 4 -M 8 -v 1,2 --format csv >"$tmp/out" 2>"$tmp/err"
+check "-v note exit 0" $?
+[ "$(wc -l <"$tmp/out")" = 3 ] && [ "$(wc -l <"$tmp/err")" = 2 ] &&
+  grep -q "^note: 1f1b: -v does not apply.*v=1" "$tmp/err" &&
+  grep -q "^note: gpipe: -v does not apply.*v=1" "$tmp/err"
+r=$?
+check "-v note: one line per schedule ($(cat "$tmp/err"))" $r
+timeout 30 "$BB" sim --schedule 1f1b -P 4 -M 8 >/dev/null 2>"$tmp/err"
+[ ! -s "$tmp/err" ]; check "no note without -v" $?
+
+# Skip lines name the configuration and are not repeated.
+timeout 30 "$BB" sim -s all -P 3 -M 5 -v 2,3 >/dev/null 2>"$tmp/err"
+check "sweep with skips exits 0 (P=3)" $?
+[ -z "$(sort "$tmp/err" | uniq -d)" ] && grep -q "skip: interleaved.*v=2" "$tmp/err" &&
+  grep -q "skip: interleaved.*v=3" "$tmp/err"
+r=$?
+check "skip lines distinct, with v ($(cat "$tmp/err"))" $r
+
+# Empty file names and single-schedule commands given several: exit 2, one line.
+reject "--csv" validate --csv ""; check "validate --csv ''" $?
+reject "--csv" show --csv ""; check "show --csv ''" $?
+reject "--timeline" sim -s 1f1b -P 4 -M 8 --timeline ""; check "sim --timeline ''" $?
+reject "one schedule" show -s all -P 4 -M 8; check "show -s all" $?
+reject "one schedule" validate -s gpipe,1f1b -P 4 -M 8; check "validate two schedules" $?
+
+# A CSV schedule keeps its own P, M and v: flags it ignores get a note.
+timeout 30 "$BB" sim -s "csv:$tmp/low.csv" -M 4,16 -v 2,3 --format csv >"$tmp/out" 2>"$tmp/err"
+check "csv with -M/-v exit 0" $?
+[ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "^note: csv:.*-M 4,16.*-v 2,3.*ignored" "$tmp/err"
+r=$?
+check "csv note for -M and -v ($(cat "$tmp/err"))" $r
+
 echo "$pass passed, $fails failed"
 [ "$fails" = 0 ]
