@@ -165,6 +165,7 @@ ModelInput model_input(const std::string& name, const Schedule& s, const SimConf
   in.t_b = stage(sc.t_b);
   in.t_w = stage(sc.t_w);
   in.t_fb = sc.t_fb;
+  in.message_time = sc.latency + (sc.bandwidth > 0 ? sc.msg_bytes / sc.bandwidth : 0.0);
   return in;
 }
 

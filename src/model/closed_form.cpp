@@ -142,6 +142,10 @@ ModelResult closed_form(const ModelInput& in) {
   if (r.applies && !in.uniform_stages) {
     r.applies = false;
     r.reason = "per-chunk costs are not all equal; the closed forms assume uniform stages";
+  } else if (r.applies && in.message_time != 0) {
+    r.applies = false;
+    r.reason = "each message takes " + std::to_string(in.message_time) +
+               " (--latency/--bandwidth); the closed forms assume zero communication cost";
   }
   return r;
 }

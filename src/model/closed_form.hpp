@@ -20,6 +20,9 @@ struct ModelInput {
   // False when the chunks' costs differ (per-chunk lists of unequal values): the forms assume
   // uniform stages, so none applies (`reason` says so).
   bool uniform_stages = true;
+  // Time of one point-to-point message (latency + bytes/bandwidth). The forms assume 0; with
+  // a link time none applies (`reason` says so).
+  double message_time = 0;
 };
 
 struct ModelResult {

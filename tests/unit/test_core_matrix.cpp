@@ -177,6 +177,16 @@ TEST(Matrix, ClosedFormsBelowPMatchOrRefuse) {
   EXPECT_TRUE(closed_form({"zb-h1", 4, 4, 1, 1, 1, 1, -1}).applies);
 }
 
+TEST(Matrix, ClosedFormsRefuseALinkTime) {
+  ModelInput in{"1f1b", 4, 8, 1, 1, 2, 0, -1};
+  EXPECT_TRUE(closed_form(in).applies);
+  in.message_time = 0.5;
+  const ModelResult m = closed_form(in);
+  EXPECT_FALSE(m.applies);
+  EXPECT_NE(m.reason.find("zero communication cost"), std::string::npos) << m.reason;
+  EXPECT_EQ(m.peak_activations.size(), 4u);  // the order's peaks do not depend on time
+}
+
 TEST(Matrix, ZeroBubbleH2NeedsEnoughMicroBatches) {
   // Below 2P-1 micro-batches the steady state keeps (2P-1-M)*F of bubble: no closed form.
   EXPECT_FALSE(closed_form({"zb-h2", 4, 6, 1, 1, 1, 1, -1}).applies);
