@@ -116,18 +116,10 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
 }
 
 std::vector<double> parse_number_list(std::string_view text, std::string_view what) {
-  std::vector<double> out;
   if (text.empty()) fail(what, text, "needs a value");
-  std::size_t pos = 0;
-  while (true) {
-    std::size_t comma = text.find(',', pos);
-    if (comma == std::string_view::npos) comma = text.size();
-    const std::string_view item = text.substr(pos, comma - pos);
-    if (item.empty()) fail(what, text, "has an empty item");
+  std::vector<double> out;
+  for (const std::string& item : parse_name_list(text, what))
     out.push_back(parse_duration(item, what, false));
-    if (comma == text.size()) break;
-    pos = comma + 1;
-  }
   return out;
 }
 
