@@ -5,6 +5,8 @@
 # then runs only the missing ones (the others' progress lines say skipped), leaving the earlier
 # runs' data unchanged. `--resume` on a truncated copy, or on a file of another schema_version,
 # is refused with exit 2 on every rank and the file is not touched; `--force` replaces a file.
+# A full disk mid-sweep (a file size limit, `ulimit -f`, with SIGXFSZ ignored: writes fail with
+# EFBIG as with ENOSPC) exits 4, leaves only complete, readable runs, and `--resume` finishes.
 # usage: run_resume.sh BUBBLEBENCH MPIEXEC [PYTHON]
 set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec [python]}
@@ -123,6 +125,30 @@ timeout 300 "$MPIEXEC" -n 2 "$BB" run --schedule 1f1b -M 2 --compute synthetic -
 rc=$?
 n=$(keys "$out" | wc -l)
 check "--force replaces the file (exit $rc, $n runs)" "$([ $rc = 0 ] && [ "$n" = 1 ] && echo 0 || echo 1)"
+
+# 5. A full disk: the file may not grow past 250 KiB (UCX's shared memory must not use files,
+# which the limit would cover too). Exit 4; every visible run complete and readable (`keys`
+# reads every dataset); --resume with room again runs the rest and keeps the runs there.
+full=$tmp/full.h5
+UCX_TLS=sysv,self timeout 300 bash -c 'trap "" XFSZ; ulimit -f 250; exec "$@"' _ \
+  "$MPIEXEC" -n 2 "$BB" run "${sweep[@]}" --out "$full" >"$tmp/out5.txt" 2>"$tmp/err5.txt"
+rc=$?
+grep -q "I/O error: .*full.h5: no room for run" "$tmp/err5.txt"
+r=$?
+check "a full disk: exit 4 (got $rc) with the reason ($(grep -m1 'error' "$tmp/err5.txt"))" \
+  "$([ $rc = 4 ] && [ $r = 0 ] && echo 0 || echo 1)"
+keys "$full" >"$tmp/keys5.txt"
+check "after a full disk the file opens and every visible run is complete and readable" $?
+n5=$(wc -l <"$tmp/keys5.txt")
+[ "$n5" -ge 1 ] && [ "$n5" -lt 6 ]
+check "after a full disk the file holds the runs written before ($n5)" $?
+timeout 300 "$MPIEXEC" -n 2 "$BB" run "${sweep[@]}" --out "$full" --resume \
+  >"$tmp/out6.txt" 2>"$tmp/err6.txt"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c 'skipped (complete in' "$tmp/err6.txt")" = "$n5" ] &&
+  [ "$(keys "$full" | wc -l)" = 6 ] &&
+  [ -z "$(comm -23 <(sort "$tmp/keys5.txt") <(keys "$full" | sort))" ]
+check "resume after a full disk: exit $rc, runs $n5 skipped and kept, all 6 there" $?
 
 echo "run resume: $fails failures"
 [ $fails = 0 ]
