@@ -7,6 +7,7 @@
 # is refused with exit 2 on every rank and the file is not touched; `--force` replaces a file.
 # A full disk mid-sweep (a file size limit, `ulimit -f`, with SIGXFSZ ignored: writes fail with
 # EFBIG as with ENOSPC) exits 4, leaves only complete, readable runs, and `--resume` finishes.
+# A CSV schedule changed under the same file name is a different run for `--resume`.
 # usage: run_resume.sh BUBBLEBENCH MPIEXEC [PYTHON]
 set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec [python]}
@@ -149,6 +150,31 @@ rc=$?
   [ "$(keys "$full" | wc -l)" = 6 ] &&
   [ -z "$(comm -23 <(sort "$tmp/keys5.txt") <(keys "$full" | sort))" ]
 check "resume after a full disk: exit $rc, runs $n5 skipped and kept, all 6 there" $?
+
+# 6. csv:FILE with other contents under the same name is a new run; the same contents skip.
+csvrun() {  # output file for stderr
+  timeout 120 "$MPIEXEC" -n 2 "$BB" run --schedule "csv:$tmp/s.csv" --compute synthetic \
+    --t-f 1ms --t-b 1ms --iters 2 --timeout 60 --out "$tmp/csv.h5" --resume >/dev/null 2>"$1"
+}
+"$BB" show --schedule 1f1b -P 2 -M 4 --format csv >"$tmp/s.csv"
+csvrun "$tmp/errc1.txt"
+rc1=$?
+"$BB" show --schedule gpipe -P 2 -M 4 --format csv >"$tmp/s.csv"
+csvrun "$tmp/errc2.txt"
+rc2=$?
+csvrun "$tmp/errc3.txt"
+rc3=$?
+[ $rc1 = 0 ] && [ $rc2 = 0 ] && grep -q 'elapsed' "$tmp/errc2.txt" &&
+  ! grep -q 'skipped' "$tmp/errc2.txt"
+r=$?  # before the message's $(...) resets $?
+check "a changed CSV under the same name runs again (exit $rc1, $rc2: $(cat "$tmp/errc2.txt"))" $r
+[ $rc3 = 0 ] && grep -q 'skipped (complete in' "$tmp/errc3.txt"
+check "the same CSV again is skipped (exit $rc3)" $?
+keys "$tmp/csv.h5" | cut -f1 >"$tmp/keysc.txt"
+[ "$(wc -l <"$tmp/keysc.txt")" = 2 ] &&
+  [ "$(grep -cE '^csv_.*s.csv_hash=[0-9a-f]{16}_P=2_M=4_' "$tmp/keysc.txt")" = 2 ]
+r=$?
+check "two runs, keys csv_…s.csv_hash=<16 hex>_P=2_M=4_… ($(tr '\n' ' ' <"$tmp/keysc.txt"))" $r
 
 echo "run resume: $fails failures"
 [ $fails = 0 ]
