@@ -410,7 +410,7 @@ int local_rank() {
 //   [peak_units, peak_bytes, param_bytes, peak_device_bytes]
 //   [per kind F, B, W, BW, FB: count, then the durations in stage units (seconds / fraction)]
 //   [events: count, then per event kEventFields values (EventSummary)]
-constexpr int kStepFields = 7;
+constexpr int kStepFields = 8;
 constexpr int kKinds = 5;
 constexpr int kEventFields = 8;
 
@@ -423,6 +423,7 @@ constexpr int kFirstCommKind = 5;
 // origin: the step's origin on the rank's host clock (seconds); other times are relative to it.
 struct StepSummary {
   double origin, first_start, last_end, busy, wait, comm, actions;
+  double bookkeeping;  // StepRecord::bookkeeping()
 };
 
 // One compute or communication event of a timed step, times from the rank's step origin.
@@ -443,8 +444,8 @@ std::vector<double> pack(const RankSummary& s) {
   out.reserve(8 + s.steps.size() * kStepFields + s.events.size() * kEventFields);
   out.push_back(static_cast<double>(s.steps.size()));
   for (const StepSummary& st : s.steps)
-    out.insert(out.end(),
-               {st.origin, st.first_start, st.last_end, st.busy, st.wait, st.comm, st.actions});
+    out.insert(out.end(), {st.origin, st.first_start, st.last_end, st.busy, st.wait, st.comm,
+                           st.actions, st.bookkeeping});
   out.insert(out.end(), {s.peak_units, s.peak_bytes, s.param_bytes, s.peak_device_bytes});
   for (const auto& d : s.durations) {
     out.push_back(static_cast<double>(d.size()));
@@ -462,7 +463,7 @@ RankSummary unpack(const std::vector<double>& in) {
   const auto n = static_cast<std::size_t>(in.at(i++));
   for (std::size_t k = 0; k < n; ++k, i += kStepFields)
     s.steps.push_back({in.at(i), in.at(i + 1), in.at(i + 2), in.at(i + 3), in.at(i + 4),
-                       in.at(i + 5), in.at(i + 6)});
+                       in.at(i + 5), in.at(i + 6), in.at(i + 7)});
   s.peak_units = in.at(i++);
   s.peak_bytes = in.at(i++);
   s.param_bytes = in.at(i++);
@@ -682,7 +683,7 @@ json run_config(const RunConfig& c, RunContext& ctx, bool* check_failed) {
             a.wait * 1e3);
     const double iter = static_cast<double>(mine.steps.size());
     mine.steps.push_back({rec.origin, rec.first_start, rec.last_end, rec.busy, rec.wait, rec.comm,
-                          static_cast<double>(rec.num_actions)});
+                          static_cast<double>(rec.num_actions), rec.bookkeeping()});
     for (const ActionRecord& a : rec.actions)
       mine.durations[static_cast<int>(a.kind)].push_back((a.end - a.start) / a.fraction);
     if (all_events || (last_events && step == o.warmup + o.iters - 1)) {
@@ -730,7 +731,7 @@ json run_config(const RunConfig& c, RunContext& ctx, bool* check_failed) {
       last = std::max(last, shared_clock ? sh + st.last_end : st.last_end);
       end = std::max(end, sh + st.last_end);
       busy += st.busy;
-      over += st.last_end - st.busy - st.wait - st.comm;
+      over += st.bookkeeping;
       actions += st.actions;
     }
     const double T = last - first;
