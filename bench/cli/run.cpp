@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/build_info.hpp"
 #include "cli/list.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
@@ -1092,7 +1093,7 @@ Attrs root_attributes(int argc, char** argv) {
 #endif
   return {
       {"tool_version", std::string(BB_VERSION)},
-      {"git_sha", std::string(BB_GIT_SHA)},
+      {"git_sha", std::string(build_git_sha())},
       {"created_utc", utc_now_iso8601()},
       {"hostname", host_name()},
       {"cmdline", command_line(argc, argv)},
