@@ -4,7 +4,7 @@ A results file holds root attributes (tool_version, git_sha, hostname, slurm_job
 one group per run under /runs/<run_key> with scalar attributes and three datasets:
 step_time_s (float64[iters]), events and ranks (compound). Only complete runs count:
 groups whose `status` attribute is "complete"; `.partial-*` groups (a crash mid-write) and
-anything else are skipped.
+anything else are skipped, each with a one-line ResultsWarning.
 """
 from __future__ import annotations
 
@@ -140,17 +140,37 @@ def _open(path: Path):
         return None
 
 
+def _skip(f: h5py.File, key: str, why: str) -> None:
+    warnings.warn(f"{f.filename}: /runs/{key}: {why}; skipped", ResultsWarning, stacklevel=3)
+
+
 def iter_complete_runs(f: h5py.File) -> Iterator[Tuple[str, h5py.Group]]:
-    """(run_key, group) of every complete run of an open file, by key."""
+    """(run_key, group) of every complete run of an open file, by key.
+
+    Every other member of /runs is skipped with a ResultsWarning (one per member): `.partial-*`
+    groups, groups whose `status` is not "complete", groups that cannot be opened, and
+    anything that is not a group.
+    """
     runs = f.get("runs")
     if not isinstance(runs, h5py.Group):
         return
     for key in sorted(runs.keys()):
         if key.startswith(".partial-"):
+            _skip(f, key, "partial run (a write that did not finish)")
             continue
-        g = runs.get(key)
-        if isinstance(g, h5py.Group) and is_complete(g):
-            yield key, g
+        try:
+            g = runs[key]
+        except (KeyError, OSError, RuntimeError, ValueError) as e:  # objects not on disk
+            _skip(f, key, f"unreadable ({e})")
+            continue
+        if not isinstance(g, h5py.Group):
+            _skip(f, key, "not a group")
+            continue
+        status = decode_value(g.attrs.get("status", None))
+        if status != "complete":
+            _skip(f, key, "no status attribute" if status is None else f"status {status!r}")
+            continue
+        yield key, g
 
 
 def _dataset_stats(g: h5py.Group) -> dict:

@@ -90,6 +90,13 @@ def test_skips_partial_incomplete_and_foreign_files(tmp_path):
         runs = load_runs(tmp_path)
     msgs = " ".join(str(x.message) for x in w)
     assert "garbage.h5" in msgs and "foreign.h5" in msgs
+    # One warning per skipped group, naming it: the partial one, the one of another status,
+    # and the one without a status.
+    groups = [str(x.message) for x in w if "/runs/" in str(x.message)]
+    assert len(groups) == 3, groups
+    assert any(f"one.h5: /runs/.partial-{b[0]}: partial run" in m for m in groups), groups
+    assert any(f"one.h5: /runs/{c[0]}: status 'running'" in m for m in groups), groups
+    assert any(f"two.h5: /runs/{c[0]}: no status attribute" in m for m in groups), groups
     assert sorted(runs["run_key"]) == sorted([a[0], b[0]])
     # An attribute outside design §6 is kept as a column (NaN where a run lacks it).
     assert "period_s" in runs.columns

@@ -1,5 +1,6 @@
 import re
 
+import h5py
 import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
@@ -92,3 +93,30 @@ def test_chosen_timeline(results_file, tmp_path):
     assert [p.name for p in tmp_path.glob("gantt_*.png")] == [f"gantt_{key}.png"]
     proc = run_cli("report", results_file, "--out", tmp_path / "x", "--gantt", "no-such-run")
     assert proc.returncode == 2 and "no-such-run" in proc.stderr
+
+
+def test_skipped_groups_warn_one_line_each(tmp_path):
+    import fake_results
+    runs = [fake_results.make_run("gpipe", 2, m, iters=1, seed=m) for m in (2, 4, 8, 16, 32)]
+    with h5py.File(tmp_path / "r.h5", "w") as f:
+        for k, v in fake_results.root_attrs().items():
+            fake_results._attr(f, k, v)
+        f.create_group("runs")
+        for (key, attrs, steps, events, ranks), (name, status) in zip(
+                runs, [("{}", "complete"), (".partial-{}", "complete"), ("{}", "running"),
+                       ("{}", None), ("{}", "complete")]):
+            fake_results.write_run(f, name.format(key), attrs, steps, events, ranks,
+                                   status=status)
+        broken = h5py.h5o.get_info(f["runs"][runs[4][0]].id).addr
+    with open(tmp_path / "r.h5", "r+b") as raw:  # the last run's object header: gone
+        raw.seek(broken)
+        raw.write(b"\xff" * 64)
+    proc = run_cli("report", tmp_path / "r.h5", "--out", tmp_path / "out", "--gantt", "none")
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if line.startswith("bbanalysis: warning:")]
+    assert len(warned) == 4, proc.stderr
+    for (key, *_), why in zip(runs[1:], ("partial run", "status 'running'", "no status",
+                                         "unreadable")):
+        hits = [line for line in warned if key in line and why in line and "skipped" in line]
+        assert len(hits) == 1, (key, why, proc.stderr)
+    assert pd.read_csv(tmp_path / "out" / "summary.csv")["run_key"].tolist() == [runs[0][0]]

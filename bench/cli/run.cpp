@@ -28,8 +28,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -45,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/build_info.hpp"
 #include "cli/list.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
@@ -110,8 +113,9 @@ struct RunConfig {
   std::shared_ptr<const Schedule> lowered;
   bool recompute = false;
   int hidden = 64, layers = 1, mb_size = 8;
-  std::string key;    // run_key: the HDF5 group name and the trace file's name
-  std::string label;  // for progress lines: "1f1b P=2 M=8 v=1"
+  std::string csv_hash;  // csv:FILE: its contents' FNV-1a 64 in hex (part of the key)
+  std::string key;       // run_key: the HDF5 group name and the trace file's name
+  std::string label;     // for progress lines: "1f1b P=2 M=8 v=1"
 };
 
 // An error of phase 1: exit code and one line.
@@ -298,13 +302,33 @@ std::string seconds_text(double x) {
   return buf;
 }
 
+// FNV-1a (64 bits) of a file's bytes, as 16 hex digits: tells two versions of a CSV schedule
+// apart in the run_key. Throws ConfigError when the file cannot be read.
+std::string file_hash(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  char buf[65536];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+    for (std::size_t i = 0; i < n; ++i)
+      h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) throw ConfigError(path + ": cannot read");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 // The run_key: every setting that changes what a run measures, as `name=value` items joined
 // with '_', sanitized for HDF5 (bb::sanitize_key), e.g.
 // 1f1b_P=2_M=8_v=1_cpu_mpi_synthetic_h=64_L=1_b=8_fp32_recompute=0_sync=barrier_warmup=1_
 // iters=5_tf=0.001_tb=0.002_tw=0 (the synthetic times, in seconds, only with synthetic compute).
+// A CSV schedule adds its contents' hash after its name: csv_dp.csv_hash=0123456789abcdef_P=4_…
 std::string run_key(const RunConfig& c, const RunOptions& o, const ExecutorConfig& ec) {
   const Schedule& s = *c.lowered;
-  std::string k = c.schedule + "_P=" + std::to_string(s.P) + "_M=" + std::to_string(s.M) +
+  std::string k = c.schedule + (c.csv_hash.empty() ? "" : "_hash=" + c.csv_hash) +
+                  "_P=" + std::to_string(s.P) + "_M=" + std::to_string(s.M) +
                   "_v=" + std::to_string(s.v) + "_" + o.backend + "_" +
                   (o.transport.empty() ? default_transport(o.backend) : o.transport) + "_" +
                   o.compute + "_h=" + std::to_string(c.hidden) + "_L=" + std::to_string(c.layers) +
@@ -338,12 +362,13 @@ std::vector<RunConfig> expand(const RunOptions& o, int world, bool print) {
   std::set<std::string> keys;
   auto add = [&](const std::string& name, Schedule s) {
     validate_or_throw(s);
+    const std::string csv_hash = name.rfind("csv:", 0) == 0 ? file_hash(name.substr(4)) : "";
     auto lowered = std::make_shared<const Schedule>(s.lowered ? std::move(s) : lower(std::move(s)));
     for (int h : hiddens)
       for (int L : layerss)
         for (int b : mb_sizes)
           for (bool rc : recompute_modes) {
-            RunConfig c{name, lowered, rc, h, L, b, "", ""};
+            RunConfig c{name, lowered, rc, h, L, b, csv_hash, "", ""};
             c.key = run_key(c, o, executor_config(o, c));
             if (!keys.insert(c.key).second) continue;  // a schedule named twice
             c.label = name + " P=" + std::to_string(lowered->P) +
@@ -388,7 +413,7 @@ int local_rank() {
 //   [peak_units, peak_bytes, param_bytes, peak_device_bytes]
 //   [per kind F, B, W, BW, FB: count, then the durations in stage units (seconds / fraction)]
 //   [events: count, then per event kEventFields values (EventSummary)]
-constexpr int kStepFields = 7;
+constexpr int kStepFields = 8;
 constexpr int kKinds = 5;
 constexpr int kEventFields = 8;
 
@@ -401,6 +426,7 @@ constexpr int kFirstCommKind = 5;
 // origin: the step's origin on the rank's host clock (seconds); other times are relative to it.
 struct StepSummary {
   double origin, first_start, last_end, busy, wait, comm, actions;
+  double bookkeeping;  // StepRecord::bookkeeping()
 };
 
 // One compute or communication event of a timed step, times from the rank's step origin.
@@ -421,8 +447,8 @@ std::vector<double> pack(const RankSummary& s) {
   out.reserve(8 + s.steps.size() * kStepFields + s.events.size() * kEventFields);
   out.push_back(static_cast<double>(s.steps.size()));
   for (const StepSummary& st : s.steps)
-    out.insert(out.end(),
-               {st.origin, st.first_start, st.last_end, st.busy, st.wait, st.comm, st.actions});
+    out.insert(out.end(), {st.origin, st.first_start, st.last_end, st.busy, st.wait, st.comm,
+                           st.actions, st.bookkeeping});
   out.insert(out.end(), {s.peak_units, s.peak_bytes, s.param_bytes, s.peak_device_bytes});
   for (const auto& d : s.durations) {
     out.push_back(static_cast<double>(d.size()));
@@ -440,7 +466,7 @@ RankSummary unpack(const std::vector<double>& in) {
   const auto n = static_cast<std::size_t>(in.at(i++));
   for (std::size_t k = 0; k < n; ++k, i += kStepFields)
     s.steps.push_back({in.at(i), in.at(i + 1), in.at(i + 2), in.at(i + 3), in.at(i + 4),
-                       in.at(i + 5), in.at(i + 6)});
+                       in.at(i + 5), in.at(i + 6), in.at(i + 7)});
   s.peak_units = in.at(i++);
   s.peak_bytes = in.at(i++);
   s.param_bytes = in.at(i++);
@@ -660,7 +686,7 @@ json run_config(const RunConfig& c, RunContext& ctx, bool* check_failed) {
             a.wait * 1e3);
     const double iter = static_cast<double>(mine.steps.size());
     mine.steps.push_back({rec.origin, rec.first_start, rec.last_end, rec.busy, rec.wait, rec.comm,
-                          static_cast<double>(rec.num_actions)});
+                          static_cast<double>(rec.num_actions), rec.bookkeeping()});
     for (const ActionRecord& a : rec.actions)
       mine.durations[static_cast<int>(a.kind)].push_back((a.end - a.start) / a.fraction);
     if (all_events || (last_events && step == o.warmup + o.iters - 1)) {
@@ -708,7 +734,7 @@ json run_config(const RunConfig& c, RunContext& ctx, bool* check_failed) {
       last = std::max(last, shared_clock ? sh + st.last_end : st.last_end);
       end = std::max(end, sh + st.last_end);
       busy += st.busy;
-      over += st.last_end - st.busy - st.wait - st.comm;
+      over += st.bookkeeping;
       actions += st.actions;
     }
     const double T = last - first;
@@ -1069,7 +1095,7 @@ Attrs root_attributes(int argc, char** argv) {
 #endif
   return {
       {"tool_version", std::string(BB_VERSION)},
-      {"git_sha", std::string(BB_GIT_SHA)},
+      {"git_sha", std::string(build_git_sha())},
       {"created_utc", utc_now_iso8601()},
       {"hostname", host_name()},
       {"cmdline", command_line(argc, argv)},

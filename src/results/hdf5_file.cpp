@@ -1,6 +1,8 @@
 #include "results/hdf5_file.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +26,12 @@ class Handle {
   }
   hid_t get() const { return id_; }
   bool ok() const { return id_ >= 0; }
+  // Closes now and says whether HDF5 managed to (a file's close writes what is still dirty).
+  bool close() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id < 0 || close_(id) >= 0;
+  }
 
  private:
   hid_t id_;
@@ -201,6 +209,65 @@ bool group_is_complete(hid_t runs, const char* name) {
          std::get<std::string>(v) == "complete";
 }
 
+// A run group whose objects HDF5 cannot open: what a write that stopped half-way on disk
+// (bubblebench before the reservation below, a full disk) could leave under a run's name.
+bool group_is_readable(hid_t runs, const char* name) {
+  Handle g(H5Gopen2(runs, name, H5P_DEFAULT), H5Gclose);
+  if (!g.ok()) return false;
+  for (const char* ds : {"step_time_s", "events", "ranks"}) {
+    if (H5Lexists(g.get(), ds, H5P_DEFAULT) <= 0) continue;  // a group of another writer
+    Handle d(H5Dopen2(g.get(), ds, H5P_DEFAULT), H5Dclose);
+    if (!d.ok()) return false;
+  }
+  return true;
+}
+
+bool is_partial(const std::string& name) {
+  return name.rfind(".partial-", 0) == 0;
+}
+
+// Room on the file system for what HDF5 is about to add to PATH: the file is extended by
+// `bytes` (posix_fallocate), so the writes that follow land in blocks that exist already and
+// cannot fail for want of space. HDF5 sees the file as longer than its data (allowed) and cuts
+// it back to its end of data when it closes the file. Without room, nothing is changed and the
+// error names what did not fit.
+void reserve_room(const std::string& path, std::uint64_t bytes, const std::string& what) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) io_fail(path, std::string("cannot open for writing: ") + std::strerror(errno));
+  struct stat st {};
+  int rc = fstat(fd, &st) == 0 ? 0 : errno;
+  if (rc == 0) rc = posix_fallocate(fd, st.st_size, static_cast<off_t>(bytes));
+  // EINVAL, EOPNOTSUPP: a file system that cannot reserve at all; written without.
+  if (rc != 0 && rc != EINVAL && rc != EOPNOTSUPP) {
+    if (ftruncate(fd, st.st_size) != 0) {
+      // The file keeps a tail of zeros, which HDF5 ignores and cuts off at its next close.
+    }
+    ::close(fd);
+    io_fail(path, "no room for " + what + " (" + std::to_string(bytes / 1024) + " KiB more): " +
+                      std::strerror(rc) + "; the file holds the runs written before");
+  }
+  ::close(fd);
+}
+
+// An upper bound of what HDF5 allocates for a run: twice its uncompressed size (an event takes
+// 48 bytes in the file plus its kind string in the global heap: about 32 bytes per event in
+// all, measured) plus 128 KiB for object headers, B-tree nodes, a new global heap collection
+// and /runs' link storage (a run adds 17 KiB of these, and up to 90 KiB more when /runs'
+// fractal heap doubles a block, seen at the 272nd run).
+std::uint64_t room_for(const RunRecord& run) {
+  std::uint64_t b = 16 * run.step_time_s.size();
+  for (const auto& [k, v] : run.attrs)
+    b += 160 + k.size() +
+         (std::holds_alternative<std::string>(v) ? std::get<std::string>(v).size() : 0);
+  for (const EventRecord& e : run.events) b += 64 + e.kind.size();
+  for (const RankRecord& r : run.ranks) b += 160 + r.host.size();
+  return 128 * 1024 + 2 * b;
+}
+
+// What renaming a run into place may allocate: its name in /runs' link storage (at worst a new
+// block of the fractal heap, 64 KiB at most, and B-tree nodes).
+constexpr std::uint64_t kRenameRoom = 128 * 1024;
+
 std::vector<std::string> link_names(hid_t group) {
   std::vector<std::string> names;
   H5Literate(
@@ -211,6 +278,40 @@ std::vector<std::string> link_names(hid_t group) {
       },
       &names);
   return names;
+}
+
+// The run's attributes (but `status`) and datasets into group G.
+void write_run_objects(hid_t g, const RunRecord& run, const std::string& path) {
+  for (const auto& [k, v] : run.attrs)
+    if (k != "status") write_attr(g, k, v, path);
+  write_dataset(g, "step_time_s", H5T_NATIVE_DOUBLE, run.step_time_s.data(), run.step_time_s.size(),
+                path);
+  Handle str(vlen_string_type(), H5Tclose);
+  {
+    std::vector<EventMem> ev(run.events.size());
+    for (std::size_t i = 0; i < ev.size(); ++i) {
+      const EventRecord& e = run.events[i];
+      ev[i] = {e.iter, e.rank, e.chunk, e.microbatch, e.kind.c_str(), e.t_start_s, e.t_end_s};
+    }
+    Handle t(event_type(str.get()), H5Tclose);
+    write_dataset(g, "events", t.get(), ev.data(), ev.size(), path);
+  }
+  std::vector<RankMem> rk(run.ranks.size());
+  for (std::size_t i = 0; i < rk.size(); ++i) {
+    const RankRecord& r = run.ranks[i];
+    rk[i] = {r.rank,
+             r.host.c_str(),
+             r.device,
+             r.busy_s,
+             r.wait_s,
+             r.comm_s,
+             r.peak_activation_bytes,
+             r.peak_device_bytes,
+             r.param_bytes,
+             r.peak_activation_bytes_model};
+  }
+  Handle t(rank_type(str.get()), H5Tclose);
+  write_dataset(g, "ranks", t.get(), rk.data(), rk.size(), path);
 }
 
 }  // namespace
@@ -259,10 +360,20 @@ ResultsFile::ResultsFile(std::string path, OpenMode mode, const Attrs& root_attr
     if (H5Lexists(f.get(), "runs", H5P_DEFAULT) > 0) {
       Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
       for (const auto& name : link_names(runs.get())) {
-        if (name.rfind(".partial-", 0) == 0)
-          H5Ldelete(runs.get(), name.c_str(), H5P_DEFAULT);  // a crash mid-write
-        else if (group_is_complete(runs.get(), name.c_str()))
+        if (is_partial(name)) {
+          // A crash or failure mid-write. One HDF5 cannot delete (its objects never reached
+          // the disk) stays: readers skip it by name, write_run picks another temporary name.
+          H5Ldelete(runs.get(), name.c_str(), H5P_DEFAULT);
+        } else if (!group_is_readable(runs.get(), name.c_str())) {
+          if (H5Ldelete(runs.get(), name.c_str(), H5P_DEFAULT) < 0)
+            io_fail(path_, "run '" + name +
+                               "' is unreadable (a write that failed half-way, e.g. on a full "
+                               "disk) and HDF5 cannot remove it; copy the complete runs to a new "
+                               "file (docs/runtime.md, \"Salvaging a damaged file\") or start "
+                               "again with --force");
+        } else if (group_is_complete(runs.get(), name.c_str())) {
           complete_.insert(name);
+        }  // else: not complete; write_run replaces it
       }
     }
     check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
@@ -277,60 +388,63 @@ ResultsFile::ResultsFile(std::string path, OpenMode mode, const Attrs& root_attr
   check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
 }
 
+// In two steps, each preceded by reserving the room it needs and ended by a checked flush
+// and close: (1) the run under /runs/.partial-<key>, `status` last; (2) the rename to
+// /runs/<key>. HDF5 writes its metadata cache in any order when it flushes, so a flush that
+// fails half-way can leave a link to objects that never reached the disk: with the room
+// reserved first, a full disk fails the reservation instead, before anything changes. Another
+// failure after the partial group exists removes it again (as far as HDF5 still can).
 void ResultsFile::write_run(const RunRecord& run) {
   quiet_hdf5();
   const std::string key = sanitize_key(run.key);
-  const std::string partial = ".partial-" + key;
+  std::string partial = ".partial-" + key;
+  reserve_room(path_, room_for(run), "run '" + key + "'");
+  {
+    Handle f(open_existing(path_, H5F_ACC_RDWR), H5Fclose);
+    Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
+    if (!runs.ok()) io_fail(path_, "no /runs group");
+    // A leftover of an earlier attempt: removed, or (when HDF5 cannot) passed over.
+    for (int n = 1; H5Lexists(runs.get(), partial.c_str(), H5P_DEFAULT) > 0 &&
+                    H5Ldelete(runs.get(), partial.c_str(), H5P_DEFAULT) < 0;
+         ++n)
+      partial = ".partial-" + key + "." + std::to_string(n);
+    try {
+      {
+        Handle g(H5Gcreate2(runs.get(), partial.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 H5Gclose);
+        if (!g.ok()) io_fail(path_, "cannot create the run group");
+        write_run_objects(g.get(), run, path_);
+        write_attr(g.get(), "status", std::string("complete"), path_);  // last: the run is whole
+      }
+      check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush the new run");
+    } catch (const IoError&) {
+      H5Ldelete(runs.get(), partial.c_str(), H5P_DEFAULT);
+      H5Fflush(f.get(), H5F_SCOPE_GLOBAL);
+      throw;
+    }
+    runs.close();
+    if (!f.close()) io_fail(path_, "HDF5 failed to close the file after writing the run");
+  }
+  // Without room for the rename the partial group stays as it is, complete and flushed (an
+  // attempt to delete it might need room too): readers skip it, --resume deletes it.
+  reserve_room(path_, kRenameRoom, "renaming run '" + key + "' into place");
   Handle f(open_existing(path_, H5F_ACC_RDWR), H5Fclose);
   Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
   if (!runs.ok()) io_fail(path_, "no /runs group");
-  if (H5Lexists(runs.get(), partial.c_str(), H5P_DEFAULT) > 0)
+  // A group of this name is an earlier, incomplete one (complete runs are not written again).
+  if (H5Lexists(runs.get(), key.c_str(), H5P_DEFAULT) > 0 &&
+      H5Ldelete(runs.get(), key.c_str(), H5P_DEFAULT) < 0)
+    io_fail(path_, "HDF5 failed to remove the incomplete run '" + key + "' it replaces");
+  if (H5Lmove(runs.get(), partial.c_str(), runs.get(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0) {
     H5Ldelete(runs.get(), partial.c_str(), H5P_DEFAULT);
-  if (H5Lexists(runs.get(), key.c_str(), H5P_DEFAULT) > 0)
-    H5Ldelete(runs.get(), key.c_str(), H5P_DEFAULT);
-  {
-    Handle g(H5Gcreate2(runs.get(), partial.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-             H5Gclose);
-    if (!g.ok()) io_fail(path_, "cannot create the run group");
-    for (const auto& [k, v] : run.attrs)
-      if (k != "status") write_attr(g.get(), k, v, path_);
-    write_dataset(g.get(), "step_time_s", H5T_NATIVE_DOUBLE, run.step_time_s.data(),
-                  run.step_time_s.size(), path_);
-    Handle str(vlen_string_type(), H5Tclose);
-    {
-      std::vector<EventMem> ev(run.events.size());
-      for (std::size_t i = 0; i < ev.size(); ++i) {
-        const EventRecord& e = run.events[i];
-        ev[i] = {e.iter, e.rank, e.chunk, e.microbatch, e.kind.c_str(), e.t_start_s, e.t_end_s};
-      }
-      Handle t(event_type(str.get()), H5Tclose);
-      write_dataset(g.get(), "events", t.get(), ev.data(), ev.size(), path_);
-    }
-    {
-      std::vector<RankMem> rk(run.ranks.size());
-      for (std::size_t i = 0; i < rk.size(); ++i) {
-        const RankRecord& r = run.ranks[i];
-        rk[i] = {r.rank,
-                 r.host.c_str(),
-                 r.device,
-                 r.busy_s,
-                 r.wait_s,
-                 r.comm_s,
-                 r.peak_activation_bytes,
-                 r.peak_device_bytes,
-                 r.param_bytes,
-                 r.peak_activation_bytes_model};
-      }
-      Handle t(rank_type(str.get()), H5Tclose);
-      write_dataset(g.get(), "ranks", t.get(), rk.data(), rk.size(), path_);
-    }
-    write_attr(g.get(), "status", std::string("complete"), path_);  // last: the run is whole
+    H5Fflush(f.get(), H5F_SCOPE_GLOBAL);
+    io_fail(path_, "HDF5 failed to rename the finished run into place");
   }
-  check(H5Lmove(runs.get(), partial.c_str(), runs.get(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT),
-        path_, "rename the finished run into place");
-  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
+  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush the renamed run");
+  runs.close();
+  if (!f.close()) io_fail(path_, "HDF5 failed to close the file after renaming the run");
   complete_.insert(key);
-}  // closing the file here leaves it consistent on disk between runs
+}
 
 std::set<std::string> read_complete_keys(const std::string& path) {
   Handle f(open_existing(path, H5F_ACC_RDONLY), H5Fclose);

@@ -1,7 +1,8 @@
 // The results file of design §6 on the HDF5 C API. Only rank 0 opens it. A run is written
-// whole under a temporary name, marked complete, then renamed into /runs and the file is
-// flushed and closed, so that between runs the file on disk is always consistent and holds
-// only complete runs; a crash while writing leaves at most a `.partial-*` group, which
+// whole under a temporary name, marked complete, flushed and closed; then renamed into /runs,
+// flushed and closed. Before each step the room it needs is reserved on the file system, so a
+// full disk fails before anything changes. So between runs the file on disk is consistent and
+// holds only complete runs; a crash while writing leaves at most a `.partial-*` group, which
 // `--resume` removes.
 #pragma once
 
@@ -24,14 +25,16 @@ class ResultsFile {
  public:
   // Root attributes (tool_version, git_sha, ...) are written when the file is created.
   // Throws ConfigError (file exists without --resume/--force; other schema version) or
-  // IoError (missing or read-only folder; unreadable, truncated or corrupt file).
+  // IoError (missing or read-only folder; unreadable, truncated or corrupt file; with
+  // --resume, a run group HDF5 can neither read nor remove).
   ResultsFile(std::string path, OpenMode mode, const Attrs& root_attrs);
 
   const std::string& path() const { return path_; }
   bool has_complete(const std::string& key) const { return complete_.count(key) != 0; }
   const std::set<std::string>& complete_keys() const { return complete_; }
 
-  // Writes the run, sets status "complete" and flushes. Throws IoError.
+  // Writes the run, sets status "complete" and flushes. Throws IoError (e.g. no room for the
+  // run: the file is left with the runs it held).
   void write_run(const RunRecord& run);
 
  private:

@@ -366,6 +366,7 @@ void Executor::run_step(StepRecord* record) {
   }
   comm_time_ = 0;
   double wait_total = 0;
+  double comm_at_last_end = 0;  // comm_time_ when the last compute so far ended
   for (std::size_t i = 0; i < acts.size();) {
     const Action& a = acts[i];
     if (is_comm(a.op)) {
@@ -416,6 +417,7 @@ void Executor::run_step(StepRecord* record) {
     }
     if (config_.synthetic) sleep_synthetic(synthetic_time(&a, n));
     const std::size_t end_mark = record != nullptr ? backend_.mark() : 0;
+    comm_at_last_end = comm_time_;
     if (!sends_.empty()) progress_sends();
     if (record != nullptr) {
       ActionRecord r;
@@ -448,6 +450,7 @@ void Executor::run_step(StepRecord* record) {
   rec.busy = 0;
   rec.wait = wait_total;
   rec.comm = comm_time_;
+  rec.comm_tail = comm_time_ - comm_at_last_end;
   rec.first_start = 0;
   rec.last_end = 0;
   rec.num_actions = acts.size();

@@ -107,9 +107,16 @@ struct StepRecord {
   double busy = 0;                // sum of compute (end - start)
   double wait = 0;                // sum of (start - ready)
   double comm = 0;                // host time posting SEND/RECV and completing sends
+  double comm_tail = 0;           // the part of comm after the last compute end (sends posted
+                                  // after it, the end-of-step wait for sends to complete)
   double first_start = 0;         // first compute start
   double last_end = 0;            // last compute end
   std::size_t num_actions = 0;    // lowered actions executed (compute and communication)
+
+  // Host time between the step's origin and its last compute end that is neither compute,
+  // waiting for inputs nor communication: the executor's own bookkeeping. Every term lies in
+  // [origin, last_end] and they do not overlap, so with host-clock marks (CPU) it is >= 0.
+  double bookkeeping() const { return last_end - busy - wait - (comm - comm_tail); }
 };
 
 class Executor {

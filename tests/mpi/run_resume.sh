@@ -5,6 +5,9 @@
 # then runs only the missing ones (the others' progress lines say skipped), leaving the earlier
 # runs' data unchanged. `--resume` on a truncated copy, or on a file of another schema_version,
 # is refused with exit 2 on every rank and the file is not touched; `--force` replaces a file.
+# A full disk mid-sweep (a file size limit, `ulimit -f`, with SIGXFSZ ignored: writes fail with
+# EFBIG as with ENOSPC) exits 4, leaves only complete, readable runs, and `--resume` finishes.
+# A CSV schedule changed under the same file name is a different run for `--resume`.
 # usage: run_resume.sh BUBBLEBENCH MPIEXEC [PYTHON]
 set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec [python]}
@@ -123,6 +126,55 @@ timeout 300 "$MPIEXEC" -n 2 "$BB" run --schedule 1f1b -M 2 --compute synthetic -
 rc=$?
 n=$(keys "$out" | wc -l)
 check "--force replaces the file (exit $rc, $n runs)" "$([ $rc = 0 ] && [ "$n" = 1 ] && echo 0 || echo 1)"
+
+# 5. A full disk: the file may not grow past 250 KiB (UCX's shared memory must not use files,
+# which the limit would cover too). Exit 4; every visible run complete and readable (`keys`
+# reads every dataset); --resume with room again runs the rest and keeps the runs there.
+full=$tmp/full.h5
+UCX_TLS=sysv,self timeout 300 bash -c 'trap "" XFSZ; ulimit -f 250; exec "$@"' _ \
+  "$MPIEXEC" -n 2 "$BB" run "${sweep[@]}" --out "$full" >"$tmp/out5.txt" 2>"$tmp/err5.txt"
+rc=$?
+grep -q "I/O error: .*full.h5: no room for run" "$tmp/err5.txt"
+r=$?
+check "a full disk: exit 4 (got $rc) with the reason ($(grep -m1 'error' "$tmp/err5.txt"))" \
+  "$([ $rc = 4 ] && [ $r = 0 ] && echo 0 || echo 1)"
+keys "$full" >"$tmp/keys5.txt"
+check "after a full disk the file opens and every visible run is complete and readable" $?
+n5=$(wc -l <"$tmp/keys5.txt")
+[ "$n5" -ge 1 ] && [ "$n5" -lt 6 ]
+check "after a full disk the file holds the runs written before ($n5)" $?
+timeout 300 "$MPIEXEC" -n 2 "$BB" run "${sweep[@]}" --out "$full" --resume \
+  >"$tmp/out6.txt" 2>"$tmp/err6.txt"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c 'skipped (complete in' "$tmp/err6.txt")" = "$n5" ] &&
+  [ "$(keys "$full" | wc -l)" = 6 ] &&
+  [ -z "$(comm -23 <(sort "$tmp/keys5.txt") <(keys "$full" | sort))" ]
+check "resume after a full disk: exit $rc, runs $n5 skipped and kept, all 6 there" $?
+
+# 6. csv:FILE with other contents under the same name is a new run; the same contents skip.
+csvrun() {  # output file for stderr
+  timeout 120 "$MPIEXEC" -n 2 "$BB" run --schedule "csv:$tmp/s.csv" --compute synthetic \
+    --t-f 1ms --t-b 1ms --iters 2 --timeout 60 --out "$tmp/csv.h5" --resume >/dev/null 2>"$1"
+}
+"$BB" show --schedule 1f1b -P 2 -M 4 --format csv >"$tmp/s.csv"
+csvrun "$tmp/errc1.txt"
+rc1=$?
+"$BB" show --schedule gpipe -P 2 -M 4 --format csv >"$tmp/s.csv"
+csvrun "$tmp/errc2.txt"
+rc2=$?
+csvrun "$tmp/errc3.txt"
+rc3=$?
+[ $rc1 = 0 ] && [ $rc2 = 0 ] && grep -q 'elapsed' "$tmp/errc2.txt" &&
+  ! grep -q 'skipped' "$tmp/errc2.txt"
+r=$?  # before the message's $(...) resets $?
+check "a changed CSV under the same name runs again (exit $rc1, $rc2: $(cat "$tmp/errc2.txt"))" $r
+[ $rc3 = 0 ] && grep -q 'skipped (complete in' "$tmp/errc3.txt"
+check "the same CSV again is skipped (exit $rc3)" $?
+keys "$tmp/csv.h5" | cut -f1 >"$tmp/keysc.txt"
+[ "$(wc -l <"$tmp/keysc.txt")" = 2 ] &&
+  [ "$(grep -cE '^csv_.*s.csv_hash=[0-9a-f]{16}_P=2_M=4_' "$tmp/keysc.txt")" = 2 ]
+r=$?
+check "two runs, keys csv_…s.csv_hash=<16 hex>_P=2_M=4_… ($(tr '\n' ' ' <"$tmp/keysc.txt"))" $r
 
 echo "run resume: $fails failures"
 [ $fails = 0 ]
