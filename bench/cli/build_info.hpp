@@ -6,6 +6,3 @@
 namespace bb {
 const char* build_git_sha();
 }  // namespace bb
-
-// The name the CLI's code uses (bb_cli is compiled with this header included first).
-#define BB_GIT_SHA (::bb::build_git_sha())

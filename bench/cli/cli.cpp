@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/build_info.hpp"
 #include "cli/list.hpp"
 #include "cli/run.hpp"
 #include "cli/table.hpp"
@@ -451,7 +452,7 @@ int commands(int argc, char** argv) {
   CLI::App app{"bubblebench: pipeline-parallel schedules, simulated, modelled and run end to end"};
   app.require_subcommand(1);
   app.set_version_flag("--version",
-                       std::string("bubblebench ") + BB_VERSION + " (" + BB_GIT_SHA + ")");
+                       std::string("bubblebench ") + BB_VERSION + " (" + build_git_sha() + ")");
 
   Selection sim_sel, model_sel, val_sel, show_sel;
   auto* sim =
@@ -513,8 +514,8 @@ int commands(int argc, char** argv) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "run") return run_main(argc, argv);
-  const int code = commands(argc, argv);
+  const int code =
+      argc > 1 && std::string(argv[1]) == "run" ? run_main(argc, argv) : commands(argc, argv);
   // Whatever the command printed must have reached standard output (a full disk, a closed
   // pipe): otherwise the results are lost, and that is an I/O error.
   errno = 0;

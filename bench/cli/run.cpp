@@ -234,13 +234,11 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->group("");  // hidden
 }
 
-std::vector<double> durations_of(const std::string& text, const char* what) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(parse_duration(item, what, true));
-  if (out.size() != 1) throw ConfigError(std::string(what) + " takes one duration");
-  return out;
+// `run` takes one duration per flag (no per-chunk lists): "1,2" and "1," are refused.
+double duration_of(const std::string& text, const char* what) {
+  if (text.find(',') != std::string::npos)
+    throw ConfigError(std::string(what) + " takes one duration");
+  return parse_duration(text, what, true);
 }
 
 ExecutorConfig executor_config(const RunOptions& o, const RunConfig& rc) {
@@ -250,10 +248,10 @@ ExecutorConfig executor_config(const RunOptions& o, const RunConfig& rc) {
   c.mb_size = rc.mb_size;
   c.seed = o.seed;
   c.synthetic = o.compute == "synthetic";
-  c.t_f = durations_of(o.t_f, "--t-f")[0];
-  c.t_b = durations_of(o.t_b, "--t-b")[0];
-  c.t_w = durations_of(o.t_w, "--t-w")[0];
-  c.t_fb = o.t_fb.empty() ? -1.0 : durations_of(o.t_fb, "--t-fb")[0];
+  c.t_f = duration_of(o.t_f, "--t-f");
+  c.t_b = duration_of(o.t_b, "--t-b");
+  c.t_w = duration_of(o.t_w, "--t-w");
+  c.t_fb = o.t_fb.empty() ? -1.0 : duration_of(o.t_fb, "--t-fb");
   c.optimizer.kind =
       o.optimizer == "adam" ? OptimizerConfig::Kind::kAdam : OptimizerConfig::Kind::kSgd;
   c.optimizer.lr = static_cast<float>(o.lr);
@@ -1304,7 +1302,7 @@ int run_all(int argc, char** argv) {
   mpi::barrier(coll, o.timeout);
   if (me == 0) {
     if (o.format == "json")
-      std::cout << rows.dump(2) << "\n";
+      std::cout << rows.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     else
       print_summary(rows, o.sync == "none");
     std::cout.flush();

@@ -48,6 +48,7 @@ reject "unknown schedule" 2 "unknown schedule" 2 --schedule nope
 reject "bf16 on cpu" 2 "bf16" 2 --dtype bf16
 reject "check with synthetic compute" 2 "--check needs --compute gemm" 2 --check --compute synthetic
 reject "bad duration" 2 "--t-f" 2 --compute synthetic --t-f 2xs
+reject "a duration list" 2 "--t-f takes one duration" 2 --compute synthetic --t-f 1ms,
 reject "world size 1, schedule needs P >= 2" 2 "dualpipe" 1 --schedule dualpipe -M 4
 reject "a sweep with nothing accepted" 2 "dualpipe: P must be even" 3 --schedule dualpipe -M 4,6,8
 reject "bad --hidden" 2 "--hidden must be 1..65536 (got 100000)" 2 --hidden 16,100000
@@ -110,6 +111,15 @@ check "failed check: exit 1 on every rank" $?
 grep -q "^1f1b .* fail *$" "$tmp/out.txt" && grep -q "^check failed: 1f1b" "$tmp/out.txt"
 r=$?
 check "failed check reported (got: $(head -c 400 "$tmp/out.txt"))" $r
+
+# A table that cannot reach standard output is an I/O error (one rank, started without mpiexec:
+# under mpiexec a proxy, not the rank, writes the rank's stdout).
+timeout 120 "$BB" run --schedule 1f1b -M 4 --hidden 16 --mb-size 4 --iters 1 --warmup 0 \
+  >/dev/full 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 4 ] && grep -q "cannot write standard output" "$tmp/err.txt"
+r=$?
+check "stdout on a full device: exit 4 (got $rc: $(tail -c 200 "$tmp/err.txt"))" $r
 
 echo "run errors: $pass passed, $fails failed"
 [ $fails = 0 ]
