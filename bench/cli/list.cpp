@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <set>
+#include <unordered_set>
 
 #include "common/error.hpp"
 #include "schedule/generators.hpp"
@@ -66,9 +67,12 @@ std::vector<int> parse_int_list(std::string_view text, std::string_view what) {
     pos = comma + 1;
     if (comma == text.size()) break;
   }
+  // Repeats dropped, first occurrences kept in order (a set: 100000 values must not take
+  // 5e9 comparisons).
   std::vector<int> uniq;
+  std::unordered_set<int> seen;
   for (int x : out)
-    if (std::find(uniq.begin(), uniq.end(), x) == uniq.end()) uniq.push_back(x);
+    if (seen.insert(x).second) uniq.push_back(x);
   return uniq;
 }
 

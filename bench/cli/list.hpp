@@ -33,9 +33,11 @@ Schedule load_csv_arg(const std::string& path);
 void dry_run_or_throw(const Schedule& lowered, const std::string& what);
 
 // The most compute actions a sweep may build, summed over its configurations and estimated
-// before any is built: 2^30, more than the largest single configuration a generator accepts
-// (kMaxChunkMicroBatches chunk x micro-batch pairs, three actions each at most).
-inline constexpr long long kMaxSweepActions = 1LL << 30;
+// before any is built: 2^33, more than the largest single configuration a generator accepts
+// (kMaxChunkMicroBatches chunk x micro-batch pairs, three actions each at most) and about ten
+// minutes of generating, lowering and simulating at bench_sim's rate (0.6 s per 8.4 M). Beyond
+// it a sweep is almost surely a typo (-M 1:100000:1), refused before it runs for hours.
+inline constexpr long long kMaxSweepActions = 1LL << 33;
 
 // How many configurations the lists name before any is skipped (a CSV counts once).
 std::size_t sweep_combinations(const std::string& names, const std::vector<int>& Ms,

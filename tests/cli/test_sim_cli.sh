@@ -231,10 +231,14 @@ check "model p2p_messages" $?
 
 # Large sweeps: memory does not grow with the sweep; an absurd one is refused up front.
 $PY - "$BB" <<'PY'
-import resource, subprocess, sys
+import os, resource, subprocess, sys
+# Under ASan freed memory waits in a 256 MB quarantine before reuse: without it the peak shows
+# what the sweep holds, not what ASan holds back (other builds ignore ASAN_OPTIONS).
+env = dict(os.environ)
+env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "quarantine_size_mb=0"]))
 def peak_mb(m_list):  # the largest child's peak so far: the small run goes first
     r = subprocess.run([sys.argv[1], "model", "-s", "1f1b", "-P", "4", "-M", m_list,
-                        "--format", "csv"], stdout=subprocess.PIPE, timeout=100)
+                        "--format", "csv"], stdout=subprocess.PIPE, timeout=100, env=env)
     assert r.returncode == 0, r.returncode
     return r.stdout.count(b"\n"), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 # The baseline holds what the binary loads (with CUDA found, cuBLAS alone is ~200 MB).
