@@ -233,15 +233,21 @@ TEST(Executor, DualPipeCopiesStayIdenticalAfterTheGradientSum) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(seen[i], i);
 }
 
-TEST(Executor, SyntheticRecordsAndTimes) {
-  const Schedule s = lowered_schedule("zb-h1", 2, 4, 1);
+// A small model whose actions are synthetic spins of the given seconds.
+ExecutorConfig synthetic_config(double t_f, double t_b, double t_w) {
   ExecutorConfig cfg;
   cfg.hidden = 8;
   cfg.mb_size = 2;
   cfg.synthetic = true;
-  cfg.t_f = 1e-3;
-  cfg.t_b = 1e-3;
-  cfg.t_w = 0.5e-3;
+  cfg.t_f = t_f;
+  cfg.t_b = t_b;
+  cfg.t_w = t_w;
+  return cfg;
+}
+
+TEST(Executor, SyntheticRecordsAndTimes) {
+  const Schedule s = lowered_schedule("zb-h1", 2, 4, 1);
+  const ExecutorConfig cfg = synthetic_config(1e-3, 1e-3, 0.5e-3);
   const auto ranks = run_threads(s, cfg, 2, true);
   for (int r = 0; r < 2; ++r) {
     const RankResult& res = ranks[r];
@@ -309,12 +315,7 @@ TEST(Executor, SyntheticRecordsAndTimes) {
 // GPipe's ranks 1..3, whose last action is a SEND_B, wait 1 ms after their last compute.
 TEST(Executor, BookkeepingExcludesCommunicationAfterTheLastCompute) {
   const Schedule s = lowered_schedule("gpipe", 4, 4, 1);
-  ExecutorConfig cfg;
-  cfg.hidden = 8;
-  cfg.mb_size = 2;
-  cfg.synthetic = true;
-  cfg.t_f = 0.2e-3;
-  cfg.t_b = 0.2e-3;
+  ExecutorConfig cfg = synthetic_config(0.2e-3, 0.2e-3, 0);
   cfg.timeout_s = 30;
   const auto ranks = run_threads(s, cfg, 2, true, /*send_latency_s=*/1e-3);
   for (int r = 0; r < 4; ++r) {
