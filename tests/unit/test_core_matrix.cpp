@@ -21,6 +21,13 @@ namespace {
 
 struct Costs {
   double f, b, w;
+  SimConfig config() const {
+    SimConfig cfg;
+    cfg.t_f = {f};
+    cfg.t_b = {b};
+    cfg.t_w = {w};
+    return cfg;
+  }
 };
 
 // Cost sets under which each schedule's closed form is stated to hold.
@@ -87,10 +94,7 @@ TEST_P(Matrix, ValidLowersAndMatchesClosedForm) {
         }
         EXPECT_EQ(low.compute_size(), s.compute_size()) << what;
         for (const Costs& c : costs_for(name)) {
-          SimConfig cfg;
-          cfg.t_f = {c.f};
-          cfg.t_b = {c.b};
-          cfg.t_w = {c.w};
+          const SimConfig cfg = c.config();
           const SimResult r = simulate(s, cfg);
           const SimResult rl = simulate(low, cfg);
           EXPECT_DOUBLE_EQ(r.single.span, rl.single.span) << what << ": lowering changed timing";
@@ -152,10 +156,6 @@ TEST(Matrix, ClosedFormsBelowPMatchOrRefuse) {
           if (!accepts(name, P, M, v)) continue;
           const Schedule s = generate(name, {P, M, v});
           for (const Costs& c : costs_for(name)) {
-            SimConfig cfg;
-            cfg.t_f = {c.f};
-            cfg.t_b = {c.b};
-            cfg.t_w = {c.w};
             const ModelResult m = closed_form({name, P, M, s.v, c.f, c.b, c.w, -1});
             if (!m.applies) {
               ++refused;
@@ -163,7 +163,7 @@ TEST(Matrix, ClosedFormsBelowPMatchOrRefuse) {
               continue;
             }
             ++compared;
-            const SimResult r = simulate(s, cfg);
+            const SimResult r = simulate(s, c.config());
             const std::string what = name + " P=" + std::to_string(P) + " M=" + std::to_string(M) +
                                      " v=" + std::to_string(v) + " F=" + std::to_string(c.f) +
                                      " W=" + std::to_string(c.w);
