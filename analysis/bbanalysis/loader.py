@@ -122,10 +122,6 @@ def _attrs(obj) -> dict:
     return out
 
 
-def is_complete(group: h5py.Group) -> bool:
-    return decode_value(group.attrs.get("status", "")) == "complete"
-
-
 # --- Runs -------------------------------------------------------------------------------------
 
 

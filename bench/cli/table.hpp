@@ -12,19 +12,24 @@
 
 namespace bb {
 
+// A whole number a double holds exactly (below 2^53): printed with every digit.
+inline bool exact_integer(double x) {
+  return std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < 0x1p53;
+}
+
 // Every digit a value needs: integers (below 2^53) as integers, other values in the shortest
 // form that reads back as the same double (CSV and other machine-read output).
 inline std::string fmt_exact(double x) {
   char buf[64];
-  const bool integer = std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < 0x1p53;
-  const auto r = integer ? std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed)
-                         : std::to_chars(buf, buf + sizeof buf, x);
+  const auto r = exact_integer(x)
+                     ? std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed)
+                     : std::to_chars(buf, buf + sizeof buf, x);
   return std::string(buf, r.ptr);
 }
 
 // For people: integers exactly, other values to `prec` significant digits.
 inline std::string fmt(double x, int prec = 4) {
-  if (std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < 0x1p53) return fmt_exact(x);
+  if (exact_integer(x)) return fmt_exact(x);
   std::ostringstream os;
   os << std::setprecision(prec) << x;
   return os.str();
