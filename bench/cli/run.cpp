@@ -300,16 +300,22 @@ std::string seconds_text(double x) {
   return buf;
 }
 
-// FNV-1a (64 bits) of a file's bytes, as 16 hex digits: tells two versions of a CSV schedule
-// apart in the run_key. Throws ConfigError when the file cannot be read.
+// FNV-1a (64 bits): h carried over n more bytes (start with kFnvBasis).
+constexpr std::uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+std::uint64_t fnv1a(std::uint64_t h, const char* bytes, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    h = (h ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
+  return h;
+}
+
+// FNV-1a of a file's bytes, as 16 hex digits: tells two versions of a CSV schedule apart in
+// the run_key. Throws ConfigError when the file cannot be read.
 std::string file_hash(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
-  std::uint64_t h = 0xcbf29ce484222325ull;
+  std::uint64_t h = kFnvBasis;
   char buf[65536];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
-    for (std::size_t i = 0; i < n; ++i)
-      h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) h = fnv1a(h, buf, n);
   const bool bad = std::ferror(f) != 0;
   std::fclose(f);
   if (bad) throw ConfigError(path + ": cannot read");
@@ -339,6 +345,13 @@ std::string run_key(const RunConfig& c, const RunOptions& o, const ExecutorConfi
     if (ec.t_fb >= 0) k += "_tfb=" + seconds_text(ec.t_fb);
   }
   return sanitize_key(k);
+}
+
+// The sweep's run_keys in order, hashed into 31 bits: ranks that built the same sweep agree.
+int sweep_fingerprint(const std::vector<RunConfig>& configs) {
+  std::uint64_t h = kFnvBasis;
+  for (const RunConfig& c : configs) h = fnv1a(fnv1a(h, c.key.data(), c.key.size()), "\n", 1);
+  return static_cast<int>((h ^ (h >> 32)) & 0x7fffffffu);
 }
 
 // Every combination of the lists; skipped combinations are reported by rank 0, one line each.
@@ -1178,6 +1191,19 @@ int run_all(int argc, char** argv) {
              std::string("bubblebench: error: rank ") + std::to_string(me) + ": " + e.what()};
     }
   };
+  if (const int code = agree(); code != 0) return code;
+  // Each rank built the sweep from its own arguments and files. Unless they all built the same
+  // one (an MPMD launch with other flags per rank, a csv:FILE that differs between nodes), the
+  // first message would wait for ever: rank 0's fingerprint of its run_keys goes to every rank.
+  {
+    const int mine = sweep_fingerprint(configs);
+    int first = mine;
+    mpi::broadcast(first, 0, MPI_COMM_WORLD, o.timeout);
+    if (mine != first)
+      err = {kExitConfig, "bubblebench: error: rank " + std::to_string(me) +
+                              " built other configurations than rank 0 (every rank needs the "
+                              "same arguments and the same csv: files)"};
+  }
   if (const int code = agree(); code != 0) return code;
   // The communicators and the backend.
   attempt([&] {

@@ -91,6 +91,22 @@ launch 2 --help
 [ "$(cat "$tmp/rc.0")" = 0 ] && [ "$(cat "$tmp/rc.1")" = 0 ] && [ "$(grep -c -- '--schedule' "$tmp/out.txt")" = 1 ]
 check "help printed once, exit 0" $?
 
+# Ranks that build different sweeps (an MPMD launch, other -M per rank; or a csv: file that
+# differs between nodes): exit 2 at once with one line, not a wait for the watchdog.
+rm -f "$tmp"/rc.*
+start=$(date +%s)
+rec='"$@"; echo $? >"'"$tmp"'/rc.$PMI_RANK"'
+timeout 120 "$MPIEXEC" -n 1 bash -c "$rec" _ "$BB" run -M 4 --compute synthetic --timeout 60 \
+  : -n 1 bash -c "$rec" _ "$BB" run -M 8 --compute synthetic --timeout 60 \
+  >"$tmp/out.txt" 2>"$tmp/err.txt"
+[ "$(cat "$tmp/rc.0" 2>/dev/null)" = 2 ] && [ "$(cat "$tmp/rc.1" 2>/dev/null)" = 2 ] &&
+  [ "$(wc -l <"$tmp/err.txt")" = 1 ] &&
+  grep -q "rank 1 built other configurations than rank 0" "$tmp/err.txt" && [ ! -s "$tmp/out.txt" ]
+r=$?
+check "ranks with other sweeps: exit 2, one line (got: $(head -c 300 "$tmp/err.txt"))" $r
+[ $(($(date +%s) - start)) -lt 30 ]
+check "ranks with other sweeps: no wait for the watchdog" $?
+
 # Watchdog: rank 0 drops its sends; a wait exceeds --timeout 1: exit 3 and the waiting line.
 start=$(date +%s)
 timeout 120 "$MPIEXEC" -n 2 "$BB" run --schedule 1f1b -M 4 --hidden 16 --mb-size 4 --iters 1 \
