@@ -1,7 +1,10 @@
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM): v chunks per rank, chunk c on rank
 // c mod P. Forwards go in groups of P micro-batches per chunk (chunk 0 for micro-batches
 // 0..P-1, chunk 1 for the same, ...), backwards likewise with the chunks reversed. Rank r
-// runs (P-r-1)*2 + (v-1)*P warm-up forwards, then alternates, then drains. As in Megatron's
+// runs (P-r-1)*2 + (v-1)*P warm-up forwards (capped at its vM), then alternates, then drains.
+// Megatron makes M = P a special case, all forwards then all backwards on every rank; here the
+// ranks whose warm-up is below vM still alternate: the same makespan, a lower peak (P=4 M=4
+// v=2: 4, 4, 3.5, 2.5 stage units where Megatron holds 4 on every rank). As in Megatron's
 // original form, M must be a multiple of P: with a shorter last group these orders form a
 // cyclic wait (the lowering's dry run finds it, e.g. P=4, M=5).
 #include <algorithm>

@@ -10,8 +10,24 @@
 namespace bb {
 namespace {
 
+// The length every micro-batch's route has, or 0 when they differ.
+int common_route_length(const Schedule& s) {
+  if (s.routes.empty()) return 0;
+  if (s.uniform_routes()) return s.routes.front().length();
+  const int L = s.routes.front().length();
+  for (const Route& rt : s.routes)
+    if (rt.length() != L) return 0;
+  return L;
+}
+
 // Per-chunk costs, computed once: a chunk's share of a stage is P / (length of the routes
 // through it), the same for every micro-batch that visits it.
+//
+// Time unit: with per-stage costs (one value each) and every route of one length L (all
+// built-in placements), every chunk's share is the same P/L, and the engine runs in units of
+// one share: a chunk's F costs F. Times are converted back at the end, t·P/L rounded once, so
+// integer costs give exact times also where P/L has no binary form (v = 3: F/3 summed 93 times
+// is not 31, but 93·8/24 is). Link and optimizer times are divided by the share instead.
 class CostModel {
  public:
   CostModel(const Schedule& s, const SimConfig& cfg) {
@@ -26,6 +42,12 @@ class CostModel {
     std::vector<double> share(C, 1.0);
     for (const Route& rt : s.routes)
       for (int c = rt.first; c <= rt.last; ++c) share[c] = static_cast<double>(s.P) / rt.length();
+    if (const int length = common_route_length(s);
+        length > 0 && cfg.t_f.size() == 1 && cfg.t_b.size() == 1 && cfg.t_w.size() == 1) {
+      num_ = s.P;
+      den_ = length;
+      share.assign(C, 1.0);
+    }
     auto per_chunk = [&](const std::vector<double>& v, std::size_t c) {
       return v.size() == 1 ? v[0] * share[c] : v[c];
     };
@@ -34,8 +56,12 @@ class CostModel {
       const double f = per_chunk(cfg.t_f, c), b = per_chunk(cfg.t_b, c), w = per_chunk(cfg.t_w, c);
       cost_[c] = {f, b, w, b + w, cfg.t_fb >= 0 ? cfg.t_fb * share[c] : -1.0};
     }
-    delay_ = cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0);
+    delay_ = engine_time(cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0));
   }
+
+  // A time of the engine in the caller's units, and back.
+  double real_time(double t) const { return num_ == den_ ? t : t * num_ / den_; }
+  double engine_time(double t) const { return num_ == den_ ? t : t * den_ / num_; }
 
   double one(const Action& a) const {
     return is_compute(a.op) ? cost_[a.chunk].by_op[static_cast<int>(a.op)] : 0.0;
@@ -58,41 +84,52 @@ class CostModel {
   };
   std::vector<ChunkCost> cost_;
   double delay_ = 0, gap_ = 0;
+  double num_ = 1, den_ = 1;  // an engine time unit is num_/den_ of the caller's
 };
 
 // Peak live activations, point-to-point messages sent and (given costs) the busy time of one
 // rank, action by action in its order (communication actions change none of them).
+//
+// Live activations are counted in chunks (each F adds one, each W or BW takes one away) while
+// every route has one length L, and converted to stages at the end (chunks·P/L, rounded once);
+// otherwise each chunk adds its own fraction.
 class RankCounts {
  public:
-  RankCounts(const Schedule& s, int r, bool uniform_routes)
-      : s_(&s), r_(r), uniform_(uniform_routes) {
-    if (uniform_ && s.M > 0) u0_ = s.chunk_fraction(0);
-  }
+  RankCounts(const Schedule& s, int r, int route_length) : s_(&s), r_(r), length_(route_length) {}
   void add(const Action& a) {
     if (a.op == Op::F) {
-      live_ += unit(a);
-      peak_ = std::max(peak_, live_);
+      if (length_ > 0) {
+        peak_chunks_ = std::max(peak_chunks_, ++live_chunks_);
+      } else {
+        live_ += s_->chunk_fraction(static_cast<int>(a.mb));
+        peak_ = std::max(peak_, live_);
+      }
       const int next = s_->next_rank(a.chunk, static_cast<int>(a.mb));
       messages_ += next >= 0 && next != r_;
     } else if (a.op != Op::W && is_compute(a.op)) {  // B or BW
       const int prev = s_->prev_rank(a.chunk, static_cast<int>(a.mb));
       messages_ += prev >= 0 && prev != r_;
     }
-    if (a.op == Op::W || a.op == Op::BW) live_ -= unit(a);
+    if (a.op == Op::W || a.op == Op::BW) {
+      if (length_ > 0)
+        --live_chunks_;
+      else
+        live_ -= s_->chunk_fraction(static_cast<int>(a.mb));
+    }
   }
   void add_busy(double t) { busy_ += t; }
-  double peak() const { return peak_; }
+  double peak() const {
+    return length_ > 0 ? static_cast<double>(peak_chunks_) * s_->P / length_ : peak_;
+  }
   std::size_t messages() const { return messages_; }
   double busy() const { return busy_; }
 
  private:
-  double unit(const Action& a) const {
-    return uniform_ ? u0_ : s_->chunk_fraction(static_cast<int>(a.mb));
-  }
   const Schedule* s_;
   int r_;
-  bool uniform_;
-  double u0_ = 0, live_ = 0, peak_ = 0, busy_ = 0;
+  int length_;  // every route's length, or 0
+  long long live_chunks_ = 0, peak_chunks_ = 0;
+  double live_ = 0, peak_ = 0, busy_ = 0;
   std::size_t messages_ = 0;
 };
 
@@ -103,7 +140,7 @@ struct Recorder : CostModel {
         step_end(static_cast<std::size_t>(cfg.steps), 0.0),
         keep(keep) {
     for (auto& st : stats) st.first_start = -1;
-    set_gap(cfg.optimizer_time);
+    set_gap(engine_time(cfg.optimizer_time));
   }
   // Busy time is the sum of the costs (counted beside the engine): here only what needs the
   // times — a rank's first start, its step ends, and the timeline when asked for.
@@ -129,9 +166,9 @@ struct Recorder : CostModel {
 std::vector<RankCounts> rank_counts(const Schedule& s, const CostModel* costs = nullptr) {
   std::vector<RankCounts> counts;
   counts.reserve(s.P);
-  const bool uniform = s.uniform_routes();
+  const int length = common_route_length(s);
   for (int r = 0; r < s.P; ++r) {
-    RankCounts& c = counts.emplace_back(s, r, uniform);
+    RankCounts& c = counts.emplace_back(s, r, length);
     const Action* const begin = s.ranks[r].data();
     const Action* const end = begin + s.ranks[r].size();
     for (const Action* p = begin; p != end;) {
@@ -206,9 +243,17 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   std::sort(res.events.begin(), res.events.end(), [](const SimEvent& a, const SimEvent& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.index < b.index;
   });
+  for (SimEvent& e : res.events) {
+    e.ready = costs.real_time(e.ready);
+    e.start = costs.real_time(e.start);
+    e.end = costs.real_time(e.end);
+  }
   for (int r = 0; r < s.P; ++r) {
     const RankCounts& c = counts[r];
-    res.ranks[r].busy = c.busy();
+    RankStats& st = res.ranks[r];
+    if (st.first_start >= 0) st.first_start = costs.real_time(st.first_start);
+    st.last_end = costs.real_time(st.last_end);
+    res.ranks[r].busy = costs.real_time(c.busy());
     res.ranks[r].peak_activations = c.peak();
     res.ranks[r].peak_activation_bytes = c.peak() * cfg.act_bytes;
     res.p2p_messages += c.messages();
@@ -225,7 +270,7 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
     for (const auto& st : res.ranks) res.t_ideal = std::max(res.t_ideal, st.busy);
   }
   res.single = bubble_metrics(makespan, res.busy_sum, s.P, res.t_ideal);
-  const double period = rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2];
+  const double period = costs.real_time(rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2]);
   res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
                               res.t_ideal + cfg.optimizer_time);
   return res;

@@ -225,6 +225,47 @@ TEST(Sim, LinkModelAddsLatencyPerHop) {
   EXPECT_EQ(r.p2p_messages, 2u);
 }
 
+// A chunk of v takes F/v, which has no binary form for v = 3, 5, 6, 7: summing those rounded
+// shares drifts (interleaved P=8 M=8 v=3 took 31.00000000000002, peak 7.9999999999999964).
+// The simulator runs in units of one chunk's share and converts once, so with integer costs
+// every time and peak is the correctly rounded k/v, and the makespan the rounded closed form.
+TEST(Sim, IntegerCostsGiveCorrectlyRoundedTimesForAnyV) {
+  const auto on_grid = [](double x, int v) {  // x is the double nearest to some k/v
+    return x == std::round(x * v) / v;
+  };
+  for (const Costs c : {Costs{1, 2, 0}, Costs{1, 1, 1}})
+    for (int v : {3, 5, 6, 7})
+      for (int P : {2, 3, 4, 6, 8})
+        for (int M : {P, 2 * P}) {
+          const std::string what = "interleaved P=" + std::to_string(P) +
+                                   " M=" + std::to_string(M) + " v=" + std::to_string(v) +
+                                   " F=" + std::to_string(c.f) + " W=" + std::to_string(c.w);
+          SimConfig cfg = c.config();
+          cfg.record_events = true;
+          const Schedule s = generate("interleaved", {P, M, v});
+          const SimResult r = simulate(s, cfg);
+          const int sum = static_cast<int>(c.f + c.b + c.w);
+          // (P-1)(F+B+W)/v + M(F+B+W), as one rational rounded once.
+          const double span = static_cast<double>((M * v + P - 1) * sum) / v;
+          EXPECT_EQ(r.single.span, span) << what;
+          EXPECT_EQ(r.steady.span, span) << what;
+          for (int rk = 0; rk < P; ++rk) {
+            EXPECT_TRUE(on_grid(r.ranks[rk].peak_activations, v))
+                << what << " rank " << rk << " peak " << r.ranks[rk].peak_activations;
+            EXPECT_TRUE(on_grid(r.ranks[rk].busy, v)) << what << " rank " << rk;
+          }
+          for (const SimEvent& e : r.events)
+            ASSERT_TRUE(on_grid(e.start, v) && on_grid(e.end, v))
+                << what << " rank " << e.rank << " action " << e.index << ": " << e.start << ".."
+                << e.end;
+        }
+  // The drift quoted above, gone.
+  SimConfig cfg = Costs{1, 2, 0}.config();
+  const SimResult r = simulate(generate("interleaved", {8, 8, 3}), cfg);
+  EXPECT_EQ(r.single.span, 31.0);
+  EXPECT_EQ(r.ranks[0].peak_activations, 8.0);
+}
+
 TEST(Sim, PerChunkCostsAndActivationBytes) {
   SimConfig cfg;
   cfg.t_f = {1, 3};  // stage 1 is three times slower
