@@ -55,8 +55,10 @@ const CLI::Validator kFileName(
 
 void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
   app->add_option("--schedule,-s", sel.schedules,
-                  "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 zb-h2 "
-                  "zb-v dualpipe dualpipev (or all), or csv:FILE")
+                  lists ? "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 "
+                          "zb-h2 zb-v dualpipe dualpipev (or all), or csv:FILE"
+                        : "Schedule name: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe "
+                          "dualpipev, or csv:FILE")
       ->capture_default_str();
   sel.P_opt = app->add_option("-P", sel.P, "Pipeline ranks")->capture_default_str();
   sel.M_opt = app->add_option("-M", sel.M,
@@ -451,6 +453,8 @@ int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool l
 int commands(int argc, char** argv) {
   CLI::App app{"bubblebench: pipeline-parallel schedules, simulated, modelled and run end to end"};
   app.require_subcommand(1);
+  // A flag given twice takes its last value (so a job's extra arguments can override a line's).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version",
                        std::string("bubblebench ") + BB_VERSION + " (" + build_git_sha() + ")");
 
@@ -476,6 +480,20 @@ int commands(int argc, char** argv) {
   show->add_option("--format", show_format, "text, grid or csv")
       ->check(CLI::IsMember({"text", "grid", "csv"}))
       ->capture_default_str();
+  // `run` is dispatched before this parser (cli_main); listed here for --help.
+  app.add_subcommand("run",
+                     "Every schedule end to end over MPI: mpiexec -n P bubblebench run ... "
+                     "(see bubblebench run --help)");
+  const auto known = [&](const std::string& name) {
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->get_name() == name) return true;
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
+    std::cerr << "bubblebench: error: unknown command '" << argv[1]
+              << "' (commands: sim, model, validate, show, run; see --help)\n";
+    return kExitConfig;
+  }
 
   try {
     app.parse(argc, argv);

@@ -1140,6 +1140,8 @@ int run_all(int argc, char** argv) {
   RunOptions o;
   CLI::App app{"bubblebench run: every schedule end to end over MPI (start under mpiexec -n P)",
                "bubblebench run"};
+  // A flag given twice takes its last value (a job's EXTRA_ARGS after a params line's flags).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_options(app, o);
 
   SetupError err;

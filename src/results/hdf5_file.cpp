@@ -332,17 +332,85 @@ std::string sanitize_key(const std::string& key) {
   return out;
 }
 
-ResultsFile::ResultsFile(std::string path, OpenMode mode, const Attrs& root_attrs)
-    : path_(std::move(path)) {
-  quiet_hdf5();
+namespace {
+
+// The folder a results file goes in must exist and be writable; returns the path.
+std::string checked_folder(std::string path) {
   namespace fs = std::filesystem;
-  const fs::path p(path_);
+  const fs::path p(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw IoError(path_ + ": folder '" + dir.string() + "' does not exist");
+    throw IoError(path + ": folder '" + dir.string() + "' does not exist");
   if (access(dir.c_str(), W_OK) != 0)
-    throw IoError(path_ + ": folder '" + dir.string() + "' is not writable");
+    throw IoError(path + ": folder '" + dir.string() + "' is not writable");
+  return path;
+}
+
+std::string read_owner(int fd) {
+  char buf[256] = {};
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  std::string s(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s.empty() ? "" : " (" + s + ")";
+}
+
+}  // namespace
+
+WriterLock::WriterLock(std::string path) : lock_path_(std::move(path) + ".lock") {
+  // The lock file a holder removes may be opened just before: after locking, the file must
+  // still be the one under the name, or the lock is taken again.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw IoError(lock_path_ + ": cannot create the writer's lock file: " + std::strerror(errno));
+    struct flock fl = {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EACCES) {
+        const std::string owner = read_owner(fd_);
+        ::close(fd_);
+        fd_ = -1;
+        throw ConfigError(lock_path_.substr(0, lock_path_.size() - 5) +
+                          " is being written by another bubblebench" + owner +
+                          "; wait for it to finish or choose another --out");
+      }
+      ::unlink(lock_path_.c_str());  // no locks on this file system: no lock, no file
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    struct stat held = {}, named = {};
+    if (fstat(fd_, &held) == 0 && stat(lock_path_.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      const std::string owner = "pid " + std::to_string(getpid()) + " on " + host + "\n";
+      if (ftruncate(fd_, 0) == 0 && pwrite(fd_, owner.data(), owner.size(), 0) < 0) {
+        // Who holds it is a courtesy for the message above; the lock holds without it.
+      }
+      return;
+    }
+    ::close(fd_);
+    fd_ = -1;
+  }
+  throw IoError(lock_path_ + ": the lock file keeps changing; is another writer starting?");
+}
+
+WriterLock::~WriterLock() {
+  if (fd_ < 0) return;
+  ::unlink(lock_path_.c_str());  // while still locked: a waiting opener then sees a new file
+  ::close(fd_);
+}
+
+ResultsFile::ResultsFile(std::string path, OpenMode mode, const Attrs& root_attrs)
+    : path_(checked_folder(std::move(path))), lock_(path_) {
+  quiet_hdf5();
+  namespace fs = std::filesystem;
+  const fs::path p(path_);
+  std::error_code ec;
   const bool exists = fs::exists(p, ec);
   if (exists && mode == OpenMode::kCreate)
     throw ConfigError("output file " + path_ +

@@ -21,10 +21,29 @@ enum class OpenMode {
   kForce,   // replace whatever is there
 };
 
+// One writer per results file: an exclusive lock on PATH.lock (an open-file-description
+// fcntl lock, so it conflicts within a process too and dies with the process however it ends),
+// holding "pid host" of its owner. Removed again when the writer is done. Where the file system
+// has no locks, there is no lock (and no protection).
+class WriterLock {
+ public:
+  // Throws ConfigError when another writer holds the lock, IoError when the lock file cannot
+  // be made.
+  explicit WriterLock(std::string path);
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+  ~WriterLock();
+
+ private:
+  std::string lock_path_;
+  int fd_ = -1;
+};
+
 class ResultsFile {
  public:
   // Root attributes (tool_version, git_sha, ...) are written when the file is created.
-  // Throws ConfigError (file exists without --resume/--force; other schema version) or
+  // Throws ConfigError (file exists without --resume/--force; other schema version; another
+  // process writes it: see WriterLock) or
   // IoError (missing or read-only folder; unreadable, truncated or corrupt file; with
   // --resume, a run group HDF5 can neither read nor remove).
   ResultsFile(std::string path, OpenMode mode, const Attrs& root_attrs);
@@ -39,6 +58,7 @@ class ResultsFile {
 
  private:
   std::string path_;
+  WriterLock lock_;  // before the file is touched; released (and removed) last
   std::set<std::string> complete_;
 };
 

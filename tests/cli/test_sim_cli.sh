@@ -284,5 +284,15 @@ check "csv with -M/-v exit 0" $?
 r=$?
 check "csv note for -M and -v ($(cat "$tmp/err"))" $r
 
+# Commands: an unknown one is refused by name; --help lists run too; a flag given twice takes
+# its last value; show/validate's help asks for one schedule, as they do.
+reject "unknown command 'simulate'" simulate -P 4; check "unknown command" $?
+"$BB" --help | grep -q '^  run ' ; check "--help lists run" $?
+out=$(timeout 30 "$BB" sim -s 1f1b -P 4 -M 4 -M 8 --t-f 3 --t-f 1 --format csv)
+check "a repeated flag exit 0" $?
+echo "$out" | grep -q '^1f1b,4,8,1,33,' ; check "a repeated flag takes its last value ($out)" $?
+"$BB" validate --help | grep -q 'Schedule name: naive' && ! "$BB" validate --help | grep -q '(or all)'
+check "validate --help: one schedule" $?
+
 echo "$pass passed, $fails failed"
 [ "$fails" = 0 ]

@@ -63,6 +63,21 @@ reject "--out where no file can be made" 2 "/proc/bb-test.h5" 2 --out /proc/bb-t
 reject "--out exists" 2 "exists: pass --resume to continue it or --force" 2 --out "$tmp/exists.h5"
 reject "--resume of a file that is not HDF5" 2 "not a readable HDF5 file" 2 \
   --out "$tmp/exists.h5" --resume
+# Another process writing the same --out (the same sweep started twice): refused in any mode.
+# A POSIX record lock (Python's lockf) conflicts with the writer's open-file-description lock.
+/usr/bin/python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "w"); f.write("pid 4242 on elsewhere\n"); f.flush()
+fcntl.lockf(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close(); time.sleep(120)' \
+  "$tmp/busy.h5.lock" "$tmp/locked" &
+holder=$!
+for _ in $(seq 100); do [ -e "$tmp/locked" ] && break; sleep 0.1; done
+reject "--out written by another process" 2 \
+  "busy.h5 is being written by another bubblebench (pid 4242 on elsewhere)" 2 --out "$tmp/busy.h5"
+reject "--resume of a file another process writes" 2 "is being written by another" 2 \
+  --out "$tmp/busy.h5" --resume
+kill $holder; wait $holder 2>/dev/null
+[ ! -e "$tmp/busy.h5" ]
+check "a refused writer leaves no file" $?
 reject "--trace where no folder can be made" 2 "--trace /proc/bb-trace" 2 --trace /proc/bb-trace
 
 # The rest of the bad-input matrix (issue 8): sizes, iterations, devices, CSV, schema, flags.

@@ -89,13 +89,42 @@ TEST(ResultsFile, RefusesToOverwriteAndResumesWithoutRepeating) {
     H5Fclose(f);
   }
   EXPECT_EQ(read_complete_keys(path), std::set<std::string>{"a"});
-  ResultsFile f(path, OpenMode::kResume, {});
-  EXPECT_TRUE(f.has_complete("a"));
-  EXPECT_FALSE(f.has_complete("b"));
-  f.write_run(sample_run("b", 2));
-  EXPECT_EQ(read_complete_keys(path), (std::set<std::string>{"a", "b"}));
+  {
+    ResultsFile f(path, OpenMode::kResume, {});
+    EXPECT_TRUE(f.has_complete("a"));
+    EXPECT_FALSE(f.has_complete("b"));
+    f.write_run(sample_run("b", 2));
+    EXPECT_EQ(read_complete_keys(path), (std::set<std::string>{"a", "b"}));
+  }
   { ResultsFile g(path, OpenMode::kForce, {}); }
   EXPECT_TRUE(read_complete_keys(path).empty());
+}
+
+// Two writers of one file (the same sweep started twice) would run every configuration twice
+// and disturb each other's timings: the second is refused, naming the first, in any mode.
+TEST(ResultsFile, OneWriterAtATime) {
+  TempDir d;
+  const std::string path = (d.path / "r.h5").string();
+  {
+    ResultsFile first(path, OpenMode::kCreate, {});
+    EXPECT_TRUE(fs::exists(path + ".lock"));
+    for (OpenMode mode : {OpenMode::kResume, OpenMode::kForce, OpenMode::kCreate}) {
+      try {
+        ResultsFile second(path, mode, {});
+        ADD_FAILURE() << "a second writer was let in";
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("is being written by another bubblebench (pid " +
+                                             std::to_string(getpid())),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    first.write_run(sample_run("a", 2));  // the refused ones changed nothing
+  }
+  EXPECT_FALSE(fs::exists(path + ".lock"));  // released and removed
+  EXPECT_EQ(read_complete_keys(path), std::set<std::string>{"a"});
+  ResultsFile again(path, OpenMode::kResume, {});
+  EXPECT_TRUE(again.has_complete("a"));
 }
 
 TEST(ResultsFile, RefusesBadFilesAndPaths) {
