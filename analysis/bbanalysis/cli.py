@@ -30,8 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("results", nargs="+", metavar="RESULTS", help="results files or folders")
     r.add_argument("--out", required=True, metavar="DIR", help="output folder (created)")
     r.add_argument("--gantt", action="append", metavar="RUN_KEY",
-                   help="draw the timeline of this run (repeatable); default: one per schedule "
-                   "at the per-rank configuration; 'none' for no timeline")
+                   help="draw the timeline of this run (repeatable), FILE:RUN_KEY where several "
+                   "files hold the key; default: one per schedule (and sync) at the per-rank "
+                   "configuration; 'none' for no timeline")
     r.add_argument("--gantt-iter", type=int, metavar="N",
                    help="timed iteration to draw (default: the one with the median makespan)")
     r.add_argument("-P", type=int, help="P of the per-rank memory plot and default timelines")
@@ -42,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("gantt", help="the timeline of one run as a PNG")
     g.add_argument("results", nargs="+", metavar="RESULTS", help="results files or folders")
-    g.add_argument("--run", required=True, metavar="RUN_KEY", help="the run's key")
+    g.add_argument("--run", required=True, metavar="RUN_KEY",
+                   help="the run's key; FILE:RUN_KEY where several files hold it")
     g.add_argument("--iter", type=int, metavar="N", help="timed iteration (default: median)")
     g.add_argument("--out", required=True, metavar="FILE.png")
     g.add_argument("--dpi", type=int, default=110)
@@ -73,14 +75,13 @@ def _gantt(a) -> int:
     from .compare import add_bubble_comparison
     from .loader import load_events, load_runs
     from .plots import plot_gantt
+    from .report import pick_run
 
     runs = load_runs(a.results)
-    hit = runs[runs["run_key"] == a.run]
-    if hit.empty:
-        raise KeyError(f"no run with key {a.run!r}")
-    run = add_bubble_comparison(hit).iloc[0]
+    run = add_bubble_comparison(runs.loc[[pick_run(runs, a.run).name]]).iloc[0]
     g = plot_gantt(load_events(run), run, a.out, iteration=a.iter, dpi=a.dpi)
-    print(f"wrote {g.path}: iteration {g.iteration}, {g.n_bars} bars")
+    print(f"wrote {g.path}: {run['run_key']} of {run['path']}, iteration {g.iteration}, "
+          f"{g.n_bars} bars")
     return 0
 
 

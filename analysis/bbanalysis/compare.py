@@ -1,10 +1,17 @@
 """Measured vs simulated vs closed-form bubble fractions, and peak memory vs the model.
 
-Definitions (design §4, single-step view): per timed iteration, T = last compute end −
-first compute start over all ranks, busy = Σ compute durations (F, B, W, BW, FB) over all
-ranks, bubble_fraction = 1 − busy/(P·T); a run's value is the median over its iterations.
+Each run's fractions are in one of the two views of design §4, set by its `sync` (column
+`view`): with `--sync barrier` the *single step*, T = the step's makespan; with `--sync none`
+the *steady state*, T = the period between the ends of successive steps (`period_s`).
+bubble_fraction = 1 − busy/(P·T) per timed step, busy = Σ compute durations (F, B, W, BW,
+FB) over all ranks; a run's value is the median over its steps. The file's measured, sim and
+model values are all in the run's view.
+
 `bubble_fraction_measured` in the file is the runtime's own figure; the events give an
-independent one (`bubble_fraction_events`) that must match it.
+independent one (`bubble_fraction_events`) that must match it. That is possible in the
+single-step view only: every step's event times count from that step's own origin, so the
+time between steps, and with it the period, is not in the events. Steady-state runs get NaN
+there (n/a), not a single-step value that would not be comparable.
 """
 from __future__ import annotations
 
@@ -19,14 +26,27 @@ CLOSED_FORM_RTOL = 1e-9
 CLOSED_FORM_ATOL = 1e-12
 
 COMPARISON_COLUMNS = [
-    "schedule", "P", "M", "v", "bubble_fraction_measured", "bubble_fraction_sim",
+    "schedule", "P", "M", "v", "sync", "view", "bubble_fraction_measured", "bubble_fraction_sim",
     "bubble_fraction_model", "bubble_fraction_closed_form", "diff_measured_sim",
     "diff_measured_model", "diff_model_closed_form", "closed_form_check",
 ]
 
 
+#: The view of design §4 each `sync` mode measures.
+VIEWS = {"barrier": "single step", "none": "steady state"}
+SINGLE_STEP = VIEWS["barrier"]
+
+
 def _agree(a, b):
     return np.isclose(a, b, rtol=CLOSED_FORM_RTOL, atol=CLOSED_FORM_ATOL)
+
+
+def view_column(runs: pd.DataFrame) -> pd.Series:
+    """The view of every run's fractions: "single step" (sync barrier), "steady state"
+    (sync none), or "sync=<mode>?" for a mode this reader does not know."""
+    sync = runs["sync"] if "sync" in runs.columns else pd.Series("barrier", index=runs.index)
+    return pd.Series([VIEWS.get(str(x), f"sync={x}?") for x in sync], index=runs.index,
+                     dtype=object, name="view")
 
 
 def add_bubble_comparison(runs: pd.DataFrame) -> pd.DataFrame:
@@ -36,9 +56,13 @@ def add_bubble_comparison(runs: pd.DataFrame) -> pd.DataFrame:
     diff_measured_sim = measured − sim; diff_measured_model = measured − model (file);
     diff_model_closed_form = model (file) − closed form (ours);
     closed_form_check: "ok" | "MISMATCH" | "no model" (a form exists, the file has NaN) |
-    "n/a" (no closed form here).
+    "n/a" (no closed form here); view: the view of the run's fractions (view_column). The
+    closed forms hold in both views (design §4: rank 0 spans the whole step).
     """
     df = runs.copy()
+    if "sync" not in df.columns:
+        df["sync"] = "barrier"
+    df["view"] = view_column(df)
     for c in ("bubble_fraction_measured", "bubble_fraction_sim", "bubble_fraction_model"):
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else np.nan
     cf = closed_form_column(df)
@@ -60,6 +84,8 @@ def bubble_fraction_per_iteration(events: pd.DataFrame, runs: pd.DataFrame = Non
     P is the run's attribute P when `runs` is given, else the number of ranks seen.
     """
     cols = ["path", "run_key", "iter", "makespan_s", "busy_s", "P", "bubble_fraction"]
+    if "kind" not in events.columns:  # load_events() of no runs
+        return pd.DataFrame(columns=cols)
     comp = events[events["kind"].isin(COMPUTE_KINDS)]
     if comp.empty:
         return pd.DataFrame(columns=cols)
@@ -81,16 +107,22 @@ def bubble_fraction_per_iteration(events: pd.DataFrame, runs: pd.DataFrame = Non
 
 def add_events_bubble(runs: pd.DataFrame, events: pd.DataFrame = None) -> pd.DataFrame:
     """A copy of `runs` with bubble_fraction_events (median over iterations, from the events)
-    and diff_events_measured = events − measured (file). Loads the events when not given."""
+    and diff_events_measured = events − measured (file), for single-step runs; NaN for
+    steady-state ones (module docstring). Loads the events when not given."""
     df = runs.copy()
+    view = df["view"] if "view" in df.columns else view_column(df)
+    single = df[view == SINGLE_STEP]
     if events is None:
-        events = load_events(df)
-    per = bubble_fraction_per_iteration(events, df)
+        events = load_events(single)
+    else:
+        events = events.merge(single[["path", "run_key"]], on=["path", "run_key"])
+    per = bubble_fraction_per_iteration(events, single)
     med = (per.groupby(["path", "run_key"])["bubble_fraction"].median()
            .rename("bubble_fraction_events").reset_index())
     df = df.drop(columns=[c for c in ("bubble_fraction_events", "diff_events_measured")
                           if c in df.columns])
     df = df.merge(med, on=["path", "run_key"], how="left")
+    df["bubble_fraction_events"] = df["bubble_fraction_events"].astype(float)
     df["diff_events_measured"] = df["bubble_fraction_events"] - pd.to_numeric(
         df.get("bubble_fraction_measured", np.nan), errors="coerce")
     return df

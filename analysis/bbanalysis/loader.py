@@ -5,9 +5,15 @@ one group per run under /runs/<run_key> with scalar attributes and three dataset
 step_time_s (float64[iters]), events and ranks (compound). Only complete runs count:
 groups whose `status` attribute is "complete"; `.partial-*` groups (a crash mid-write) and
 anything else are skipped, each with a one-line ResultsWarning.
+
+A run is counted once however it is reached. An array sweep's folder holds task-<i>.h5 files
+and jobs/merge_index.py's index.h5, whose /runs are external links to the tasks' runs (or,
+with --copy, copies of them listed in /run_sources): a run is identified by the file that
+holds its data and its group there, and read from the task file itself when that is read too.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, List, Sequence, Tuple, Union
@@ -21,13 +27,13 @@ SCHEMA_VERSION = 1
 #: Run attributes of design §6, in the order the summary shows them.
 RUN_ATTRS = (
     "schedule", "P", "M", "v", "backend", "transport", "compute", "hidden", "layers",
-    "mb_size", "dtype", "recompute", "warmup", "iters", "status", "t_f_s", "t_b_s", "t_w_s",
-    "makespan_s", "bubble_fraction_measured", "bubble_fraction_model",
+    "mb_size", "dtype", "recompute", "sync", "warmup", "iters", "status", "t_f_s", "t_b_s",
+    "t_w_s", "makespan_s", "period_s", "bubble_fraction_measured", "bubble_fraction_model",
     "bubble_fraction_sim", "check",
 )
 #: Attributes that are NaN rather than missing when absent, so that columns always exist.
 FLOAT_ATTRS = (
-    "t_f_s", "t_b_s", "t_w_s", "makespan_s", "bubble_fraction_measured",
+    "t_f_s", "t_b_s", "t_w_s", "makespan_s", "period_s", "bubble_fraction_measured",
     "bubble_fraction_model", "bubble_fraction_sim",
 )
 EVENT_FIELDS = ("iter", "rank", "chunk", "microbatch", "kind", "t_start_s", "t_end_s")
@@ -184,14 +190,95 @@ def _dataset_stats(g: h5py.Group) -> dict:
     return out
 
 
+def infer_sync(attrs: dict) -> str:
+    """A run's `--sync` mode: its `sync` attribute; for files written before it existed,
+    "none" when the run has a finite `period_s` (only steady-state runs have one), else
+    "barrier" (the default and, before `--sync none`, the only mode)."""
+    sync = attrs.get("sync")
+    if isinstance(sync, str) and sync:
+        return sync
+    try:
+        return "none" if np.isfinite(float(attrs.get("period_s", np.nan))) else "barrier"
+    except (TypeError, ValueError):
+        return "barrier"
+
+
+#: How a row reached its run, best first: the run's own file, an external link to it, a copy.
+VIA_FILE, VIA_LINK, VIA_COPY = 0, 1, 2
+
+
+def _copied_from(f: h5py.File, path: Path) -> dict:
+    """For an index written by `merge_index.py --copy`: {name under /runs: (resolved task
+    file, its group)} from /run_sources (task files named relative to the index's folder)."""
+    if decode_value(f.attrs.get("index_kind")) != "copy":
+        return {}
+    src = f.get("run_sources")
+    if not isinstance(src, h5py.Dataset) or src.dtype.names is None:
+        return {}
+    t = compound_frame(src)
+    if not {"name", "file", "run_key"} <= set(t.columns):
+        return {}
+    return {n: (os.path.realpath(path.parent / fn), f"/runs/{k}")
+            for n, fn, k in zip(t["name"], t["file"], t["run_key"])}
+
+
+def _source(f: h5py.File, path: Path, key: str, g: h5py.Group, copies: dict):
+    """(identity, via): the file that holds the run's data and its group there."""
+    if isinstance(f["runs"].get(key, getlink=True), h5py.ExternalLink):
+        # g.file is the file HDF5 opened for the link, as a path from here.
+        return (os.path.realpath(g.file.filename), g.name), VIA_LINK
+    if key in copies:
+        return copies[key], VIA_COPY
+    return (os.path.realpath(path), g.name), VIA_FILE
+
+
+def _fingerprint(row: dict) -> tuple:
+    return tuple(repr(row.get(k)) for k in ("makespan_s", "bubble_fraction_measured",
+                                            "n_events", "n_steps"))
+
+
+def _dedupe(rows: List[dict]) -> List[dict]:
+    """One row per run: of rows with the same identity, the one read from the run's own file
+    (else the first). A copy that differs from its source is not the same run: kept, warned."""
+    best = {}
+    for i, r in enumerate(rows):
+        b = best.get(r["_id"])
+        if b is None or r["_via"] < rows[b]["_via"]:
+            best[r["_id"]] = i
+    dropped = {}  # path -> [(via, the file kept)]
+    out = []
+    for i, r in enumerate(rows):
+        keep = rows[best[r["_id"]]]
+        if i != best[r["_id"]]:
+            if r["_via"] == VIA_COPY and _fingerprint(r) != _fingerprint(keep):
+                warnings.warn(f"{r['path']}: /runs/{r['run_key']}: a copy of "
+                              f"{keep['path']}:/runs/{keep['run_key']} with other values; "
+                              "both kept", ResultsWarning, stacklevel=3)
+            else:
+                dropped.setdefault(r["path"], []).append((r["_via"], keep["path"]))
+                continue
+        out.append(r)
+    for path, d in dropped.items():
+        what = ("links to" if all(v == VIA_LINK for v, _ in d) else
+                "copies of" if all(v == VIA_COPY for v, _ in d) else "links to or copies of")
+        files = sorted({k for _, k in d})
+        warnings.warn(f"{path}: {len(d)} run(s) are {what} runs read from "
+                      f"{', '.join(files[:3])}{' ...' if len(files) > 3 else ''}; "
+                      "counted once", ResultsWarning, stacklevel=3)
+    return out
+
+
 def load_runs(paths, *, warn_schema: bool = True) -> pd.DataFrame:
     """One row per complete run of every results file under `paths` (files or folders).
 
     Columns: `path`, `run_key`, every run attribute (design §6 ones first, then any other,
     e.g. period_s, model_reason), `n_steps`, `step_time_s_median|min|max`, `n_events`,
     `n_ranks`, and the file's root attributes prefixed `file_` (file_git_sha,
-    file_hostname, file_slurm_job_id, ...). Raises NoResultsError when there is no file or
-    no complete run; FileNotFoundError for a path that does not exist.
+    file_hostname, file_slurm_job_id, ...). `sync` is always there (infer_sync()).
+    A run reached twice (an index's external link or copy, and the task file it points at)
+    is one row: the task file's, with a ResultsWarning per file whose rows were dropped.
+    Raises NoResultsError when there is no file or no complete run; FileNotFoundError for a
+    path that does not exist.
     """
     files = find_results_files(paths)
     if not files:
@@ -212,11 +299,14 @@ def load_runs(paths, *, warn_schema: bool = True) -> pd.DataFrame:
                 warnings.warn(f"{path}: schema_version {root['schema_version']}, this reader "
                               f"knows {SCHEMA_VERSION}; reading what it recognises",
                               ResultsWarning, stacklevel=2)
+            copies = _copied_from(f, path)
             for key, g in iter_complete_runs(f):
                 row = {"path": str(path), "run_key": key}
+                row["_id"], row["_via"] = _source(f, path, key, g, copies)
                 attrs = _attrs(g)
                 for a in FLOAT_ATTRS:
                     attrs.setdefault(a, np.nan)
+                attrs["sync"] = infer_sync(attrs)
                 for k, val in attrs.items():
                     if k in ("path", "run_key"):
                         k = "attr_" + k
@@ -224,11 +314,12 @@ def load_runs(paths, *, warn_schema: bool = True) -> pd.DataFrame:
                 row.update(_dataset_stats(g))
                 row.update({f"file_{k}": val for k, val in root.items()})
                 rows.append(row)
+    rows = _dedupe(rows)
     if not rows:
         raise NoResultsError(f"no complete runs in {len(files)} results file(s): "
                              + ", ".join(str(f) for f in files[:5])
                              + (" ..." if len(files) > 5 else ""))
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows).drop(columns=["_id", "_via"])
     known = [c for c in RUN_ATTRS if c in df.columns]
     stats = [c for c in ("n_steps", "step_time_s_median", "step_time_s_min", "step_time_s_max",
                          "n_events", "n_ranks") if c in df.columns]

@@ -47,7 +47,7 @@ KIND_LABELS = {
 WAIT_COLOR = "#D0D0D0"
 EXTRA_COLORS = ["#B8860B", "#708090", "#20B2AA", "#CD853F", "#6B8E23"]
 CONFIG_ATTRS = ("backend", "transport", "compute", "hidden", "layers", "mb_size", "dtype",
-                "recompute")
+                "recompute", "sync")
 
 
 def _order_schedules(names) -> List[str]:
@@ -121,7 +121,8 @@ class BubblePlot:
 def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubblePlot:
     """One panel per schedule: bubble fraction against M, measured (filled circles) and
     simulated (hollow squares) per run, and the closed form as a line over a dense range of M.
-    Series (colours) are the (P, v) configurations and whatever else varies."""
+    Series (colours) are the (P, v) configurations and whatever else varies, sync included:
+    single-step (barrier) and steady-state (none) runs are separate series."""
     df = runs.copy()
     df["M"] = pd.to_numeric(df["M"], errors="coerce")
     df = df[df["M"].notna()]
@@ -147,6 +148,9 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubbleP
     colors = {lab: palette[i % len(palette)]
               for i, lab in enumerate(sorted(df["_series"].unique(),
                                              key=lambda s: (len(s), s)))}
+    syncs = set(df["sync"].dropna().astype(str)) if "sync" in df.columns else {"barrier"}
+    y_note = ("" if syncs == {"barrier"} else ", T = period" if syncs == {"none"}
+              else "\nT = makespan (sync=barrier) or period (sync=none)")
     n_meas = n_sim = n_file_model = 0
     for ax, sched in zip(axes, schedules):
         d = df[df["schedule"] == sched]
@@ -189,7 +193,7 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubbleP
         ax.minorticks_off()
         ax.set_ylim(0, min(1.0, ymax * 1.18 + 0.02) if ymax > 0 else 1.0)
         ax.set_xlabel("micro-batches per step, M")
-        ax.set_ylabel("bubble fraction = idle / (P·T)")
+        ax.set_ylabel("bubble fraction = idle / (P·T)" + y_note)
         form = FORMULAS.get(sched)
         ax.set_title(f"{sched}: closed form {form}" if form else
                      f"{sched}: no closed form from P, M alone", fontsize=11)
@@ -479,10 +483,14 @@ def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, 
         T = comp["t_end_s"].max() - comp["t_start_s"].min()
         busy = (comp["t_end_s"] - comp["t_start_s"]).sum()
         frac = 1 - busy / (P * T) if T > 0 else float("nan")
+        steady = run is not None and str(run.get("sync", "barrier")) == "none"
         sub = (f"timed iteration {iteration} ({n_iters} recorded): makespan {T * 1e3:.2f} ms, "
-               f"bubble fraction {frac:.3f}")
+               f"bubble fraction {frac:.3f}" + (" of this step alone" if steady else ""))
         if run is not None:
             bits = []
+            period = run.get("period_s")
+            if steady and period is not None and not pd.isna(period):
+                bits.append(f"period {float(period) * 1e3:.2f} ms")
             for lab, col in (("run median", "bubble_fraction_measured"),
                              ("simulated", "bubble_fraction_sim"),
                              ("closed form", "bubble_fraction_closed_form")):
@@ -496,7 +504,7 @@ def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, 
                 except (TypeError, ValueError):
                     pass
             if bits:
-                sub += " (" + ", ".join(bits) + ")"
+                sub += " (" + ("steady state: " if steady else "") + ", ".join(bits) + ")"
         lines.append(sub)
     ax.set_title("\n".join(lines), fontsize=11)
     fig.tight_layout(rect=(0, legend_h, 1, 1))

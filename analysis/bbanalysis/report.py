@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from .compare import summarize
+from .compare import SINGLE_STEP, summarize
 from .loader import load_events, load_runs
 from .model import FORMULAS
 from .plots import (_order_schedules, config_text, plot_bubble_vs_m, plot_gantt,
@@ -21,6 +22,8 @@ BUBBLE_TABLE = [
     ("P", "P", "int"),
     ("M", "M", "int"),
     ("v", "v", "int"),
+    ("sync", "sync", None),
+    ("view", "view", None),
     ("measured", "bubble_fraction_measured", "frac"),
     ("sim", "bubble_fraction_sim", "frac"),
     ("model", "bubble_fraction_model", "frac"),
@@ -30,13 +33,17 @@ BUBBLE_TABLE = [
     ("model vs closed form", "closed_form_check", None),
     ("from events", "bubble_fraction_events", "frac"),
 ]
+#: What the "from events" cell of a steady-state run says (compare.py: not computable).
+EVENTS_NA = "n/a"
 RUN_TABLE = [
     ("schedule", "schedule", None),
     ("P", "P", "int"),
     ("M", "M", "int"),
     ("v", "v", "int"),
+    ("sync", "sync", None),
     ("step ms (median)", "step_time_s_median", "ms"),
     ("makespan ms", "makespan_s", "ms"),
+    ("period ms", "period_s", "ms"),
     ("t_F ms", "t_f_s", "ms"),
     ("t_B ms", "t_b_s", "ms"),
     ("t_W ms", "t_w_s", "ms"),
@@ -48,6 +55,8 @@ RUN_TABLE = [
 
 
 def _fmt(x, kind) -> str:
+    if isinstance(x, str) and kind is not None:  # a note in a numeric column, e.g. "n/a"
+        return x
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     try:
@@ -81,6 +90,16 @@ def table_rows(df: pd.DataFrame, spec) -> Tuple[List[str], List[List[str]]]:
     return header, rows
 
 
+def bubble_table(summary: pd.DataFrame) -> Tuple[List[str], List[List[str]]]:
+    """The bubble comparison, with "n/a" from the events for steady-state runs."""
+    d = summary
+    if "bubble_fraction_events" in d.columns and "view" in d.columns:
+        d = d.copy()
+        d["bubble_fraction_events"] = d["bubble_fraction_events"].astype(object).where(
+            d["view"] == SINGLE_STEP, EVENTS_NA)
+    return table_rows(d, BUBBLE_TABLE)
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     def esc(s):
         return str(s).replace("|", "\\|")
@@ -104,8 +123,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def _sort_runs(df: pd.DataFrame) -> pd.DataFrame:
     order = {s: i for i, s in enumerate(_order_schedules(df["schedule"]))}
     key = df["schedule"].map(order)
-    return (df.assign(_o=key).sort_values(["_o", "P", "v", "M", "run_key"], kind="mergesort")
-            .drop(columns="_o"))
+    by = [c for c in ("_o", "P", "v", "sync", "M", "run_key") if c == "_o" or c in df.columns]
+    return df.assign(_o=key).sort_values(by, kind="mergesort").drop(columns="_o")
 
 
 def choose_config(runs: pd.DataFrame, P: Optional[int] = None, M: Optional[int] = None):
@@ -125,14 +144,64 @@ def choose_config(runs: pd.DataFrame, P: Optional[int] = None, M: Optional[int] 
     return int(g["P"].iloc[0]), int(g["M"].iloc[0])
 
 
-def runs_at(runs: pd.DataFrame, P: int, M: int) -> pd.DataFrame:
-    """One run per (schedule, v) at P and M: the first found."""
+def runs_at(runs: pd.DataFrame, P: int, M: int, by=("schedule", "v")) -> pd.DataFrame:
+    """One run per `by` (default: schedule and v) at P and M: the first found."""
     d = runs[(runs["P"] == P) & (runs["M"] == M)]
-    return _sort_runs(d.drop_duplicates(["schedule", "v"], keep="first"))
+    by = [c for c in by if c in d.columns]
+    return _sort_runs(d.drop_duplicates(by, keep="first"))
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name).strip("._") or "run"
+
+
+def _key_rows(runs: pd.DataFrame, key: str) -> pd.DataFrame:
+    hit = runs[runs["run_key"] == key]
+    if hit.empty and "attr_run_key" in runs.columns:  # through an index: task-<i>.KEY
+        hit = runs[runs["attr_run_key"] == key]
+    return hit
+
+
+def find_runs(runs: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The runs that `key` names: KEY (a run_key, or the key of a run read through an index,
+    where its name is task-<i>.KEY), or FILE:KEY, the one of that results file."""
+    hit = _key_rows(runs, key)
+    if hit.empty and ":" in key:  # run keys have no ':' (bb::sanitize_key)
+        file, k = key.rsplit(":", 1)
+        hit = _key_rows(runs, k)
+        hit = hit[[p == file or os.path.realpath(p) == os.path.realpath(file)
+                   for p in hit["path"]]]
+    return hit
+
+
+def pick_run(runs: pd.DataFrame, key: str) -> pd.Series:
+    """The one run `key` names (find_runs). KeyError when there is none, or when several
+    files hold that key (the same sweep run twice): it names them, to be picked as FILE:KEY."""
+    hit = find_runs(runs, key)
+    if hit.empty:
+        raise KeyError(f"no run with key {key!r} (keys look like {runs['run_key'].iloc[0]!r})")
+    if len(hit) > 1:
+        raise KeyError(f"{len(hit)} runs have the key {key!r}; name one as FILE:KEY: "
+                       + ", ".join(f"{p}:{k}" for p, k in zip(hit["path"], hit["run_key"])))
+    return hit.iloc[0]
+
+
+def file_tags(paths) -> dict:
+    """A short name for each results file: its path below the files' common folder, without
+    the suffix (a/sweep.h5, b/sweep.h5 -> a_sweep, b_sweep)."""
+    paths = list(dict.fromkeys(str(p) for p in paths))
+    full = [os.path.abspath(p) for p in paths]
+    base = os.path.commonpath([os.path.dirname(f) for f in full]) if full else ""
+    return {p: _safe(os.path.splitext(os.path.relpath(f, base))[0]) for p, f in zip(paths, full)}
+
+
+def gantt_name(run: pd.Series, runs: pd.DataFrame) -> str:
+    """gantt_<run_key>, and .<file> after it when other files of `runs` hold that key too."""
+    name = f"gantt_{_safe(str(run['run_key']))}"
+    same = runs.loc[runs["run_key"] == run["run_key"], "path"].astype(str)
+    if same.nunique() > 1:
+        name += "." + file_tags(runs["path"])[str(run["path"])]
+    return name
 
 
 @dataclass
@@ -153,13 +222,12 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
     """Loads every complete run under `paths` (files/folders, or a load_runs() DataFrame)
     and writes the report into `out_dir`.
 
-    gantt_keys: run keys to draw timelines of (default: one per schedule at the chosen
-    (P, M); an empty list: none). Raises NoResultsError / FileNotFoundError / KeyError."""
+    gantt_keys: runs to draw timelines of, as KEY or FILE:KEY (pick_run; a KEY that several
+    files hold is a KeyError naming them); default: one per schedule, v and sync at the chosen
+    (P, M); an empty list: none. Charts are gantt_name()'s, unique per run.
+    Raises NoResultsError / FileNotFoundError / KeyError."""
     runs = paths if isinstance(paths, pd.DataFrame) else load_runs(paths)
-    missing = [k for k in (gantt_keys or []) if not (runs["run_key"] == k).any()]
-    if missing:
-        raise KeyError(f"no run with key {missing[0]!r} (keys look like "
-                       f"{runs['run_key'].iloc[0]!r})")
+    picks = [pick_run(runs, k)[["path", "run_key"]] for k in (gantt_keys or [])]
     if (P is not None or M is not None) and choose_config(runs, P, M) is None:
         raise KeyError("no runs with" + (f" P={P}" if P is not None else "")
                        + (f" M={M}" if M is not None else ""))
@@ -189,17 +257,19 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
                                             title_suffix=suffix + (f" ({c})" if c else ""),
                                             dpi=dpi)
             rep.pngs.append(mem_plot.path)
-    if gantt_keys is None:
-        gantt_runs = chosen
+    if gantt_keys is None:  # one per schedule, v and sync
+        gantt_runs = (runs_at(summary, *cfg, by=("schedule", "v", "sync")) if cfg
+                      else summary.iloc[0:0])
+    elif picks:
+        gantt_runs = pd.DataFrame(picks).merge(summary, on=["path", "run_key"], how="left")
     else:
-        picks = [summary[summary["run_key"] == k].iloc[[0]] for k in gantt_keys]
-        gantt_runs = pd.concat(picks) if picks else summary.iloc[0:0]
+        gantt_runs = summary.iloc[0:0]
     used = set()
     for _, run in gantt_runs.iterrows():
         ev = load_events(run)
         if ev.empty:
             continue
-        name = f"gantt_{_safe(run['run_key'])}"
+        name = gantt_name(run, summary)
         while name in used:
             name += "_"
         used.add(name)
@@ -208,7 +278,7 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
         rep.pngs.append(g.path)
 
     # Tables.
-    header, rows = table_rows(summary, BUBBLE_TABLE)
+    header, rows = bubble_table(summary)
     rep.terminal = text_table(header, rows)
     md = _markdown(rep, runs, header, rows, bub, mem_plot)
     path = out / "report.md"
@@ -221,15 +291,26 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
 def check_lines(summary: pd.DataFrame) -> List[str]:
     """One line per cross-check: closed form vs the file's model; events vs measured."""
     lines = []
+    if "view" in summary.columns:
+        v = summary["view"].value_counts()
+        lines.append("views: " + ", ".join(f"{int(n)} {k}" for k, n in v.items())
+                     + " (single step: --sync barrier, T = makespan; steady state: "
+                     "--sync none, T = period)")
     c = summary["closed_form_check"].value_counts()
     lines.append(f"closed form vs the file's model: {int(c.get('ok', 0))} agree, "
                  f"{int(c.get('MISMATCH', 0))} differ, {int(c.get('no model', 0))} without a "
                  f"model value, {int(c.get('n/a', 0))} with no P/M/v closed form")
     if "diff_events_measured" in summary.columns:
         d = summary["diff_events_measured"].abs()
+        n_steady = int((summary["view"] != SINGLE_STEP).sum()) if "view" in summary else 0
+        na = (f"; n/a for {n_steady} steady-state run(s): their events count each step from "
+              "its own start, so the period is not in them") if n_steady else ""
         if d.notna().any():
-            lines.append(f"bubble fraction from the events vs the runtime's measured value: "
-                         f"largest difference {d.max():.2e} ({summary.loc[d.idxmax(), 'run_key']})")
+            lines.append(f"bubble fraction from the events vs the runtime's measured value "
+                         f"({int(d.notna().sum())} single-step run(s)): largest difference "
+                         f"{d.max():.2e} ({summary.loc[d.idxmax(), 'run_key']}){na}")
+        elif na:
+            lines.append("bubble fraction from the events" + na)
     if "activation_ratio_max" in summary.columns:
         r = summary["activation_ratio_max"]
         if r.notna().any():
@@ -254,13 +335,19 @@ def _markdown(rep: Report, runs, header, rows, bub, mem_plot) -> str:
     h, r = table_rows(fd, fcols)
     md += [markdown_table(h, r), ""]
     md += ["## Bubble fraction", "",
-           "Bubble fraction = idle / (P·T) of one step (design §4): T from the first compute "
-           "start to the last compute end over all ranks. *measured*: the runtime's median "
-           "over timed steps; *sim*: the simulator fed the run's measured per-action times; "
-           "*model*: the closed form as written in the file; *closed form*: recomputed here "
-           "from P, M, v (" + "; ".join(f"{k}: {v}" for k, v in FORMULAS.items())
-           + "; other schedules have none from P, M alone); *from events*: the same "
-           "definition recomputed from the events dataset (median over steps).", ""]
+           "Bubble fraction = idle / (P·T) (design §4), in the view each run measured "
+           "(*view*, set by *sync*): **single step** with `--sync barrier`, T the step's "
+           "makespan from the first compute start to the last compute end over all ranks; "
+           "**steady state** with `--sync none`, T the period between the ends of "
+           "successive steps run back to back (the optimizer step is inside it). A row's "
+           "measured, sim and model values are all in its view. *measured*: the runtime's "
+           "median over timed steps; *sim*: the simulator fed the run's measured per-action "
+           "times; *model*: the closed form as written in the file; *closed form*: "
+           "recomputed here from P, M, v (" + "; ".join(f"{k}: {v}" for k, v in FORMULAS.items())
+           + "; the same in both views; other schedules have none from P, M alone); *from "
+           "events*: the single-step value recomputed from the events dataset (median over "
+           f"steps), {EVENTS_NA} for steady-state runs: their events count each step from its "
+           "own start, so the period is not in them.", ""]
     md += [markdown_table(header, rows), ""]
     md += ["Cross-checks:", ""] + [f"- {x}" for x in check_lines(s)] + [""]
     md += [f"![Bubble fraction vs M]({bub.path.name})", ""]
@@ -295,7 +382,8 @@ def _markdown(rep: Report, runs, header, rows, bub, mem_plot) -> str:
                "SEND/RECV in the thin lanes under each rank.", ""]
         for run, g in rep.gantt:
             md += [f"### {run['schedule']} P={int(run['P'])} M={int(run['M'])} "
-                   f"v={int(run['v']) if not pd.isna(run.get('v')) else 1}", "",
+                   f"v={int(run['v']) if not pd.isna(run.get('v')) else 1} "
+                   f"sync={run.get('sync', 'barrier')}", "",
                    f"`{run['run_key']}` in `{run['path']}`, iteration {g.iteration}: "
                    f"{g.n_events} events.", "", f"![timeline {run['run_key']}]({g.path.name})", ""]
     return "\n".join(md)

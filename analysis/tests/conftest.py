@@ -5,7 +5,8 @@
     mpiexec -n 2 $BB_BUILD_DIR/bubblebench run --schedule gpipe,1f1b,interleaved,zb-h1,dualpipe
         -M 2,4,8 -v 2 --compute synthetic ... --out <tmp>/sweep.h5
 
-and a failure of that run fails the tests. BBANALYSIS_RESULTS=/path/to/file.h5 runs them on
+then appends a single-iteration run and a `--sync none` (steady-state) sweep with --resume,
+and a failure of any of them fails the tests. BBANALYSIS_RESULTS=/path/to/file.h5 runs them on
 an existing results file instead. Without either (a bare `pytest` in a checkout without a
 build), fake_results.py writes a file of exactly the schema src/results/hdf5_file.cpp writes.
 The tests only rely on what the schema promises, never on particular numbers.
@@ -47,7 +48,12 @@ def results_file(tmp_path_factory) -> Path:
         single = cmd[:7] + ["--schedule", "1f1b", "-M", "4", "--compute", "synthetic",
                             "--t-f", "1ms", "--t-b", "1ms", "--iters", "1", "--resume",
                             "--out", str(path)]
-        for c in (cmd, single):
+        # ... and steady-state runs (--sync none), where ZB-H2's bubble differs from its
+        # single-step one (design §4).
+        steady = cmd[:7] + ["--schedule", "1f1b,zb-h2", "-M", "4", "--compute", "synthetic",
+                            "--t-f", "1ms", "--t-b", "1ms", "--t-w", "1ms", "--iters", "3",
+                            "--sync", "none", "--resume", "--out", str(path)]
+        for c in (cmd, single, steady):
             proc = subprocess.run(c, capture_output=True, text=True)
             assert proc.returncode == 0, f"{' '.join(c)}\n{proc.stdout}\n{proc.stderr}"
         return path

@@ -1,11 +1,16 @@
 """Writes bubblebench results files (design §6, schema_version 1) with h5py, for the tests.
 
-Stand-in until `bubblebench run --out FILE.h5` writes real ones: the layout mirrors
-src/results/hdf5_file.cpp (scalar attributes as int64 / float64 / vlen UTF-8 strings; 1-D
-chunked, shuffled, deflated datasets; compound `events` and `ranks` with vlen UTF-8 string
-members). The numbers come from a small dataflow simulation of each schedule with noisy
-per-action times, so the timelines, waits and peaks look like a real run's; nothing in the
-tests depends on them beyond what the schema promises.
+What the tests use where no bubblebench build is at hand (conftest.py runs a real sweep when
+there is one). The layout mirrors src/results/hdf5_file.cpp (scalar attributes as int64 /
+float64 / vlen UTF-8 strings; 1-D chunked, shuffled, deflated datasets; compound `events` and
+`ranks` with vlen UTF-8 string members). The numbers come from a small dataflow simulation of
+each schedule with noisy per-action times, so the timelines, waits and peaks look like a real
+run's; nothing in the tests depends on them beyond what the schema promises.
+
+Runs with sync="none" stand for `--sync none`: their measured and simulated fractions are in
+the steady-state view (docs/runtime.md), with the period of a step taken as its longest
+per-rank span (design §4, regular schedules) plus an optimizer step; the events and
+step_time_s stay those of each step on its own, as the runtime writes them.
 """
 from __future__ import annotations
 
@@ -262,19 +267,38 @@ def root_attrs(**extra):
     return attrs
 
 
-def run_key(schedule, P, M, v, recompute=0):
-    return f"{schedule}_P={P}_M={M}_v={v}_r={recompute}"
+def run_key(schedule, P, M, v, recompute=0, sync="barrier"):
+    return f"{schedule}_P={P}_M={M}_v={v}_r={recompute}_sync={sync}"
+
+
+def steady_period(events, t_opt):
+    """A step's period when steps run back to back: its longest per-rank span (first compute
+    start to last compute end on one rank) plus the optimizer step."""
+    span = {}
+    for r, _, _, kind, a, b in events:
+        if kind in COMPUTE:
+            lo, hi = span.get(r, (a, b))
+            span[r] = (min(lo, a), max(hi, b))
+    return max(hi - lo for lo, hi in span.values()) + t_opt
+
+
+def bubble_fraction_steady(events, P, t_opt):
+    busy = sum(e[5] - e[4] for e in events if e[3] in COMPUTE)
+    return 1.0 - busy / (P * steady_period(events, t_opt))
 
 
 def make_run(schedule, P, M, v=1, *, iters=4, warmup=1, seed=0, t_f=2e-3, t_b=4e-3, t_w=0.0,
-             latency=1.5e-4, hidden=1024, layers=2, mb_size=256, extra_attrs=None):
-    """One run: (key, attrs, step_time_s, events array, ranks array)."""
+             latency=1.5e-4, hidden=1024, layers=2, mb_size=256, sync="barrier", t_opt=2e-3,
+             extra_attrs=None):
+    """One run: (key, attrs, step_time_s, events array, ranks array). sync: "barrier" (the
+    single-step view) or "none" (steady state; t_opt: the optimizer step's time)."""
+    assert sync in ("barrier", "none"), sync
     rng = np.random.default_rng(seed)
     if schedule == "zb-h1":
         t_w = t_w or t_f
         t_b = t_f
     costs = {"F": t_f, "B": t_b, "W": t_w, "BW": t_b + t_w}
-    ev_rows, fractions, steps = [], [], []
+    ev_rows, fractions, steps, periods = [], [], [], []
     per_rank = {r: {"busy": [], "wait": [], "comm": []} for r in range(P)}
     durations = {k: [] for k in costs}
     peak_units = None
@@ -284,7 +308,11 @@ def make_run(schedule, P, M, v=1, *, iters=4, warmup=1, seed=0, t_f=2e-3, t_b=4e
         comp = [e for e in tl.events if e[3] in COMPUTE]
         t0 = min(e[4] for e in comp)
         steps.append(max(e[5] for e in comp) - t0)
-        fractions.append(bubble_fraction(tl.events, P))
+        if sync == "barrier":
+            fractions.append(bubble_fraction(tl.events, P))
+        else:
+            fractions.append(bubble_fraction_steady(tl.events, P, t_opt))
+            periods.append(steady_period(tl.events, t_opt))
         for (r, k, m, kind, a, b) in tl.events:
             ev_rows.append((it, r, k, m, kind, a, b))
             if kind in COMPUTE:
@@ -308,8 +336,12 @@ def make_run(schedule, P, M, v=1, *, iters=4, warmup=1, seed=0, t_f=2e-3, t_b=4e
         "makespan_s": float(np.median(steps)),
         "bubble_fraction_measured": float(np.median(fractions)),
         "bubble_fraction_model": closed_form(schedule, P, M, v),
-        "bubble_fraction_sim": bubble_fraction(sim.events, P),
+        "bubble_fraction_sim": (bubble_fraction(sim.events, P) if sync == "barrier"
+                                else bubble_fraction_steady(sim.events, P, t_opt)),
         "check": "pass",
+        "sync": sync,
+        "run_key": run_key(schedule, P, M, v, sync=sync),
+        "period_s": float(np.median(periods)) if periods else float("nan"),
         "overhead_us_per_action": 12.5,
     }
     if extra_attrs:
@@ -334,7 +366,7 @@ def make_run(schedule, P, M, v=1, *, iters=4, warmup=1, seed=0, t_f=2e-3, t_b=4e
                    med_of(per_rank[r]["comm"]), measured, measured + param * 4 + (64 << 20),
                    param, model))
     ranks = np.array(rk, dtype=RANK_DTYPE)
-    return run_key(schedule, P, M, v), attrs, np.array(steps, dtype="<f8"), events, ranks
+    return attrs["run_key"], attrs, np.array(steps, dtype="<f8"), events, ranks
 
 
 def write_run(h5file, key, attrs, step_time_s, events, ranks, *, status="complete"):
@@ -364,19 +396,22 @@ def write_results_file(path, runs, root=None):
 
 
 def default_sweep():
-    """The sweep of the `results_file` fixture: five schedules over P and M."""
+    """The sweep of the `results_file` fixture: five schedules over P and M, single-step
+    (sync barrier) and a few steady-state (sync none) runs."""
     runs, seed = [], 1
-    for schedule, P, Ms, v in [
-        ("naive", 4, (4, 8), 1),
-        ("gpipe", 4, (4, 8, 16), 1),
-        ("1f1b", 4, (4, 8, 16), 1),
-        ("interleaved", 4, (4, 8, 16), 2),
-        ("zb-h1", 4, (4, 8, 16), 1),
-        ("gpipe", 2, (2, 4, 8), 1),
-        ("1f1b", 2, (2, 4, 8), 1),
+    for schedule, P, Ms, v, sync in [
+        ("naive", 4, (4, 8), 1, "barrier"),
+        ("gpipe", 4, (4, 8, 16), 1, "barrier"),
+        ("1f1b", 4, (4, 8, 16), 1, "barrier"),
+        ("interleaved", 4, (4, 8, 16), 2, "barrier"),
+        ("zb-h1", 4, (4, 8, 16), 1, "barrier"),
+        ("gpipe", 2, (2, 4, 8), 1, "barrier"),
+        ("1f1b", 2, (2, 4, 8), 1, "barrier"),
+        ("1f1b", 4, (4, 8, 16), 1, "none"),
+        ("zb-h1", 4, (4, 8, 16), 1, "none"),
     ]:
         for M in Ms:
-            runs.append(make_run(schedule, P, M, v, seed=seed))
+            runs.append(make_run(schedule, P, M, v, seed=seed, sync=sync))
             seed += 1
     # One run with a single timed iteration: its Gantt chart shows every event of the run.
     runs.append(make_run("1f1b", 3, 6, 1, iters=1, seed=seed))

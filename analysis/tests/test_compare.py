@@ -1,4 +1,5 @@
 import math
+import os
 
 import numpy as np
 import pytest
@@ -41,13 +42,38 @@ def test_differences(summary):
     assert s.loc[~ok, "diff_measured_model"].isna().all()
 
 
+def test_both_sync_modes_covered(summary):
+    """The fixture holds single-step (--sync barrier) and steady-state (--sync none) runs
+    (an existing file given with BBANALYSIS_RESULTS may hold either)."""
+    s, _ = summary
+    if os.environ.get("BBANALYSIS_RESULTS"):
+        pytest.skip("BBANALYSIS_RESULTS: the file's own runs")
+    assert set(s["sync"]) == {"barrier", "none"}
+
+
+def test_view_follows_sync(summary):
+    s, _ = summary
+    assert set(s["sync"]) <= {"barrier", "none"}
+    assert (s["view"] == s["sync"].map({"barrier": "single step", "none": "steady state"})).all()
+    steady = s["sync"] == "none"
+    # docs/runtime.md: period_s is the steady-state period with --sync none, NaN with barrier.
+    assert (s.loc[steady, "period_s"] > 0).all()
+    assert s.loc[~steady, "period_s"].isna().all()
+
+
 def test_bubble_from_events_matches_measured(summary):
     s, _ = summary
-    assert s["bubble_fraction_events"].notna().all()
-    assert (s["bubble_fraction_events"].between(0, 1)).all()
+    single = s["view"] == "single step"
+    ev = s.loc[single, "bubble_fraction_events"]
+    assert ev.notna().all()
+    assert (ev.between(0, 1)).all()
     # Same definition (design §4) from the same timestamps; 0.01 leaves room for a runtime
     # that times on per-rank clocks.
-    assert (s["diff_events_measured"].abs() < 0.01).all()
+    assert (s.loc[single, "diff_events_measured"].abs() < 0.01).all()
+    # Steady-state runs: the events hold each step from its own start, not the period
+    # between steps, so there is no events value in their view (n/a), and no single-step
+    # value either, which would not be comparable with their measured one.
+    assert s.loc[~single, ["bubble_fraction_events", "diff_events_measured"]].isna().all().all()
 
 
 def test_per_iteration_bubble(results_file):

@@ -1,4 +1,9 @@
 import math
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -6,7 +11,7 @@ import pandas as pd
 import pytest
 
 import fake_results
-from conftest import complete_keys
+from conftest import complete_keys, run_cli
 
 from bbanalysis import (NoResultsError, ResultsWarning, find_results_files, load_events,
                         load_ranks, load_runs, load_step_times)
@@ -113,3 +118,89 @@ def test_no_results(tmp_path):
     _write(tmp_path / "empty.h5", [])
     with pytest.raises(NoResultsError, match="no complete runs"):
         load_runs(tmp_path)
+
+
+# --- Array sweeps: task files and merge_index.py's index.h5 -----------------------------------
+
+MERGE_INDEX = Path(__file__).resolve().parents[2] / "jobs" / "merge_index.py"
+
+
+def _array_folder(root):
+    """results/<id>/task-<i>.h5 of a 3-task array, as jobs/sweep-array.sbatch writes them."""
+    d = root / "results" / "4242"
+    d.mkdir(parents=True)
+    keys = []
+    for t, (sched, M) in enumerate([("gpipe", 4), ("1f1b", 4), ("1f1b", 8)]):
+        keys += fake_results.write_results_file(
+            d / f"task-{t}.h5", [fake_results.make_run(sched, 2, M, iters=2, seed=t)])
+    return d, sorted(keys)
+
+
+def _merge(d, *args):
+    proc = subprocess.run([sys.executable, str(MERGE_INDEX), str(d), "-q", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _load(paths):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        runs = load_runs(paths)
+    return runs, [str(x.message) for x in w]
+
+
+def test_array_folder_counts_each_run_once(tmp_path):
+    d, keys = _array_folder(tmp_path)
+    _merge(d)  # index.h5: external links to the tasks' runs
+    runs, msgs = _load(d)
+    assert sorted(runs["run_key"]) == keys
+    assert runs["path"].str.contains("task-").all(), "read from the task files themselves"
+    assert [m for m in msgs if "index.h5" in m and "3 run(s) are links to" in m
+            and "counted once" in m], msgs
+    # The index first on the command line: still the task files' rows.
+    runs, _ = _load([d / "index.h5", d])
+    assert sorted(runs["run_key"]) == keys
+    # The index alone: every run once, through its links (named task-<i>.<run_key>).
+    runs, msgs = _load(d / "index.h5")
+    assert sorted(runs["attr_run_key"]) == keys and not msgs
+    # A moved folder: the links are relative.
+    moved = tmp_path / "elsewhere" / "4242"
+    shutil.move(str(d), str(moved))
+    runs, _ = _load(moved.parent)
+    assert sorted(runs["run_key"]) == keys
+
+
+def test_copied_index_counts_each_run_once(tmp_path):
+    d, keys = _array_folder(tmp_path)
+    _merge(d)
+    _merge(d, "--copy", "--out", d / "sweep-4242.h5")  # in the folder too
+    _merge(d, "--copy", "--out", tmp_path / "sweep-4242.h5")  # as the README suggests
+    runs, msgs = _load([tmp_path / "sweep-4242.h5", d])
+    assert sorted(runs["run_key"]) == keys
+    assert runs["path"].str.contains("task-").all()
+    assert [m for m in msgs if "copies of" in m and "counted once" in m], msgs
+    # Without the task files: the copies, once (the links dangle, each skipped with a line).
+    for t in range(3):
+        (d / f"task-{t}.h5").unlink()
+    runs, msgs = _load([tmp_path / "sweep-4242.h5", d])
+    assert sorted(runs["attr_run_key"]) == keys
+    assert sum("unreadable" in m for m in msgs) == 3, msgs
+
+
+def test_copy_that_differs_from_its_task_file_is_kept(tmp_path):
+    d, keys = _array_folder(tmp_path)
+    _merge(d, "--copy")
+    # task-0 re-run after the merge: same key, other numbers; both are kept, with a warning.
+    fake_results.write_results_file(
+        d / "task-0.h5", [fake_results.make_run("gpipe", 2, 4, iters=2, seed=99)])
+    runs, msgs = _load(d)
+    assert len(runs) == 4
+    assert [m for m in msgs if "with other values; both kept" in m], msgs
+
+
+def test_report_of_an_array_folder(tmp_path):
+    d, keys = _array_folder(tmp_path)
+    _merge(d)
+    proc = run_cli("report", d, "--out", tmp_path / "out", "--gantt", "none")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(pd.read_csv(tmp_path / "out" / "summary.csv")["run_key"]) == keys

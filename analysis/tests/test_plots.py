@@ -69,3 +69,13 @@ def test_bubble_plot_draws_every_run(runs, tmp_path):
     assert set(b.schedules) == set(runs["schedule"])
     for ax in b.axes:
         assert "M" in ax.get_xlabel() and "bubble fraction" in ax.get_ylabel()
+
+
+def test_bubble_plot_series_split_by_sync(runs, tmp_path):
+    if runs["sync"].nunique() < 2:
+        pytest.skip("one sync mode in this results file")
+    b = plot_bubble_vs_m(runs, tmp_path / "b.png")
+    for ax, sched in zip(b.axes, b.schedules):
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        for sync in runs.loc[runs["schedule"] == sched, "sync"].unique():
+            assert any(f"sync={sync}" in lab for lab in labels), (sched, sync, labels)

@@ -56,7 +56,8 @@ def test_report_md_and_terminal_tables(report):
     out, proc = report
     md = (out / "report.md").read_text()
     s = pd.read_csv(out / "summary.csv")
-    assert "| schedule | P | M | v | measured | sim | model | closed form |" in md
+    assert ("| schedule | P | M | v | sync | view | measured | sim | model | closed form |"
+            in md)
     for sched in s["schedule"].unique():
         assert f"| {sched} |" in md
         assert sched in proc.stdout
@@ -120,3 +121,52 @@ def test_skipped_groups_warn_one_line_each(tmp_path):
         hits = [line for line in warned if key in line and why in line and "skipped" in line]
         assert len(hits) == 1, (key, why, proc.stderr)
     assert pd.read_csv(tmp_path / "out" / "summary.csv")["run_key"].tolist() == [runs[0][0]]
+
+
+def test_steady_state_rows_are_labelled(report):
+    out, proc = report
+    s = pd.read_csv(out / "summary.csv")
+    md = (out / "report.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "| sync |" not in line]
+    for view in ("single step", "steady state"):
+        n = int((s["view"] == view).sum())
+        mine = [line for line in rows if f"| {view} |" in line]
+        assert len(mine) == n, (view, mine)
+        # "from events" (the last column): a value in the single-step view, n/a in steady state
+        assert all(line.endswith("| n/a |") == (view == "steady state") for line in mine), mine
+        if n:
+            assert view in proc.stdout
+    if (s["view"] == "steady state").any():
+        assert "steady state" in md and "n/a for" in proc.stdout
+
+
+def _same_sweep_twice(tmp_path):
+    """a/sweep.h5 and b/sweep.h5: the same two configurations measured twice (same keys)."""
+    import fake_results
+    for i, sub in enumerate(("a", "b")):
+        (tmp_path / sub).mkdir()
+        runs = [fake_results.make_run(s, 2, 4, iters=2, seed=10 * i + j)
+                for j, s in enumerate(("1f1b", "gpipe"))]
+        fake_results.write_results_file(tmp_path / sub / "sweep.h5", runs)
+    return runs[0][0]
+
+
+def test_a_run_key_in_two_files_must_be_named_with_its_file(tmp_path):
+    key = _same_sweep_twice(tmp_path)
+    a, b = tmp_path / "a" / "sweep.h5", tmp_path / "b" / "sweep.h5"
+    proc = run_cli("gantt", tmp_path, "--run", key, "--out", tmp_path / "g.png")
+    assert proc.returncode == 2, proc.stderr
+    assert f"{a}:{key}" in proc.stderr and f"{b}:{key}" in proc.stderr, proc.stderr
+    assert not (tmp_path / "g.png").exists()
+    proc = run_cli("gantt", tmp_path, "--run", f"{b}:{key}", "--out", tmp_path / "g.png")
+    assert proc.returncode == 0, proc.stderr
+    assert str(b) in proc.stdout and (tmp_path / "g.png").is_file()
+    proc = run_cli("report", tmp_path, "--out", tmp_path / "r1", "--gantt", key)
+    assert proc.returncode == 2 and f"{a}:{key}" in proc.stderr, proc.stderr
+    proc = run_cli("report", tmp_path, "--out", tmp_path / "r2", "--gantt", f"{a}:{key}",
+                   "--gantt", f"{b}:{key}")
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in (tmp_path / "r2").glob("gantt_*.png"))
+    assert names == [f"gantt_{key}.a_sweep.png", f"gantt_{key}.b_sweep.png"], names
+    md = (tmp_path / "r2" / "report.md").read_text()
+    assert f"`{key}` in `{a}`" in md and f"`{key}` in `{b}`" in md
