@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The jobs/ scripts end to end in a real (local, single-node) SLURM 22.05:
-#   0. bash -n and shellcheck on jobs/*.sbatch and tools/*.sh
+#   0. bash -n and shellcheck on jobs/*.sbatch and tools/*.sh; DRY_RUN=1 runs of the scripts
+#      outside SLURM: the command lines they build (stage-size defaults, EXTRA_ARGS last,
+#      OUT_DIR, a comma value), RESUME=auto resuming only its own job's file (marker
+#      <file>.job), params.txt compared
 #   1. tools/slurm-local.sh up (idempotent), in its own state dir and ports (6827/6828)
 #   2. a plain job: `srun --mpi=pmi2 -n 2` of a shell (SLURM_PROCID/LOCALID), of an MPI hello
 #      (PMI2 wire-up with MPICH) and of `bubblebench run` without --out
@@ -9,6 +12,9 @@
 #      (2 CPU ranks): job states from scontrol, then the HDF5 files with h5py (runs complete,
 #      slurm_job_id / slurm_array_job_id / slurm_array_task_id at the root, index.h5 reaching
 #      every task's runs)
+#      Then: an array task requeued (resumes its file, appends to its log, params.txt kept),
+#      a job failing with exit 2 (the log says the results file was not created), a watchdog
+#      abort (exit 137, explained in the log) and a comma value through sbatch --export
 #   4. jobs/merge_index.py on hand-made task files (links and --copy), independent of `run`
 #   5. tools/slurm-local.sh down (twice): the daemons are gone
 # Never skips: if SLURM is missing or does not start, it fails with the daemon logs.
@@ -80,6 +86,91 @@ $PY -c "import sys, h5py; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\
 check "merge_index.py compiles; $PY has h5py" $?
 [ -x "$BB" ]
 check "bubblebench built at $BB" $?
+# --- 0b. DRY_RUN: the command lines the scripts build, outside SLURM ----------------------
+# Each script runs as job 77 (array 70, task 0) of cluster "testc", in a clean environment.
+DRY=$tmp/dry
+dry() {  # script VAR=value...: DRY_RUN=1 of jobs/<script>.sbatch; output in $tmp/dry.out
+  local script=$1
+  shift
+  (cd "$ROOT" && env -i PATH="$PATH" HOME="${HOME:-/root}" SLURM_JOB_ID=77 \
+    SLURM_ARRAY_JOB_ID=70 SLURM_ARRAY_TASK_ID=0 SLURM_CLUSTER_NAME=testc \
+    SLURM_SUBMIT_DIR="$ROOT" BB="$BB" RESULTS_DIR="$DRY" DRY_RUN=1 "$@" \
+    bash "jobs/$script.sbatch") >"$tmp/dry.out" 2>&1
+}
+cmdline() { sed -n 's/.*: srun --mpi=[^ ]* *//p' "$tmp/dry.out"; }  # "$BB run ..."
+has() { grep -qF -- "$1" <<<"$(cmdline)"; }
+refused() {  # exit status, words...: exit 2, one line on stderr naming the words, no srun
+  local rc=$1 w
+  shift
+  [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/dry.out")" = 1 ] && [ -z "$(cmdline)" ] || return 1
+  for w in "$@"; do grep -qF -- "$w" "$tmp/dry.out" || return 1; done
+}
+mkdir -p "$DRY"
+# Stage size: gemm defaults that measure the pipeline, not bubblebench's 64/1/8.
+for s in sweep-node multi-node; do
+  dry $s BACKEND=cpu && has " --hidden 256 --layers 2 --mb-size 32 "
+  rc=$?  # before the $(...) in the name overwrites it
+  check "DRY_RUN $s: cpu gemm stage 256/2/32 ($(cmdline))" $rc
+  dry $s BACKEND=cuda && has " --hidden 2048 --layers 2 --mb-size 1024 "
+  check "DRY_RUN $s: cuda gemm stage 2048/2/1024" $?
+done
+dry sweep-node BACKEND=cpu COMPUTE=synthetic && ! has "--hidden"
+check "DRY_RUN sweep-node: no stage size with synthetic compute" $?
+dry sweep-node BACKEND=cpu EXTRA_ARGS="--hidden 128" HIDDEN= && has "--hidden 128" &&
+  [ "$(cmdline | grep -o -- '--hidden' | wc -l)" = 1 ] && has "--layers 2 --mb-size 32"
+check "DRY_RUN sweep-node: EXTRA_ARGS --hidden replaces the default, once" $?
+dry sweep-node BACKEND=cpu M_LIST='"4,8"' && has " -M 4,8 "
+check "DRY_RUN sweep-node: M_LIST='\"4,8\"' (as --export passes it) gives -M 4,8" $?
+# Resume: RESUME=auto continues OUT only for the job (id, cluster, command) in OUT.job.
+dry sweep-node BACKEND=cpu
+node_cmd=$(cmdline)
+mkdir -p "$DRY/77" && : >"$DRY/77/sweep.h5"
+dry sweep-node BACKEND=cpu
+refused $? "sweep.h5 exists" "OUT=" "RESUME=1"
+check "DRY_RUN sweep-node: OUT exists without a marker: refused, exit 2, one line" $?
+printf 'job_id=76\ncluster=testc\ncommand=%s\n' "$node_cmd" >"$DRY/77/sweep.h5.job"
+dry sweep-node BACKEND=cpu
+refused $? "started by job 76"
+check "DRY_RUN sweep-node: OUT of another job id: refused" $?
+printf 'job_id=77\ncluster=other\ncommand=%s\n' "$node_cmd" >"$DRY/77/sweep.h5.job"
+dry sweep-node BACKEND=cpu
+refused $? "cluster other"
+check "DRY_RUN sweep-node: OUT of the same job id on another cluster: refused" $?
+printf 'job_id=77\ncluster=testc\ncommand=%s\n' "$node_cmd" >"$DRY/77/sweep.h5.job"
+dry sweep-node BACKEND=cpu && [ "$(cmdline)" = "$node_cmd --resume" ]
+check "DRY_RUN sweep-node: same job and command (a requeue): --resume" $?
+dry sweep-node BACKEND=cpu M_LIST=4
+refused $? "another command"
+check "DRY_RUN sweep-node: same job id, another command: refused" $?
+dry sweep-node BACKEND=cpu M_LIST=4 RESUME=1 && has " -M 4 " && has " --resume"
+check "DRY_RUN sweep-node: RESUME=1 continues it anyway" $?
+dry sweep-node BACKEND=cpu RESUME=0
+refused $? "RESUME=0"
+check "DRY_RUN sweep-node: RESUME=0 with OUT existing: refused" $?
+dry sweep-node BACKEND=cpu M_LIST=4 FORCE=1 && has " --force" && ! has "--resume"
+check "DRY_RUN sweep-node: FORCE=1 replaces it" $?
+mkdir -p "$DRY/77" && : >"$DRY/77/multi-node.h5"
+dry multi-node BACKEND=cpu
+refused $? "multi-node.h5 exists"
+check "DRY_RUN multi-node: OUT exists without a marker: refused" $?
+# The array: EXTRA_ARGS after the line (the last value wins), OUT_DIR, params.txt, resume.
+dry sweep-array PARAMS=jobs/params/smoke.txt ITERS=9 EXTRA_ARGS="--iters 3" &&
+  [[ "$(cmdline)" == *" --iters 2 "*"--iters 3" ]] && ! has "--iters 9"
+rc=$?  # before the $(...) in the name overwrites it
+check "DRY_RUN sweep-array: EXTRA_ARGS after the line's flags ($(cmdline))" $rc
+dry sweep-array PARAMS=jobs/params/smoke.txt OUT_DIR="$DRY/old" && has "--out $DRY/old/task-0.h5"
+check "DRY_RUN sweep-array: OUT_DIR sets the folder of the task files" $?
+mkdir -p "$DRY/70" && cp "$ROOT/jobs/params/example.txt" "$DRY/70/params.txt"
+dry sweep-array PARAMS=jobs/params/smoke.txt
+refused $? "differs from $DRY/70/params.txt"
+check "DRY_RUN sweep-array: PARAMS differs from the saved params.txt: refused" $?
+cp "$ROOT/jobs/params/smoke.txt" "$DRY/70/params.txt" && : >"$DRY/70/task-0.h5"
+dry sweep-array PARAMS=jobs/params/smoke.txt
+refused $? "task-0.h5 exists" "OUT_DIR=" "RESUME=1"
+check "DRY_RUN sweep-array: task file without a marker: refused" $?
+dry sweep-array PARAMS=jobs/params/smoke.txt RESUME=1 && has "--resume"
+check "DRY_RUN sweep-array: RESUME=1 continues it" $?
+
 missing=""
 for b in munged munge sinfo sbatch srun squeue scontrol slurmctld slurmd mpicc; do
   command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || missing="$missing $b"
@@ -151,13 +242,28 @@ node=$(env BB="$BB" RESULTS_DIR="$RES" SCHEDULES=1f1b,zb-h1 M_LIST=4 V_LIST=1 BA
   sbatch --parsable --ntasks=2 --time=00:05:00 --output="$tmp/%x-%j.out" jobs/sweep-node.sbatch)
 check "sbatch jobs/sweep-node.sbatch --ntasks=2 ($node)" $?
 
-ids="$plain,$aid,$merge,$node"
+bad=$(env BB="$BB" RESULTS_DIR="$RES" SCHEDULES=1f1b M_LIST=4 BACKEND=cpu COMPUTE=synthetic \
+  EXTRA_ARGS="--iters 0" \
+  sbatch --parsable --job-name=bb-bad --ntasks=2 --time=00:05:00 --output="$tmp/%x-%j.out" \
+  jobs/sweep-node.sbatch)
+check "sbatch jobs/sweep-node.sbatch with a bad argument ($bad)" $?
+hang=$(env BB="$BB" RESULTS_DIR="$RES" SCHEDULES=1f1b M_LIST=2 V_LIST=1 BACKEND=cpu \
+  COMPUTE=synthetic T_F=1s T_B=1ms TIMEOUT=0.2 \
+  sbatch --parsable --job-name=bb-hang --ntasks=2 --time=00:05:00 --output="$tmp/%x-%j.out" \
+  jobs/sweep-node.sbatch)
+check "sbatch jobs/sweep-node.sbatch that trips the watchdog ($hang)" $?
+comma=$(sbatch --parsable --job-name=bb-comma --ntasks=1 --time=00:05:00 --output="$tmp/%x-%j.out" \
+  --export=ALL,BB="$BB",RESULTS_DIR="$RES",DRY_RUN=1,M_LIST='"4,8"' jobs/sweep-node.sbatch)
+check "sbatch --export=ALL,M_LIST='\"4,8\"' jobs/sweep-node.sbatch ($comma)" $?
+
+ids="$plain,$aid,$merge,$node,$bad,$hang,$comma"
 deadline=$(($(date +%s) + WAIT_JOBS))
 while [ -n "$(squeue -h -j "$ids" -o %i 2>/dev/null)" ] && [ "$(date +%s)" -lt "$deadline" ]; do
   sleep 1
 done
 [ -z "$(squeue -h -j "$ids" -o %i 2>/dev/null)" ]
-check "all jobs finished within ${WAIT_JOBS} s ($(($(date +%s) - t0)) s since start)" $?
+rc=$?  # before the $(...) in the name overwrites it
+check "all jobs finished within ${WAIT_JOBS} s ($(($(date +%s) - t0)) s since start)" $rc
 
 # JobState / ExitCode of a job (one line per array task): "ArrayTaskId=JobId:State:Exit"
 states() {
@@ -245,6 +351,40 @@ else:
 sys.exit(1 if fails else 0)
 PY
 check "HDF5 results of the jobs (h5py)" $?
+
+# A job that fails before writing, a watchdog abort, a comma value through --export.
+st=$(states "$bad")
+log=$tmp/bb-bad-$bad.out
+[[ $st == *:FAILED:2:0 ]] && tail -n 1 "$log" | grep -qF "exit 2; no results: $RES/$bad/sweep.h5 was not created" &&
+  [ ! -e "$RES/$bad/sweep.h5" ]
+check "bad argument: exit 2, the log says the results file was not created ($st)" $?
+st=$(states "$hang")
+log=$tmp/bb-hang-$hang.out
+[[ $st == *:FAILED:137:0 ]] && grep -q 'MPI_Abort(MPI_COMM_WORLD, 3)' "$log" &&
+  tail -n 1 "$log" | grep -q "exit 137 = signal 9: SLURM killed the step.*watchdog exits 3"
+check "watchdog under srun: exit 137, the log explains it and shows MPI_Abort(..., 3) ($st)" $?
+grep -qE -- "srun --mpi=pmi2 .* -M 4,8 " "$tmp/bb-comma-$comma.out"
+check "sbatch --export=ALL,M_LIST='\"4,8\"': the job gets -M 4,8" $?
+
+# A requeued array task: the same job, so RESUME=auto resumes its file (every run skipped),
+# and its log grows (--open-mode=append). SLURM holds a requeued job ~2 min: start it now.
+t0_log=$(grep -c "array $aid task 0:" "$tmp/bb-array-${aid}_0.out")
+params_before=$(stat -c %Y.%i "$RES/$aid/params.txt" 2>/dev/null)
+scontrol requeue "${aid}_0" && scontrol update JobId="${aid}_0" StartTime=now
+check "scontrol requeue ${aid}_0, StartTime=now" $?
+deadline=$(($(date +%s) + 60))
+until [ "$(states "${aid}_0" | grep -c ':COMPLETED:0:0')" = 1 ] &&
+  [ "$(grep -c "array $aid task 0:" "$tmp/bb-array-${aid}_0.out")" = 2 ]; do
+  [ "$(date +%s)" -lt "$deadline" ] || break
+  sleep 1
+done
+log=$tmp/bb-array-${aid}_0.out
+[ "$t0_log" = 1 ] && [ "$(grep -c "array $aid task 0:" "$log")" = 2 ] &&
+  grep -q "requeued: resuming $RES/$aid/task-0.h5" "$log" &&
+  [ "$(grep -c "skipped (complete in $RES/$aid/task-0.h5)" "$log")" = 2 ] &&
+  [ "$(stat -c %Y.%i "$RES/$aid/params.txt")" = "$params_before" ]
+rc=$?  # before the $(...) in the name overwrites it
+check "requeued array task: resumed, runs skipped, log appended, params.txt kept ($(states "${aid}_0"))" $rc
 
 # --- 4. merge_index.py on hand-made task files ------------------------------------------------
 mkdir -p "$tmp/fake/42"
