@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The jobs/ scripts end to end in a real (local, single-node) SLURM 22.05:
-#   0. bash -n and shellcheck on jobs/*.sbatch and tools/*.sh; DRY_RUN=1 runs of the scripts
-#      outside SLURM: the command lines they build (stage-size defaults, EXTRA_ARGS last,
-#      OUT_DIR, a comma value), RESUME=auto resuming only its own job's file (marker
-#      <file>.job), params.txt compared
+#   0. bash -n and shellcheck on jobs/*.sbatch, jobs/common.sh and tools/*.sh; DRY_RUN=1 runs
+#      of the scripts outside SLURM: the command lines they build (stage-size defaults,
+#      EXTRA_ARGS last, OUT_DIR, a comma value), RESUME=auto resuming only its own job's file
+#      (marker <file>.job), params.txt compared, a missing jobs/common.sh refused
 #   1. tools/slurm-local.sh up (idempotent), in its own state dir and ports (6827/6828)
 #   2. a plain job: `srun --mpi=pmi2 -n 2` of a shell (SLURM_PROCID/LOCALID), of an MPI hello
 #      (PMI2 wire-up with MPICH) and of `bubblebench run` without --out
@@ -70,12 +70,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- 0. static checks --------------------------------------------------------------------
-for f in "$ROOT"/jobs/*.sbatch "$ROOT"/tools/*.sh "$0"; do
+for f in "$ROOT"/jobs/*.sbatch "$ROOT"/jobs/*.sh "$ROOT"/tools/*.sh "$0"; do
   bash -n "$f"
   check "bash -n ${f#"$ROOT"/}" $?
 done
 if command -v shellcheck >/dev/null 2>&1; then
-  for f in "$ROOT"/jobs/*.sbatch "$ROOT"/tools/*.sh "$0"; do
+  for f in "$ROOT"/jobs/*.sbatch "$ROOT"/jobs/*.sh "$ROOT"/tools/*.sh "$0"; do
     shellcheck -x "$f"
     check "shellcheck ${f#"$ROOT"/}" $?
   done
@@ -170,6 +170,13 @@ refused $? "task-0.h5 exists" "OUT_DIR=" "RESUME=1"
 check "DRY_RUN sweep-array: task file without a marker: refused" $?
 dry sweep-array PARAMS=jobs/params/smoke.txt RESUME=1 && has "--resume"
 check "DRY_RUN sweep-array: RESUME=1 continues it" $?
+# The shared code is found through JOBS_DIR (default $SLURM_SUBMIT_DIR/jobs): without it,
+# one line naming the file and JOBS_DIR, exit 2.
+for s in sweep-node multi-node sweep-array; do
+  dry $s JOBS_DIR="$tmp/nowhere"
+  refused $? "no $tmp/nowhere/common.sh" "repository root" "JOBS_DIR="
+  check "DRY_RUN $s: no common.sh in JOBS_DIR: refused, exit 2, one line" $?
+done
 
 missing=""
 for b in munged munge sinfo sbatch srun squeue scontrol slurmctld slurmd mpicc; do

@@ -1,0 +1,193 @@
+# shellcheck shell=bash disable=SC2154  # user_args, srun_extra: set by the sourcing script
+# bubblebench: the shell code that jobs/sweep-node.sbatch, jobs/multi-node.sbatch and
+# jobs/sweep-array.sbatch share. Sourced by them, not run: each script keeps its settings
+# (defaults, OUT), its checks and its own steps, and calls these in this order:
+#   say, die, unq                       messages, errors (exit 2), --export quotes
+#   pick_backend                        GPUS of this node; BACKEND=auto -> cuda or cpu
+#   share_warning N WHERE               warn when N cuda ranks share fewer GPUs
+#   gemm_stage_defaults                 HIDDEN LAYERS MB_SIZE for gemm stages (not sweep-array)
+#   build_args                          args: `run`, the variables' flags, --out, user_args
+#   resume_or_start KEY WHO NEW         RESUME/FORCE against the marker OUT.job
+#   launch                              print the srun line; DRY_RUN=1 stops there; else write
+#                                       the marker, run the step, report how it ended, exit
+# The script sets first: BB OUT SCHEDULES M_LIST V_LIST BACKEND COMPUTE MPI_PLUGIN,
+# user_args (EXTRA_ARGS, split; sweep-array: the parameter line, then EXTRA_ARGS) and, before
+# launch, srun_extra (SRUN_ARGS, split, plus the script's own srun options).
+#
+# sbatch runs a copy of the script from its spool directory, so a script finds this file
+# through JOBS_DIR (default $SLURM_SUBMIT_DIR/jobs: submit from the repository root), not
+# beside itself; the job reads it when it starts, not when it is submitted.
+
+say() { echo "[$(date +%T)] ${SLURM_JOB_NAME:-bb}: $*"; }
+die() {
+  echo "${SLURM_JOB_NAME:-bb}: error: $*" >&2
+  exit 2
+}
+# Values given as --export=ALL,NAME='"a,b"' arrive with their quotes: drop one pair.
+unq() {
+  local v=$1
+  [[ $v == \"*\" && ${#v} -ge 2 ]] && v=${v:1:${#v}-2}
+  printf '%s' "$v"
+}
+
+# GPUs of this node: what SLURM allocated, else what the driver shows.
+gpus_on_node() {
+  if [ -n "${SLURM_GPUS_ON_NODE:-}" ]; then
+    echo "$SLURM_GPUS_ON_NODE"
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
+  else
+    echo 0
+  fi
+}
+pick_backend() {  # sets GPUS; BACKEND=auto becomes cuda if the node has GPUs, else cpu
+  GPUS=$(gpus_on_node)
+  if [ "$BACKEND" = auto ]; then
+    if [ "${GPUS:-0}" -gt 0 ]; then BACKEND=cuda; else BACKEND=cpu; fi
+  fi
+}
+share_warning() {  # ranks where ("on this node", "per node"): say so if cuda ranks outnumber GPUS
+  if [ "$BACKEND" = cuda ] && [ "${GPUS:-0}" -lt "$1" ]; then
+    say "warning: $1 ranks $2 but $GPUS GPU(s): ranks will share devices"
+  fi
+}
+
+# The argument list: the user's arguments (user_args) first decide; a variable adds its flag
+# only when set and when the user's arguments do not already give that flag. They come last.
+given() {  # flag [alias...]: 0 if the user's arguments contain it
+  local a f
+  for a in "${user_args[@]}"; do
+    for f in "$@"; do
+      [[ $a == "$f" || $a == "$f="* ]] && return 0
+      [[ $f == -? && $a == "$f"?* ]] && return 0  # -M8
+    done
+  done
+  return 1
+}
+value_of() {  # flag: the last value the user's arguments give it (--flag V or --flag=V)
+  local i v=""
+  for ((i = 0; i < ${#user_args[@]}; i++)); do
+    case ${user_args[i]} in
+      "$1") v=${user_args[i + 1]:-} ;;
+      "$1"=*) v=${user_args[i]#*=} ;;
+    esac
+  done
+  printf '%s' "$v"
+}
+opt() {  # value flag [alias...]
+  local v
+  v=$(unq "$1")
+  shift
+  [ -n "$v" ] && ! given "$@" && args+=("$1" "$v")
+  return 0
+}
+switch() {  # 0|1 flag
+  [ "$(unq "$1")" = 1 ] && ! given "$2" && args+=("$2")
+  return 0
+}
+
+# GEMM stages big enough to measure the pipeline: with bubblebench's defaults (h 64, b 8,
+# 1 layer) an action takes about one message hop and the bubble measured is mostly overhead.
+# A variable set, even empty, keeps its value.
+gemm_stage_defaults() {
+  local compute backend size
+  compute=$(value_of --compute)
+  backend=$(value_of --backend)
+  if [ "${compute:-${COMPUTE:-gemm}}" = gemm ]; then
+    if [ "${backend:-$BACKEND}" = cuda ]; then size=(2048 2 1024); else size=(256 2 32); fi
+    HIDDEN=${HIDDEN-${size[0]}} LAYERS=${LAYERS-${size[1]}} MB_SIZE=${MB_SIZE-${size[2]}}
+  fi
+}
+
+build_args() {  # args=(run <the variables' flags> --out OUT <user_args>); --out given: OUT from it
+  args=(run)
+  opt "$SCHEDULES" --schedule -s
+  opt "$M_LIST" -M
+  opt "$V_LIST" -v
+  opt "$BACKEND" --backend
+  opt "${TRANSPORT:-}" --transport
+  opt "$COMPUTE" --compute
+  opt "${T_F:-}" --t-f
+  opt "${T_B:-}" --t-b
+  opt "${T_W:-}" --t-w
+  opt "${T_FB:-}" --t-fb
+  opt "${HIDDEN:-}" --hidden
+  opt "${LAYERS:-}" --layers
+  opt "${MB_SIZE:-}" --mb-size
+  opt "${DTYPE:-}" --dtype
+  opt "${WARMUP:-}" --warmup
+  opt "${ITERS:-}" --iters
+  opt "${SYNC:-}" --sync
+  opt "${TIMEOUT:-}" --timeout
+  switch "${CHECK:-0}" --check
+  if given --out; then
+    OUT=$(value_of --out)
+    case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
+  else
+    args+=(--out "$OUT")
+  fi
+  args+=("${user_args[@]}")
+}
+
+# Continue OUT or start it. OUT.job (the marker, written when the job starts) records which
+# job writes OUT and with which command; RESUME=auto resumes only when both are this job's,
+# i.e. when SLURM requeued it. A job id seen again (a fresh slurmctld state, two clusters
+# sharing RESULTS_DIR) or another command finds OUT and stops instead of adding to it.
+marker() { printf 'job_id=%s\ncluster=%s\ncommand=%s\n' "$JOB_KEY" "${SLURM_CLUSTER_NAME:-}" "${cmd[*]}"; }
+not_ours() {  # who ("job"): why OUT is not this job's to resume (prints nothing if it is)
+  local j c m
+  [ -f "$MARK" ] || { echo "no $MARK records which job wrote it"; return 0; }
+  j=$(sed -n 's/^job_id=//p' "$MARK")
+  c=$(sed -n 's/^cluster=//p' "$MARK")
+  m=$(sed -n 's/^command=//p' "$MARK")
+  if [ "$j" != "$JOB_KEY" ] || [ "$c" != "${SLURM_CLUSTER_NAME:-}" ]; then
+    echo "it was started by $1 $j${c:+ on cluster $c}"
+  elif [ "$m" != "${cmd[*]}" ]; then
+    echo "it was started by $1 $j with another command (see $MARK)"
+  fi
+}
+# job key (job_id= in the marker), who ("job", "array task"), the setting for a new file
+# ("OUT=<new file>"): adds --resume or --force to args, or stops the job (exit 2).
+resume_or_start() {
+  local who=$2 new=$3 a why
+  JOB_KEY=$1
+  FORCE=$(unq "${FORCE:-0}")
+  given --force && FORCE=1
+  RESUME=$(unq "${RESUME:-auto}")
+  given --resume && RESUME=1
+  case "$RESUME" in auto | 0 | 1) ;; *) die "RESUME=$RESUME: want auto, 1 or 0" ;; esac
+  MARK=$OUT.job
+  cmd=("$BB")
+  for a in "${args[@]}"; do
+    case $a in --resume | --force) ;; *) cmd+=("$a") ;; esac
+  done
+  if [ "$FORCE" = 1 ]; then
+    [ "$RESUME" = 1 ] && die "FORCE=1 and RESUME=1 exclude each other (replace OUT or continue it)"
+    switch 1 --force
+  elif [ "$RESUME" = 1 ]; then
+    switch 1 --resume
+    [ -e "$OUT" ] || say "RESUME=1, but $OUT does not exist: starting it"
+  elif [ -e "$OUT" ]; then
+    why=$(not_ours "$who")
+    [ "$RESUME" = 0 ] && die "$OUT exists (RESUME=0): set $new, RESUME=1 to continue it, or FORCE=1 to replace it"
+    [ -z "$why" ] || die "$OUT exists and $why: not touching it. Set $new for a new sweep, or RESUME=1 to continue this one (FORCE=1 replaces it)"
+    say "requeued: resuming $OUT (the runs already complete are skipped)"
+    switch 1 --resume
+  fi
+}
+
+# The step: print it; unless DRY_RUN=1, write the marker, run it, say how it ended, and exit
+# with srun's status.
+launch() {
+  local rc=0
+  say "srun --mpi=$MPI_PLUGIN ${srun_extra[*]} $BB ${args[*]}"
+  [ "${DRY_RUN:-0}" = 1 ] && exit 0
+  mkdir -p "$(dirname "$OUT")"
+  marker >"$MARK.tmp.$$" && mv -f "$MARK.tmp.$$" "$MARK"
+  srun --mpi="$MPI_PLUGIN" --kill-on-bad-exit=1 "${srun_extra[@]}" "$BB" "${args[@]}" || rc=$?
+  if [ -e "$OUT" ]; then say "exit $rc; results: $OUT"; else say "exit $rc; no results: $OUT was not created"; fi
+  # Under srun, a rank's MPI_Abort (the watchdog's exit 3, a failed write's 4) makes SLURM
+  # kill the whole step: srun then reports 137, not bubblebench's code.
+  [ "$rc" -ge 128 ] && say "exit $rc = signal $((rc - 128)): SLURM killed the step. A rank's MPI_Abort shows as 137 under srun (bubblebench's watchdog exits 3 under mpiexec, a failed write 4), and so does a rank the OOM killer ended: the cause is the rank's one-line message above, then MPICH's 'MPI_Abort(MPI_COMM_WORLD, <bubblebench's exit code>)'"
+  exit "$rc"
+}
