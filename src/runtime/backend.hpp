@@ -133,6 +133,10 @@ class Backend {
   // --- Time ---------------------------------------------------------------------------
   // Waits until every enqueued kernel has finished.
   virtual void synchronize() = 0;
+  // Without blocking: whether everything enqueued has finished. A caller that must not wait
+  // past a deadline polls this before synchronize() (on GPU the stream may wait for a
+  // receive that never completes). Synchronous backends are always done.
+  virtual bool queue_done() { return true; }
   // Seconds on a monotonic clock shared by the processes of one machine.
   virtual double now() = 0;
   // Synthetic compute (design §3): occupy the compute stream for `seconds`. On CPU,

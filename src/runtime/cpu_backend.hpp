@@ -12,7 +12,7 @@ struct CpuBackendOptions {
   int blas_threads = 1;
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options = {});
 

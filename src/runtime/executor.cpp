@@ -442,6 +442,15 @@ void Executor::run_step(StepRecord* record) {
                              std::to_string(k / 2 / static_cast<std::size_t>(lowered_.M)) + " mb " +
                              std::to_string(k / 2 % static_cast<std::size_t>(lowered_.M)) +
                              ": a tensor was left unused at the end of the step");
+  // The device may still be working through the step, or waiting for a receive that never
+  // completes (NCCL receives the compute stream waits on, with no host wait of their own): a
+  // bare synchronize would outlast the watchdog. Poll it under the deadline first.
+  wait_until([&] { return backend_.queue_done(); }, config_.timeout_s,
+             [&] {
+               return "rank " + std::to_string(rank_) +
+                      ": waiting for the device to finish the step (a receive it waits for never "
+                      "completed?)";
+             });
   if (record == nullptr) return;
   backend_.synchronize();
   StepRecord& rec = *record;

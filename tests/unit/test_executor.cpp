@@ -341,6 +341,36 @@ TEST(Executor, WatchdogNamesTheMissingMessage) {
   EXPECT_EQ(ranks[1].error, "rank 1: waiting RECV_F chunk 1 mb 0 from rank 0");
 }
 
+// A device whose queue never drains (on GPU: the compute stream waits for an NCCL receive
+// that never arrives, with no host-side wait of its own) ends in the watchdog's line, not in
+// a synchronize that waits for ever.
+TEST(Executor, WatchdogCoversTheDevicesQueue) {
+  struct StuckQueue : CpuBackend {
+    bool queue_done() override { return false; }
+  };
+  const Schedule s = lowered_schedule("1f1b", 1, 2, 1);
+  ExecutorConfig cfg = gemm_config(false);
+  cfg.timeout_s = 0.2;
+  Hub hub;
+  StuckQueue backend;
+  ThreadTransport transport(hub, 0, 1, 0);
+  BufferPool pool(backend, static_cast<std::size_t>(cfg.hidden) * cfg.mb_size);
+  Executor ex(s, backend, transport, pool, cfg);
+  for (StepRecord* record : {static_cast<StepRecord*>(nullptr), new StepRecord}) {
+    std::unique_ptr<StepRecord> owned(record);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      ex.run_step(record);
+      ADD_FAILURE() << "the step ended with the device's queue still busy";
+    } catch (const TimeoutError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "rank 0: waiting for the device to finish the step (a receive it waits for never "
+                "completed?)");
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  }
+}
+
 TEST(Executor, RejectsAnUnloweredScheduleAndAWrongWorld) {
   CpuBackend be;
   Hub hub;

@@ -551,6 +551,14 @@ void CudaBackend::synchronize() {
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
 }
 
+bool CudaBackend::queue_done() {
+  impl_->bind();
+  const cudaError_t e = cudaStreamQuery(impl_->stream);
+  if (e == cudaErrorNotReady) return false;
+  BB_CHECK_CUDA(e);
+  return true;
+}
+
 double CudaBackend::now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

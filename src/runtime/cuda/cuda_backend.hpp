@@ -106,6 +106,7 @@ class CudaBackend final : public Backend {
                       float scale) override;
 
   void synchronize() override;
+  bool queue_done() override;
   double now() override;  // host steady_clock, like the CPU backend
   // Both enqueue the spin kernel on the compute stream and return at once; sleep_for naps
   // (__nanosleep) between clock polls, which saves power but not time.
