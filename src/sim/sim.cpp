@@ -1,6 +1,7 @@
 #include "sim/sim.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "common/error.hpp"
@@ -46,6 +47,8 @@ class CostModel {
         length > 0 && cfg.t_f.size() == 1 && cfg.t_b.size() == 1 && cfg.t_w.size() == 1) {
       num_ = s.P;
       den_ = length;
+      int e = 0;
+      pow2_ = std::frexp(num_ / den_, &e) == 0.5;  // 1/2, 1/4, ...: scaling is exact
       share.assign(C, 1.0);
     }
     auto per_chunk = [&](const std::vector<double>& v, std::size_t c) {
@@ -60,8 +63,14 @@ class CostModel {
   }
 
   // A time of the engine in the caller's units, and back.
-  double real_time(double t) const { return num_ == den_ ? t : t * num_ / den_; }
-  double engine_time(double t) const { return num_ == den_ ? t : t * den_ / num_; }
+  // A power-of-two share scales exactly (as the share's costs did before); any other is
+  // applied as t·num/den, one rounding for integer t.
+  double real_time(double t) const {
+    return num_ == den_ ? t : pow2_ ? t * (num_ / den_) : t * num_ / den_;
+  }
+  double engine_time(double t) const {
+    return num_ == den_ ? t : pow2_ ? t / (num_ / den_) : t * den_ / num_;
+  }
 
   double one(const Action& a) const {
     return is_compute(a.op) ? cost_[a.chunk].by_op[static_cast<int>(a.op)] : 0.0;
@@ -85,6 +94,7 @@ class CostModel {
   std::vector<ChunkCost> cost_;
   double delay_ = 0, gap_ = 0;
   double num_ = 1, den_ = 1;  // an engine time unit is num_/den_ of the caller's
+  bool pow2_ = false;
 };
 
 // Peak live activations, point-to-point messages sent and (given costs) the busy time of one

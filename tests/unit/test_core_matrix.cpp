@@ -266,6 +266,41 @@ TEST(Sim, IntegerCostsGiveCorrectlyRoundedTimesForAnyV) {
   EXPECT_EQ(r.ranks[0].peak_activations, 8.0);
 }
 
+// Where a chunk's share is a power of two (v = 2, 4; V placements: 1/2) scaling is exact, so
+// time in shares gives bit for bit what the same costs given per chunk give (each F·share,
+// the engine's unit then being the caller's), also for costs with no binary form.
+TEST(Sim, PowerOfTwoSharesMatchPerChunkCosts) {
+  const struct {
+    const char* name;
+    int v;
+  } cases[] = {{"interleaved", 2}, {"interleaved", 4}, {"zb-v", 1}, {"dualpipev", 1}};
+  for (const auto& c : cases)
+    for (int P : {3, 5}) {
+      const Schedule s = generate(c.name, {P, 4 * P, c.v});
+      SimConfig uniform;
+      uniform.t_f = {0.1};
+      uniform.t_b = {0.3};
+      uniform.t_w = {0.7};
+      uniform.latency = 0.01;
+      uniform.optimizer_time = 0.05;
+      uniform.record_events = true;
+      SimConfig per_chunk = uniform;
+      const double share = static_cast<double>(P) / s.routes[0].length();
+      per_chunk.t_f.assign(static_cast<std::size_t>(s.num_chunks()), 0.1 * share);
+      per_chunk.t_b.assign(static_cast<std::size_t>(s.num_chunks()), 0.3 * share);
+      per_chunk.t_w.assign(static_cast<std::size_t>(s.num_chunks()), 0.7 * share);
+      const SimResult a = simulate(s, uniform), b = simulate(s, per_chunk);
+      const std::string what = std::string(c.name) + " P=" + std::to_string(P);
+      EXPECT_EQ(a.single.span, b.single.span) << what;
+      EXPECT_EQ(a.steady.span, b.steady.span) << what;
+      EXPECT_EQ(a.busy_sum, b.busy_sum) << what;
+      ASSERT_EQ(a.events.size(), b.events.size()) << what;
+      for (std::size_t i = 0; i < a.events.size(); ++i)
+        ASSERT_TRUE(a.events[i].start == b.events[i].start && a.events[i].end == b.events[i].end)
+            << what << " event " << i;
+    }
+}
+
 TEST(Sim, PerChunkCostsAndActivationBytes) {
   SimConfig cfg;
   cfg.t_f = {1, 3};  // stage 1 is three times slower
