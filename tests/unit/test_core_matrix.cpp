@@ -277,10 +277,7 @@ TEST(Sim, PowerOfTwoSharesMatchPerChunkCosts) {
   for (const auto& c : cases)
     for (int P : {3, 5}) {
       const Schedule s = generate(c.name, {P, 4 * P, c.v});
-      SimConfig uniform;
-      uniform.t_f = {0.1};
-      uniform.t_b = {0.3};
-      uniform.t_w = {0.7};
+      SimConfig uniform = Costs{0.1, 0.3, 0.7}.config();
       uniform.latency = 0.01;
       uniform.optimizer_time = 0.05;
       uniform.record_events = true;
