@@ -357,7 +357,7 @@ std::string read_owner(int fd) {
 
 }  // namespace
 
-WriterLock::WriterLock(std::string path) : lock_path_(std::move(path) + ".lock") {
+WriterLock::WriterLock(const std::string& path) : lock_path_(path + ".lock") {
   // The lock file a holder removes may be opened just before: after locking, the file must
   // still be the one under the name, or the lock is taken again.
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -373,8 +373,7 @@ WriterLock::WriterLock(std::string path) : lock_path_(std::move(path) + ".lock")
         const std::string owner = read_owner(fd_);
         ::close(fd_);
         fd_ = -1;
-        throw ConfigError(lock_path_.substr(0, lock_path_.size() - 5) +
-                          " is being written by another bubblebench" + owner +
+        throw ConfigError(path + " is being written by another bubblebench" + owner +
                           "; wait for it to finish or choose another --out");
       }
       ::unlink(lock_path_.c_str());  // no locks on this file system: no lock, no file

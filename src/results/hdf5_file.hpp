@@ -29,7 +29,7 @@ class WriterLock {
  public:
   // Throws ConfigError when another writer holds the lock, IoError when the lock file cannot
   // be made.
-  explicit WriterLock(std::string path);
+  explicit WriterLock(const std::string& path);
   WriterLock(const WriterLock&) = delete;
   WriterLock& operator=(const WriterLock&) = delete;
   ~WriterLock();
