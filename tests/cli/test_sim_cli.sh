@@ -229,38 +229,43 @@ for a, b in zip(m, s):
 PY
 check "model p2p_messages" $?
 
-# Large sweeps: memory does not grow with the sweep; an absurd one is refused up front.
-$PY - "$BB" <<'PY'
-import os, resource, subprocess, sys
+# Bounded memory. Each check is one Python process: RUSAGE_CHILDREN gives the largest peak of
+# its children so far, so each runs its baseline first.
+cat >"$tmp/peak.py" <<'PY'
+import os, resource, subprocess
 # Under ASan freed memory waits in a 256 MB quarantine before reuse: without it the peak shows
-# what the sweep holds, not what ASan holds back (other builds ignore ASAN_OPTIONS).
-env = dict(os.environ)
-env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "quarantine_size_mb=0"]))
-def peak_mb(m_list):  # the largest child's peak so far: the small run goes first
-    r = subprocess.run([sys.argv[1], "model", "-s", "1f1b", "-P", "4", "-M", m_list,
-                        "--format", "csv"], stdout=subprocess.PIPE, timeout=100, env=env)
-    assert r.returncode == 0, r.returncode
-    return r.stdout.count(b"\n"), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+# what the run holds, not what ASan holds back (other builds ignore ASAN_OPTIONS).
+ENV = dict(os.environ)
+ENV["ASAN_OPTIONS"] = ":".join(filter(None, [ENV.get("ASAN_OPTIONS"), "quarantine_size_mb=0"]))
+def run_peak_mb(argv, timeout):
+    """Runs argv (exit 0 expected): its stdout, and the largest child's peak RSS so far in MB."""
+    r = subprocess.run(argv, stdout=subprocess.PIPE, timeout=timeout, env=ENV)
+    assert r.returncode == 0, (argv, r.returncode)
+    return r.stdout, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+PY
+# Large sweeps: memory does not grow with the sweep; an absurd one is refused up front.
+PYTHONPATH="$tmp" $PY - "$BB" <<'PY'
+import sys
+from peak import run_peak_mb
+def model(m_list):
+    out, peak = run_peak_mb([sys.argv[1], "model", "-s", "1f1b", "-P", "4", "-M", m_list,
+                             "--format", "csv"], 100)
+    return out.count(b"\n"), peak
 # The baseline holds what the binary loads (with CUDA found, cuBLAS alone is ~200 MB).
-_, base = peak_mb("1")
-lines, peak = peak_mb("1:4000:1")
+_, base = model("1")
+lines, peak = model("1:4000:1")
 assert lines == 4001, lines
 assert peak - base < 100, (base, peak)  # keeping every schedule took 560 MB more
 PY
 check "a sweep of 4000 configurations in bounded memory" $?
 # A large timeline is written event by event: 1F1B at P=64, M=2048 (262 144 slices, 22 MB of
 # JSON) took 470 MB more than the same sim without it while the whole document was one tree.
-$PY - "$BB" "$tmp/big.json" <<'PY'
-import json, os, resource, subprocess, sys
-env = dict(os.environ)
-env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "quarantine_size_mb=0"]))
-def peak_mb(*extra):  # the largest child's peak so far: the run without a timeline goes first
-    r = subprocess.run([sys.argv[1], "sim", "-s", "1f1b", "-P", "64", "-M", "2048", *extra],
-                       stdout=subprocess.DEVNULL, timeout=300, env=env)
-    assert r.returncode == 0, r.returncode
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-base = peak_mb()
-peak = peak_mb("--timeline", sys.argv[2])
+PYTHONPATH="$tmp" $PY - "$BB" "$tmp/big.json" <<'PY'
+import json, sys
+from peak import run_peak_mb
+sim = [sys.argv[1], "sim", "-s", "1f1b", "-P", "64", "-M", "2048"]
+_, base = run_peak_mb(sim, 300)
+_, peak = run_peak_mb(sim + ["--timeline", sys.argv[2]], 300)
 assert peak - base < 100, (base, peak)
 doc = json.load(open(sys.argv[2]))
 slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
