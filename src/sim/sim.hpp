@@ -24,6 +24,9 @@ struct SimConfig {
   double optimizer_time = 0;   // between steps, per rank
   int steps = 4;               // back-to-back steps for the steady-state period (>= 2)
   bool record_events = false;  // keep the single-step timeline
+  // automatic: the periodic engine (periodic_engine.hpp) on large schedules it fits, else the
+  // plain one; periodic: try it whatever the size; plain: never. Results are the same.
+  enum class Engine { automatic, plain, periodic } engine = Engine::automatic;
 };
 
 struct SimEvent {
@@ -48,6 +51,7 @@ struct SimResult {
   std::vector<RankStats> ranks;
   std::size_t p2p_messages = 0;  // per step
   std::vector<SimEvent> events;  // single step, when asked; by rank, then list order
+  std::size_t jumped_units = 0;  // compute units the periodic engine skipped (0: not used)
 };
 
 // Peak live activations per rank (micro-batch-stage units) from the action order alone.

@@ -1,0 +1,47 @@
+// Periodic form of action lists: each rank's list as segments, each a short pattern of actions
+// repeated `reps` times, every micro-batch number moving by `mb_step` from one repetition to
+// the next. A 1F1B rank is three segments (warm-up F, the F/B pair, cool-down B) however large
+// M is. Passes that understand the form (the simulator's periodic engine) work on the
+// segments instead of every action; `expand()` gives back the flat lists.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedule/schedule.hpp"
+
+namespace bb {
+
+struct Segment {
+  std::uint32_t begin = 0;   // first action of the pattern in PeriodicLists::pool
+  std::uint32_t length = 0;  // actions in the pattern (never splits an FB pair)
+  std::uint32_t reps = 1;    // repetitions
+  std::int32_t mb_step = 0;  // added to every micro-batch number per repetition
+  friend bool operator==(const Segment&, const Segment&) = default;
+};
+
+struct PeriodicLists {
+  std::vector<Action> pool;                 // the patterns, rep 0
+  std::vector<std::vector<Segment>> ranks;  // per rank, in execution order
+
+  // Action k of repetition rep of segment g.
+  Action at(const Segment& g, std::uint32_t rep, std::uint32_t k) const {
+    Action a = pool[g.begin + k];
+    a.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(a.mb) +
+                                      static_cast<std::int64_t>(rep) * g.mb_step);
+    return a;
+  }
+  std::size_t size() const;  // actions of all ranks, expanded
+};
+
+// The lists of s (only their compute actions when compute_only) in periodic form: greedily,
+// at each position the shortest pattern (up to kMaxPeriod actions) that repeats at least
+// kMinReps times, else the action on its own. Lossless: expand() gives the lists back.
+inline constexpr std::uint32_t kMaxPeriod = 16;
+inline constexpr std::uint32_t kMinReps = 4;
+PeriodicLists compress(const Schedule& s, bool compute_only = false);
+
+// One rank's list from its segments.
+std::vector<Action> expand(const PeriodicLists& lists, int rank);
+
+}  // namespace bb

@@ -1,0 +1,381 @@
+// The dataflow engine of engine.hpp over lists in periodic form (periodic.hpp), with jumps:
+// once the whole pipeline repeats itself, it skips the repetitions instead of running them.
+//
+// Every rank runs its list as soon as its inputs have arrived, exactly as DataflowEngine does
+// (same policy, same times), with the messages in flight in a hash map. In each step, every
+// rank's longest segment is its periodic part (1F1B: the F/B pair). The engine holds every rank
+// at the start of repetition f of that segment (a fence), takes the state there — each rank's
+// clock and every message produced but not yet consumed — and does the same at f+1. When the
+// state at f+1 is the state at f moved by λ in time and by the segment's micro-batch step in
+// micro-batch numbers, the pipeline from f+1 on is the one from f moved the same way (the
+// engine's rules do not depend on when or on which micro-batch), repetition after repetition,
+// as long as every rank is still in its periodic part. So the engine moves every rank J
+// repetitions on at once (J = the fewest repetitions any rank has left), adds J·λ to every
+// clock and in-flight time, renumbers the in-flight messages J steps on, and runs the rest.
+//
+// Exactness: J·λ equals λ added J times only where the arithmetic is exact; the caller checks
+// that every cost is a multiple of a power of two small enough that all times stay exact
+// (sim.cpp), so jumping gives bit for bit the times the plain engine gives.
+//
+// Preconditions: a validated schedule with one route for every micro-batch (the route does not
+// then depend on the micro-batch number). The engine reports Outcome::no_period when the ranks'
+// periodic parts do not line up (no fence can be held, or the state does not repeat within
+// kMaxFenceTries repetitions) and Outcome::stuck for a cyclic wait; callers then run the plain
+// engine, which also explains a cyclic wait.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "schedule/periodic.hpp"
+#include "schedule/schedule.hpp"
+
+namespace bb {
+
+// Open addressing, linear probing, backward-shift deletion: message key -> arrival time.
+class MessageMap {
+ public:
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+  MessageMap() { rehash(1024); }
+  std::size_t size() const { return size_; }
+  const double* find(std::uint64_t k) const {
+    for (std::size_t i = slot(k);; i = (i + 1) & mask_) {
+      if (keys_[i] == k) return &vals_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+  void put(std::uint64_t k, double v) {
+    if (2 * (size_ + 1) > keys_.size()) rehash(2 * keys_.size());
+    std::size_t i = slot(k);
+    for (; keys_[i] != kEmpty && keys_[i] != k; i = (i + 1) & mask_) {
+    }
+    if (keys_[i] == kEmpty) ++size_;
+    keys_[i] = k;
+    vals_[i] = v;
+  }
+  void erase(std::uint64_t k) {
+    std::size_t i = slot(k);
+    for (; keys_[i] != k; i = (i + 1) & mask_)
+      if (keys_[i] == kEmpty) return;
+    --size_;
+    // Backward shift: move later entries of the probe run into the hole.
+    for (std::size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+      if (keys_[j] == kEmpty) break;
+      const std::size_t home = slot(keys_[j]);
+      // Entry j may move to i if its home is not in (i, j] (cyclically).
+      if (((j - home) & mask_) >= ((j - i) & mask_)) {
+        keys_[i] = keys_[j];
+        vals_[i] = vals_[j];
+        i = j;
+      }
+    }
+    keys_[i] = kEmpty;
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < keys_.size(); ++i)
+      if (keys_[i] != kEmpty) f(keys_[i], vals_[i]);
+  }
+  void clear() {
+    std::fill(keys_.begin(), keys_.end(), kEmpty);
+    size_ = 0;
+  }
+
+ private:
+  std::size_t slot(std::uint64_t k) const {
+    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  void rehash(std::size_t cap) {
+    std::vector<std::uint64_t> keys(cap, kEmpty);
+    std::vector<double> vals(cap);
+    keys.swap(keys_);
+    vals.swap(vals_);
+    mask_ = cap - 1;
+    shift_ = 64 - static_cast<int>(std::countr_zero(cap));
+    size_ = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] != kEmpty) put(keys[i], vals[i]);
+  }
+  std::vector<std::uint64_t> keys_;
+  std::vector<double> vals_;
+  std::size_t mask_ = 0, size_ = 0;
+  int shift_ = 64;
+};
+
+// Policy: as DataflowEngine's, with Time = double (record() gets index 0: the periodic engine
+// does not number actions).
+template <class Policy>
+class PeriodicEngine {
+ public:
+  enum class Outcome { done, stuck, no_period };
+  static constexpr int kMaxFenceTries = 64;  // repetitions held at a fence before giving up
+
+  PeriodicEngine(const Schedule& s, const PeriodicLists& lists, Policy& policy, int steps)
+      : s_(s), L_(lists), pol_(policy), steps_(steps) {}
+
+  Outcome run() {
+    const int P = s_.P;
+    if (s_.routes.empty() || !s_.uniform_routes() || steps_ > kMaxSteps) return Outcome::no_period;
+    route_ = s_.routes.front();
+    if (!choose_periodic_parts()) return Outcome::no_period;
+    st_.assign(P, RankState{});
+    for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
+    start_phase(0);
+    for (;;) {
+      while (!ready_.empty()) {
+        const int r = ready_.back();
+        ready_.pop_back();
+        advance(r);
+      }
+      if (finished_ == P) return Outcome::done;
+      if (!fence_on_ || parked_ != P) return parked_ > 0 ? Outcome::no_period : Outcome::stuck;
+      if (!at_fence()) return Outcome::no_period;
+    }
+  }
+
+  // Compute units (FB pairs once) the jumps skipped, over all ranks and steps.
+  std::size_t jumped_units() const { return jumped_; }
+
+ private:
+  static constexpr int kMaxSteps = 1 << 14;
+  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+
+  struct RankState {
+    std::uint32_t seg = 0, rep = 0, k = 0;  // next action: segment, repetition, index
+    int step = 0;
+    double clock = 0;
+    std::uint64_t waiting = kNone;
+    bool parked = false;
+  };
+
+  // Message of step `step`, direction dir (0 activation, 1 gradient), named by the chunk that
+  // sends the activation / receives the gradient, and micro-batch mb.
+  static std::uint64_t key(int step, int dir, std::uint32_t chunk, std::uint32_t mb) {
+    return (static_cast<std::uint64_t>(step) << 32) | (static_cast<std::uint64_t>(dir) << 31) |
+           (static_cast<std::uint64_t>(chunk) << 16) | mb;
+  }
+  static std::uint32_t key_mb(std::uint64_t k) { return static_cast<std::uint32_t>(k & 0xffff); }
+
+  // Every rank's periodic part: its segment with the most repetitions. A fence needs them all
+  // to have at least three and one micro-batch step.
+  bool choose_periodic_parts() {
+    const int P = s_.P;
+    part_.assign(P, 0);
+    min_reps_ = ~std::uint32_t{0};
+    for (int r = 0; r < P; ++r) {
+      const auto& segs = L_.ranks[r];
+      if (segs.empty()) return false;
+      std::uint32_t best = 0;
+      for (std::uint32_t g = 1; g < segs.size(); ++g)
+        if (segs[g].reps > segs[best].reps) best = g;
+      part_[r] = best;
+      const Segment& g = segs[best];
+      if (r == 0) mb_step_ = g.mb_step;
+      if (g.mb_step != mb_step_ || g.mb_step == 0) return false;
+      min_reps_ = std::min(min_reps_, g.reps);
+      std::uint32_t units = 0;
+      for (std::uint32_t k = 0; k < g.length; ++k) units += !L_.pool[g.begin + k].overlap_next();
+      part_units_.push_back(units);
+    }
+    return min_reps_ >= 3;
+  }
+
+  void start_phase(int step) {
+    fence_on_ = step < steps_;
+    fence_step_ = step;
+    fence_rep_ = 1;
+    tries_ = 0;
+    have_prev_ = false;
+  }
+
+  bool at_fence_position(int r, const RankState& st) const {
+    return fence_on_ && st.step == fence_step_ && st.seg == part_[r] && st.rep == fence_rep_ &&
+           st.k == 0;
+  }
+
+  void unpark_all() {
+    for (int r = s_.P - 1; r >= 0; --r) {
+      st_[r].parked = false;
+      ready_.push_back(r);
+    }
+    parked_ = 0;
+  }
+
+  // Every rank is held at the fence: compare, jump or move the fence on. False: give up.
+  bool at_fence() {
+    const int P = s_.P;
+    cur_clock_.resize(P);
+    for (int r = 0; r < P; ++r) cur_clock_[r] = st_[r].clock;
+    cur_msgs_.clear();
+    msgs_.for_each([&](std::uint64_t k, double t) { cur_msgs_.push_back({k, t}); });
+    if (have_prev_ && repeats()) {
+      jump();
+      start_phase(fence_step_ + 1);
+      unpark_all();
+      return true;
+    }
+    prev_clock_.swap(cur_clock_);
+    prev_msgs_.swap(cur_msgs_);
+    have_prev_ = true;
+    ++fence_rep_;
+    if (++tries_ > kMaxFenceTries || fence_rep_ + 1 > min_reps_) return false;
+    unpark_all();
+    return true;
+  }
+
+  // Whether the state now is the previous one moved by λ and one micro-batch step.
+  bool repeats() {
+    const double lambda = cur_clock_[0] - prev_clock_[0];
+    for (int r = 0; r < s_.P; ++r)
+      if (cur_clock_[r] - prev_clock_[r] != lambda) return false;
+    if (cur_msgs_.size() != prev_msgs_.size()) return false;
+    for (const auto& [k, t] : prev_msgs_) {
+      const std::int64_t mb = static_cast<std::int64_t>(key_mb(k)) + mb_step_;
+      if (mb < 0 || mb >= s_.M) return false;
+      const double* now = msgs_.find((k & ~std::uint64_t{0xffff}) | static_cast<std::uint64_t>(mb));
+      if (!now || *now - t != lambda) return false;
+    }
+    lambda_ = lambda;
+    return true;
+  }
+
+  // Every rank J repetitions on (J: the fewest any rank has left), times J·λ later, messages
+  // in flight J micro-batch steps on.
+  void jump() {
+    const std::uint32_t J = min_reps_ - fence_rep_;
+    const double dt = static_cast<double>(J) * lambda_;
+    for (int r = 0; r < s_.P; ++r) {
+      RankState& st = st_[r];
+      st.rep += J;
+      st.clock += dt;
+      normalize(r, st);
+      jumped_ += static_cast<std::size_t>(J) * part_units_[r];
+    }
+    msgs_.clear();
+    const std::int64_t dmb = static_cast<std::int64_t>(J) * mb_step_;
+    for (const auto& [k, t] : cur_msgs_) {
+      const std::int64_t mb = static_cast<std::int64_t>(key_mb(k)) + dmb;
+      // In range: the repetitions J on consume these shifted messages, and they exist.
+      msgs_.put((k & ~std::uint64_t{0xffff}) | static_cast<std::uint64_t>(mb), t + dt);
+    }
+  }
+
+  // Past the end of a segment: the next one.
+  void normalize(int r, RankState& st) const {
+    const auto& segs = L_.ranks[r];
+    while (st.seg < segs.size() && st.rep >= segs[st.seg].reps) {
+      st.rep = 0;
+      ++st.seg;
+    }
+  }
+
+  // Raises *t to a's input's arrival; false (and the key in *wait) if it has not arrived.
+  bool input(const Action& a, int step, double* t, std::uint64_t* wait, std::uint64_t* used) {
+    *used = kNone;
+    std::uint64_t k;
+    if (a.op == Op::F) {
+      if (static_cast<int>(a.chunk) == route_.first) return true;
+      k = key(step, 0, a.chunk - 1, a.mb);
+    } else {
+      if (a.op == Op::W || static_cast<int>(a.chunk) == route_.last) return true;
+      k = key(step, 1, a.chunk, a.mb);
+    }
+    const double* at = msgs_.find(k);
+    if (!at) {
+      *wait = k;
+      return false;
+    }
+    *t = std::max(*t, *at);
+    *used = k;
+    return true;
+  }
+
+  void output(int r, int step, const Action& a, double f_end, double grad_at) {
+    std::uint64_t k;
+    int dst;
+    double t;
+    if (a.op == Op::F) {
+      if (static_cast<int>(a.chunk) == route_.last) return;
+      k = key(step, 0, a.chunk, a.mb);
+      dst = s_.chunk_rank[a.chunk + 1];
+      t = f_end;
+    } else {
+      if (a.op == Op::W || static_cast<int>(a.chunk) == route_.first) return;
+      k = key(step, 1, a.chunk - 1, a.mb);
+      dst = s_.chunk_rank[a.chunk - 1];
+      t = grad_at;
+    }
+    if (dst != r) t += pol_.delay(r, dst, a);
+    msgs_.put(k, t);
+    if (st_[dst].waiting == k) {
+      st_[dst].waiting = kNone;
+      ready_.push_back(dst);
+    }
+  }
+
+  void advance(int r) {
+    RankState& st = st_[r];
+    const auto& segs = L_.ranks[r];
+    while (st.step < steps_) {
+      if (st.seg == segs.size()) {
+        if constexpr (requires { pol_.step_done(r, st.step, st.clock); })
+          pol_.step_done(r, st.step, st.clock);
+        st.seg = st.rep = st.k = 0;
+        if (++st.step < steps_) st.clock += pol_.step_gap(r);
+        continue;
+      }
+      if (at_fence_position(r, st)) {
+        st.parked = true;
+        ++parked_;
+        return;
+      }
+      const Segment& g = segs[st.seg];
+      Action u[2];
+      u[0] = L_.at(g, st.rep, st.k);
+      const std::uint32_t n = u[0].overlap_next() && st.k + 1 < g.length ? 2 : 1;
+      if (n == 2) u[1] = L_.at(g, st.rep, st.k + 1);
+      double start = st.clock;
+      std::uint64_t used[2] = {kNone, kNone};
+      for (std::uint32_t i = 0; i < n; ++i)
+        if (!input(u[i], st.step, &start, &st.waiting, &used[i])) return;
+      for (std::uint64_t k : used)
+        if (k != kNone) msgs_.erase(k);
+      const double stop = start + pol_.cost(r, u, n);
+      const double grad_at = n == 2 ? start + pol_.grad_offset(r, u, n) : stop;
+      pol_.record(r, st.step, 0, n, st.clock, start, stop);
+      st.clock = stop;
+      for (std::uint32_t i = 0; i < n; ++i) output(r, st.step, u[i], stop, grad_at);
+      if ((st.k += n) == g.length) {
+        st.k = 0;
+        ++st.rep;
+        normalize(r, st);
+      }
+    }
+    ++finished_;
+  }
+
+  const Schedule& s_;
+  const PeriodicLists& L_;
+  Policy& pol_;
+  int steps_;
+  Route route_;
+  std::vector<std::uint32_t> part_;        // per rank: its periodic segment
+  std::vector<std::uint32_t> part_units_;  // compute units in one repetition of it
+  std::uint32_t min_reps_ = 0;
+  std::int32_t mb_step_ = 0;
+  std::vector<RankState> st_;
+  std::vector<int> ready_;
+  MessageMap msgs_;
+  int finished_ = 0, parked_ = 0;
+  bool fence_on_ = false, have_prev_ = false;
+  int fence_step_ = 0, tries_ = 0;
+  std::uint32_t fence_rep_ = 1;
+  double lambda_ = 0;
+  std::vector<double> prev_clock_, cur_clock_;
+  std::vector<std::pair<std::uint64_t, double>> prev_msgs_, cur_msgs_;
+  std::size_t jumped_ = 0;
+};
+
+}  // namespace bb

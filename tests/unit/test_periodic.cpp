@@ -1,0 +1,197 @@
+// The periodic form of action lists and the periodic simulator engine: compress() loses
+// nothing, and the engine with its jumps gives bit for bit the plain engine's results.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "schedule/generators.hpp"
+#include "schedule/lower.hpp"
+#include "schedule/periodic.hpp"
+#include "sim/sim.hpp"
+
+namespace bb {
+namespace {
+
+bool accepts(const std::string& name, int P, int M, int v) {
+  if (name == "interleaved") return v >= 2 && M % P == 0;
+  if (name == "dualpipe") return P % 2 == 0 && M % 2 == 0 && M >= 2 * P;
+  if (name == "dualpipev") return M >= 2 * P;
+  return true;
+}
+
+// Every built-in schedule at P in {2,3,4,8}, M in {P, 2P+1, 4P, 16P}, v in {1,2,4}.
+template <class F>
+void for_each_schedule(F&& f) {
+  for (const std::string& name : schedule_names())
+    for (int P : {2, 3, 4, 8})
+      for (int M : {P, 2 * P + 1, 4 * P, 16 * P})
+        for (int v : {1, 2, 4}) {
+          if ((!schedule_takes_v(name) && v != 1) || !accepts(name, P, M, v)) continue;
+          f(name, P, M, v, generate(name, {P, M, v}));
+        }
+}
+
+std::string what(const std::string& name, int P, int M, int v) {
+  return name + " P=" + std::to_string(P) + " M=" + std::to_string(M) + " v=" + std::to_string(v);
+}
+
+TEST(Periodic, CompressLosesNothing) {
+  for_each_schedule([](const std::string& name, int P, int M, int v, const Schedule& s) {
+    const Schedule low = lower(s);
+    for (const Schedule* x : {&s, &low}) {
+      const PeriodicLists lists = compress(*x);
+      ASSERT_EQ(lists.ranks.size(), static_cast<std::size_t>(P));
+      EXPECT_EQ(lists.size(), x->size()) << what(name, P, M, v);
+      for (int r = 0; r < P; ++r) {
+        EXPECT_EQ(expand(lists, r), x->ranks[r]) << what(name, P, M, v) << " rank " << r;
+        for (const Segment& g : lists.ranks[r]) {
+          ASSERT_GT(g.length, 0u);
+          // A pattern never ends inside an FB pair (the last action of a list aside).
+          EXPECT_FALSE(g.reps > 1 && lists.pool[g.begin + g.length - 1].overlap_next());
+        }
+      }
+    }
+    // Compute only: the lowered lists without SEND/RECV.
+    const PeriodicLists comp = compress(low, true);
+    for (int r = 0; r < P; ++r) EXPECT_EQ(expand(comp, r), s.ranks[r]) << what(name, P, M, v);
+  });
+}
+
+TEST(Periodic, OneFOneBIsThreeSegmentsPerRank) {
+  const Schedule s = generate("1f1b", {8, 1024, 1});
+  const PeriodicLists lists = compress(s);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_LE(lists.ranks[r].size(), 3u) << "rank " << r;
+    EXPECT_LE(lists.pool.size(), 8u * 4);
+  }
+}
+
+TEST(Periodic, RandomListsRoundTrip) {
+  std::mt19937 rng(7);
+  Schedule s = make_schedule("random", 1, 64, 1);
+  s.chunk_rank = {0, 0, 0};
+  s.chunk_stage = {0, 1, 2};
+  s.routes.assign(64, Route{0, 2});
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<Action> list;
+    const int n = static_cast<int>(rng() % 300);
+    for (int i = 0; i < n; ++i) {
+      // Runs of a few shapes with micro-batch steps, broken at random.
+      const Op op = static_cast<Op>(rng() % 4);
+      const int chunk = static_cast<int>(rng() % 3);
+      const int reps = 1 + static_cast<int>(rng() % 8), step = static_cast<int>(rng() % 3);
+      for (int k = 0; k < reps && i < n; ++k, ++i)
+        list.push_back(make_action(op, chunk, (5 + k * step) % 64, rng() % 5 == 0 ? 1 : 0));
+    }
+    s.ranks = {list};
+    const PeriodicLists lists = compress(s);
+    EXPECT_EQ(expand(lists, 0), list) << "trial " << trial;
+  }
+}
+
+void expect_same(const SimResult& a, const SimResult& b, const std::string& w) {
+  ASSERT_EQ(a.ranks.size(), b.ranks.size()) << w;
+  for (std::size_t r = 0; r < a.ranks.size(); ++r) {
+    EXPECT_EQ(a.ranks[r].busy, b.ranks[r].busy) << w << " rank " << r;
+    EXPECT_EQ(a.ranks[r].first_start, b.ranks[r].first_start) << w << " rank " << r;
+    EXPECT_EQ(a.ranks[r].last_end, b.ranks[r].last_end) << w << " rank " << r;
+    EXPECT_EQ(a.ranks[r].peak_activations, b.ranks[r].peak_activations) << w << " rank " << r;
+  }
+  EXPECT_EQ(a.single.span, b.single.span) << w;
+  EXPECT_EQ(a.single.idle_total, b.single.idle_total) << w;
+  EXPECT_EQ(a.steady.span, b.steady.span) << w;
+  EXPECT_EQ(a.steady.idle_total, b.steady.idle_total) << w;
+  EXPECT_EQ(a.busy_sum, b.busy_sum) << w;
+  EXPECT_EQ(a.t_ideal, b.t_ideal) << w;
+  EXPECT_EQ(a.p2p_messages, b.p2p_messages) << w;
+}
+
+struct CostCase {
+  double f, b, w, fb, latency, optimizer;
+  int steps;
+};
+
+// The periodic engine against the plain one, bit for bit, on every built-in schedule (compute
+// lists and lowered ones), with costs that make pipelines uneven and link and optimizer times.
+TEST(Periodic, SimulatorMatchesThePlainEngine) {
+  const std::vector<CostCase> cases = {{1, 2, 0, -1, 0, 0, 2},
+                                       {1, 1, 1, -1, 0, 0, 3},
+                                       {0.5, 1.25, 0.75, -1, 0.25, 1.5, 2},
+                                       {3, 1, 2, 4.5, 0.125, 0, 4}};
+  std::size_t jumped_1f1b = 0, compared = 0;
+  for_each_schedule([&](const std::string& name, int P, int M, int v, const Schedule& s) {
+    const Schedule low = lower(s);
+    for (const CostCase& c : cases)
+      for (const Schedule* x : {&s, &low}) {
+        SimConfig cfg;
+        cfg.t_f = {c.f};
+        cfg.t_b = {c.b};
+        cfg.t_w = {c.w};
+        cfg.t_fb = c.fb;
+        cfg.latency = c.latency;
+        cfg.optimizer_time = c.optimizer;
+        cfg.steps = c.steps;
+        cfg.engine = SimConfig::Engine::plain;
+        const SimResult plain = simulate(*x, cfg);
+        cfg.engine = SimConfig::Engine::periodic;
+        const SimResult periodic = simulate(*x, cfg);
+        EXPECT_EQ(plain.jumped_units, 0u);
+        expect_same(plain, periodic, what(name, P, M, v) + (x == &low ? " lowered" : ""));
+        if (name == "1f1b") jumped_1f1b += periodic.jumped_units;
+        ++compared;
+      }
+  });
+  EXPECT_GT(compared, 500u);
+  // The jumps were taken (1F1B repeats itself from its second F/B pair on).
+  EXPECT_GT(jumped_1f1b, 0u);
+}
+
+TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
+  const Schedule s = generate("1f1b", {8, 4096, 1});
+  SimConfig cfg;
+  cfg.steps = 2;
+  cfg.engine = SimConfig::Engine::periodic;
+  const SimResult r = simulate(s, cfg);
+  EXPECT_GT(r.jumped_units, s.compute_size() * 2 * 9 / 10);  // of 2 steps
+  cfg.engine = SimConfig::Engine::plain;
+  expect_same(simulate(s, cfg), r, "1f1b P=8 M=4096");
+}
+
+// Costs with no exact binary form would make J·λ differ from J additions: the plain engine.
+TEST(Periodic, InexactCostsUseThePlainEngine) {
+  const Schedule s = generate("1f1b", {4, 256, 1});
+  SimConfig cfg;
+  cfg.t_f = {0.1};
+  cfg.t_b = {0.3};
+  cfg.engine = SimConfig::Engine::periodic;
+  const SimResult r = simulate(s, cfg);
+  EXPECT_EQ(r.jumped_units, 0u);
+  cfg.engine = SimConfig::Engine::plain;
+  expect_same(simulate(s, cfg), r, "1f1b 0.1/0.3");
+}
+
+// A cyclic wait is still reported (by the plain engine the periodic one hands over to).
+TEST(Periodic, CyclicWaitIsStillReported) {
+  // Rank 0 runs micro-batch 0 to the end first; rank 1 wants micro-batch 1 first.
+  Schedule s = generate_naive({2, 64, 1});
+  s.ranks[1] = {make_action(Op::F, 1, 1), make_action(Op::BW, 1, 1), make_action(Op::F, 1, 0),
+                make_action(Op::BW, 1, 0)};
+  for (int m = 2; m < 64; ++m) {
+    s.ranks[1].push_back(make_action(Op::F, 1, m));
+    s.ranks[1].push_back(make_action(Op::BW, 1, m));
+  }
+  SimConfig cfg;
+  cfg.engine = SimConfig::Engine::periodic;
+  try {
+    simulate(s, cfg);
+    FAIL() << "expected a cyclic wait";
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("cyclic wait"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bb
