@@ -25,8 +25,11 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "schedule/periodic.hpp"
@@ -34,74 +37,51 @@
 
 namespace bb {
 
-// Open addressing, linear probing, backward-shift deletion: message key -> arrival time.
-class MessageMap {
+// Messages in flight: one slot per (direction, chunk, micro-batch) with its arrival time, and
+// the slots in use in a list (to take the state at a fence). Pages are zeroed lazily (calloc),
+// so only the slots the engine touches cost memory: those of the micro-batches it runs, not of
+// the repetitions it jumps over.
+class MessageSlots {
  public:
-  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
-  MessageMap() { rehash(1024); }
-  std::size_t size() const { return size_; }
-  const double* find(std::uint64_t k) const {
-    for (std::size_t i = slot(k);; i = (i + 1) & mask_) {
-      if (keys_[i] == k) return &vals_[i];
-      if (keys_[i] == kEmpty) return nullptr;
+  explicit MessageSlots(std::size_t n)
+      : time_(static_cast<double*>(std::calloc(n, sizeof(double)))),
+        pos_(static_cast<std::uint32_t*>(std::calloc(n, sizeof(std::uint32_t)))) {
+    if (!time_ || !pos_) throw std::bad_alloc();
+  }
+  std::size_t size() const { return live_.size(); }
+  const double* find(std::size_t k) const { return pos_[k] ? &time_[k] : nullptr; }
+  void put(std::size_t k, double t) {
+    time_[k] = t;
+    if (!pos_[k]) {
+      live_.push_back(k);
+      pos_[k] = static_cast<std::uint32_t>(live_.size());
     }
   }
-  void put(std::uint64_t k, double v) {
-    if (2 * (size_ + 1) > keys_.size()) rehash(2 * keys_.size());
-    std::size_t i = slot(k);
-    for (; keys_[i] != kEmpty && keys_[i] != k; i = (i + 1) & mask_) {
-    }
-    if (keys_[i] == kEmpty) ++size_;
-    keys_[i] = k;
-    vals_[i] = v;
-  }
-  void erase(std::uint64_t k) {
-    std::size_t i = slot(k);
-    for (; keys_[i] != k; i = (i + 1) & mask_)
-      if (keys_[i] == kEmpty) return;
-    --size_;
-    // Backward shift: move later entries of the probe run into the hole.
-    for (std::size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
-      if (keys_[j] == kEmpty) break;
-      const std::size_t home = slot(keys_[j]);
-      // Entry j may move to i if its home is not in (i, j] (cyclically).
-      if (((j - home) & mask_) >= ((j - i) & mask_)) {
-        keys_[i] = keys_[j];
-        vals_[i] = vals_[j];
-        i = j;
-      }
-    }
-    keys_[i] = kEmpty;
+  void erase(std::size_t k) {
+    const std::uint32_t i = pos_[k];
+    if (!i) return;
+    const std::size_t last = live_.back();
+    live_[i - 1] = last;
+    pos_[last] = i;
+    live_.pop_back();
+    pos_[k] = 0;
   }
   template <class F>
   void for_each(F&& f) const {
-    for (std::size_t i = 0; i < keys_.size(); ++i)
-      if (keys_[i] != kEmpty) f(keys_[i], vals_[i]);
+    for (std::size_t k : live_) f(k, time_[k]);
   }
   void clear() {
-    std::fill(keys_.begin(), keys_.end(), kEmpty);
-    size_ = 0;
+    for (std::size_t k : live_) pos_[k] = 0;
+    live_.clear();
   }
 
  private:
-  std::size_t slot(std::uint64_t k) const {
-    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_);
-  }
-  void rehash(std::size_t cap) {
-    std::vector<std::uint64_t> keys(cap, kEmpty);
-    std::vector<double> vals(cap);
-    keys.swap(keys_);
-    vals.swap(vals_);
-    mask_ = cap - 1;
-    shift_ = 64 - static_cast<int>(std::countr_zero(cap));
-    size_ = 0;
-    for (std::size_t i = 0; i < keys.size(); ++i)
-      if (keys[i] != kEmpty) put(keys[i], vals[i]);
-  }
-  std::vector<std::uint64_t> keys_;
-  std::vector<double> vals_;
-  std::size_t mask_ = 0, size_ = 0;
-  int shift_ = 64;
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<double[], Free> time_;
+  std::unique_ptr<std::uint32_t[], Free> pos_;  // 1 + index in live_, 0: empty
+  std::vector<std::size_t> live_;
 };
 
 // Policy: as DataflowEngine's, with Time = double (record() gets index 0: the periodic engine
@@ -140,23 +120,33 @@ class PeriodicEngine {
 
  private:
   static constexpr int kMaxSteps = 1 << 14;
-  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+  static constexpr std::size_t kNone = ~std::size_t{0};
 
   struct RankState {
     std::uint32_t seg = 0, rep = 0, k = 0;  // next action: segment, repetition, index
     int step = 0;
     double clock = 0;
-    std::uint64_t waiting = kNone;
+    std::size_t waiting = kNone;
     bool parked = false;
   };
 
-  // Message of step `step`, direction dir (0 activation, 1 gradient), named by the chunk that
-  // sends the activation / receives the gradient, and micro-batch mb.
-  static std::uint64_t key(int step, int dir, std::uint32_t chunk, std::uint32_t mb) {
-    return (static_cast<std::uint64_t>(step) << 32) | (static_cast<std::uint64_t>(dir) << 31) |
-           (static_cast<std::uint64_t>(chunk) << 16) | mb;
+  // The slot of a message in direction dir (0 activation, 1 gradient), named by the chunk that
+  // sends the activation / receives the gradient, and micro-batch mb. Steps share slots: a
+  // message of the next step cannot be produced before this step's has been used (the
+  // producer's rank has finished this step, which needs its consumer's backward first).
+  // Micro-batch-major, as a wave through the ranks touches them.
+  std::size_t key(int, int dir, std::uint32_t chunk, std::uint32_t mb) const {
+    return (static_cast<std::size_t>(mb) * static_cast<std::size_t>(s_.num_chunks()) + chunk) * 2 +
+           static_cast<std::size_t>(dir);
   }
-  static std::uint32_t key_mb(std::uint64_t k) { return static_cast<std::uint32_t>(k & 0xffff); }
+  std::uint32_t key_mb(std::size_t k) const {
+    return static_cast<std::uint32_t>(k / (2 * static_cast<std::size_t>(s_.num_chunks())));
+  }
+  // The slot of the same message dmb micro-batches on.
+  std::size_t moved(std::size_t k, std::int64_t dmb) const {
+    return static_cast<std::size_t>(static_cast<std::int64_t>(k) +
+                                    dmb * 2 * static_cast<std::int64_t>(s_.num_chunks()));
+  }
 
   // Every rank's periodic part: its segment with the most repetitions. A fence needs them all
   // to have at least three and one micro-batch step.
@@ -209,7 +199,7 @@ class PeriodicEngine {
     cur_clock_.resize(P);
     for (int r = 0; r < P; ++r) cur_clock_[r] = st_[r].clock;
     cur_msgs_.clear();
-    msgs_.for_each([&](std::uint64_t k, double t) { cur_msgs_.push_back({k, t}); });
+    msgs_.for_each([&](std::size_t k, double t) { cur_msgs_.push_back({k, t}); });
     if (have_prev_ && repeats()) {
       jump();
       start_phase(fence_step_ + 1);
@@ -234,7 +224,7 @@ class PeriodicEngine {
     for (const auto& [k, t] : prev_msgs_) {
       const std::int64_t mb = static_cast<std::int64_t>(key_mb(k)) + mb_step_;
       if (mb < 0 || mb >= s_.M) return false;
-      const double* now = msgs_.find((k & ~std::uint64_t{0xffff}) | static_cast<std::uint64_t>(mb));
+      const double* now = msgs_.find(moved(k, mb_step_));
       if (!now || *now - t != lambda) return false;
     }
     lambda_ = lambda;
@@ -256,9 +246,10 @@ class PeriodicEngine {
     msgs_.clear();
     const std::int64_t dmb = static_cast<std::int64_t>(J) * mb_step_;
     for (const auto& [k, t] : cur_msgs_) {
-      const std::int64_t mb = static_cast<std::int64_t>(key_mb(k)) + dmb;
-      // In range: the repetitions J on consume these shifted messages, and they exist.
-      msgs_.put((k & ~std::uint64_t{0xffff}) | static_cast<std::uint64_t>(mb), t + dt);
+      // The state J repetitions on is a true state of the schedule: its messages exist.
+      if (static_cast<std::int64_t>(key_mb(k)) + dmb >= s_.M)
+        throw std::logic_error("periodic engine: a jump moved a message past the last micro-batch");
+      msgs_.put(moved(k, dmb), t + dt);
     }
   }
 
@@ -272,9 +263,9 @@ class PeriodicEngine {
   }
 
   // Raises *t to a's input's arrival; false (and the key in *wait) if it has not arrived.
-  bool input(const Action& a, int step, double* t, std::uint64_t* wait, std::uint64_t* used) {
+  bool input(const Action& a, int step, double* t, std::size_t* wait, std::size_t* used) {
     *used = kNone;
-    std::uint64_t k;
+    std::size_t k;
     if (a.op == Op::F) {
       if (static_cast<int>(a.chunk) == route_.first) return true;
       k = key(step, 0, a.chunk - 1, a.mb);
@@ -293,7 +284,7 @@ class PeriodicEngine {
   }
 
   void output(int r, int step, const Action& a, double f_end, double grad_at) {
-    std::uint64_t k;
+    std::size_t k;
     int dst;
     double t;
     if (a.op == Op::F) {
@@ -337,10 +328,10 @@ class PeriodicEngine {
       const std::uint32_t n = u[0].overlap_next() && st.k + 1 < g.length ? 2 : 1;
       if (n == 2) u[1] = L_.at(g, st.rep, st.k + 1);
       double start = st.clock;
-      std::uint64_t used[2] = {kNone, kNone};
+      std::size_t used[2] = {kNone, kNone};
       for (std::uint32_t i = 0; i < n; ++i)
         if (!input(u[i], st.step, &start, &st.waiting, &used[i])) return;
-      for (std::uint64_t k : used)
+      for (std::size_t k : used)
         if (k != kNone) msgs_.erase(k);
       const double stop = start + pol_.cost(r, u, n);
       const double grad_at = n == 2 ? start + pol_.grad_offset(r, u, n) : stop;
@@ -367,14 +358,15 @@ class PeriodicEngine {
   std::int32_t mb_step_ = 0;
   std::vector<RankState> st_;
   std::vector<int> ready_;
-  MessageMap msgs_;
+  MessageSlots msgs_{2 * static_cast<std::size_t>(s_.num_chunks()) *
+                     static_cast<std::size_t>(s_.M)};
   int finished_ = 0, parked_ = 0;
   bool fence_on_ = false, have_prev_ = false;
   int fence_step_ = 0, tries_ = 0;
   std::uint32_t fence_rep_ = 1;
   double lambda_ = 0;
   std::vector<double> prev_clock_, cur_clock_;
-  std::vector<std::pair<std::uint64_t, double>> prev_msgs_, cur_msgs_;
+  std::vector<std::pair<std::size_t, double>> prev_msgs_, cur_msgs_;
   std::size_t jumped_ = 0;
 };
 

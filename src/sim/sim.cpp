@@ -164,6 +164,34 @@ class RankCounts {
     }
   }
   void add_busy(double t) { busy_ += t; }
+  // reps repetitions of a segment (compute actions only), given two of them counted: the rest
+  // adds what the second added, and peaks where the second did, moved by its net change
+  // (exact: counts are whole chunks, and sim.cpp runs this only on costs whose sums are exact).
+  void add_segment(const PeriodicLists& lists, const Segment& g, const CostModel& costs) {
+    const auto one_rep = [&](std::uint32_t rep) {
+      for (std::uint32_t k = 0; k < g.length;) {
+        Action u[2] = {lists.at(g, rep, k), {}};
+        const std::uint32_t n = u[0].overlap_next() && k + 1 < g.length ? 2 : 1;
+        if (n == 2) u[1] = lists.at(g, rep, k + 1);
+        add_busy(costs.cost(r_, u, n));
+        for (std::uint32_t i = 0; i < n; ++i) add(u[i]);
+        k += n;
+      }
+    };
+    one_rep(0);
+    if (g.reps == 1) return;
+    const long long live0 = live_chunks_, peak0 = peak_chunks_;
+    const std::size_t messages0 = messages_;
+    const double busy0 = busy_;
+    peak_chunks_ = live_chunks_;  // the second repetition's own peak
+    one_rep(1);
+    const long long rep_peak = peak_chunks_, more = static_cast<long long>(g.reps) - 2;
+    const long long d = live_chunks_ - live0;
+    peak_chunks_ = std::max({peak0, rep_peak, rep_peak + more * d});
+    live_chunks_ += more * d;
+    messages_ += static_cast<std::size_t>(more) * (messages_ - messages0);
+    busy_ += static_cast<double>(more) * (busy_ - busy0);
+  }
   double peak() const {
     return length_ > 0 ? static_cast<double>(peak_chunks_) * s_->P / length_ : peak_;
   }
@@ -231,6 +259,19 @@ std::vector<RankCounts> rank_counts(const Schedule& s, const CostModel* costs = 
   return counts;
 }
 
+// The same from lists in periodic form (compute actions only, every route of one length).
+std::vector<RankCounts> rank_counts(const Schedule& s, const PeriodicLists& lists,
+                                    const CostModel& costs) {
+  std::vector<RankCounts> counts;
+  counts.reserve(s.P);
+  const int length = common_route_length(s);
+  for (int r = 0; r < s.P; ++r) {
+    RankCounts& c = counts.emplace_back(s, r, length);
+    for (const Segment& g : lists.ranks[r]) c.add_segment(lists, g, costs);
+  }
+  return counts;
+}
+
 }  // namespace
 
 std::vector<double> peak_activations(const Schedule& s) {
@@ -249,15 +290,35 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   SimConfig cfg = cfg_in;
   cfg.steps = std::max(2, cfg.steps);
   Recorder rec(s, cfg, s.P, cfg.record_events);
+  const CostModel costs(s, cfg);  // the counting thread's own (rec may be replaced below)
+  std::vector<RankCounts> counts;
+  bool done = false;
+  // The periodic engine on a schedule whose pipeline repeats itself (1F1B at P=512, M=8192:
+  // about 6 % of the compute actions run, the rest jumped over), and the counts from the
+  // periodic lists.
+  std::size_t jumped = 0;
+  if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events &&
+      (cfg.engine == SimConfig::Engine::periodic || s.size() >= kPeriodicMinActions) &&
+      s.uniform_routes() && costs.exact(s.size(), cfg.steps)) {
+    const PeriodicLists lists = compress(s, true);
+    PeriodicEngine<Recorder> engine(s, lists, rec, cfg.steps);
+    if (engine.run() == PeriodicEngine<Recorder>::Outcome::done) {
+      done = true;
+      jumped = engine.jumped_units();
+      counts = rank_counts(s, lists, costs);
+    } else {
+      rec = Recorder(s, cfg, s.P, cfg.record_events);
+    }
+  }
   // Activation peaks and message counts depend on the order of each rank's list only: on a
   // large schedule, a second thread counts them while the engine runs.
-  std::vector<RankCounts> counts;
   std::thread counter;
-  const CostModel costs(s, cfg);  // the counting thread's own (rec may be replaced below)
-  if (core_parallel(s))
-    counter = std::thread([&] { counts = rank_counts(s, &costs); });
-  else
-    counts = rank_counts(s, &costs);
+  if (!done) {
+    if (core_parallel(s))
+      counter = std::thread([&] { counts = rank_counts(s, &costs); });
+    else
+      counts = rank_counts(s, &costs);
+  }
   struct Join {
     std::thread& t;
     ~Join() {
@@ -267,22 +328,6 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   // A lowered schedule carries the order its lowering found; replaying it skips the search.
   // Should it not fit (the lists were edited), the partial records are dropped and the
   // engine searches.
-  bool done = false;
-  // The periodic engine on a schedule whose pipeline repeats itself (1F1B at P=512, M=8192:
-  // about 3 % of the compute actions run, the rest jumped over).
-  std::size_t jumped = 0;
-  if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events &&
-      (cfg.engine == SimConfig::Engine::periodic || s.size() >= kPeriodicMinActions) &&
-      s.uniform_routes() && costs.exact(s.compute_size(), cfg.steps)) {
-    const PeriodicLists lists = compress(s, true);
-    PeriodicEngine<Recorder> engine(s, lists, rec, cfg.steps);
-    if (engine.run() == PeriodicEngine<Recorder>::Outcome::done) {
-      done = true;
-      jumped = engine.jumped_units();
-    } else {
-      rec = Recorder(s, cfg, s.P, cfg.record_events);
-    }
-  }
   if (!done && s.compute_order) {
     DataflowEngine<double, Recorder> engine(s, rec, cfg.steps, s.compute_order.get());
     done = engine.run();
