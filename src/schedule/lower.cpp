@@ -4,11 +4,16 @@
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
+#include <memory>
+#include <new>
 
 #include "common/error.hpp"
 #include "schedule/engine.hpp"
 #include "schedule/parallel.hpp"
+#include "schedule/periodic.hpp"
+#include "schedule/periodic_engine.hpp"
 #include "schedule/validate.hpp"
 
 namespace bb {
@@ -38,13 +43,51 @@ struct UnitPolicy {
 using UnitEngine = DataflowEngine<UnitTime, UnitPolicy, true>;
 UnitPolicy unit_policy;
 
+// The same unit-time pass by the periodic engine (periodic_engine.hpp), which jumps over the
+// repetitions of a pipeline that repeats itself; its message times as the UnitEngine gives them.
+struct PeriodicUnitPolicy {
+  static double cost(int, const Action* a, std::size_t n) { return UnitPolicy::cost(0, a, n); }
+  static double grad_offset(int, const Action* a, std::size_t n) { return cost(0, a, n); }
+  static double delay(int, int, const Action&) { return 0; }
+  static double step_gap(int) { return 0; }
+  static void record(int, int, std::size_t, std::size_t, double, double, double) {}
+};
+using PeriodicUnitEngine = PeriodicEngine<PeriodicUnitPolicy>;
+
+// Its message times, in a float array laid out as UnitEngine's split slots.
+struct PeriodicUnitTimes {
+  const Schedule& s;
+  std::unique_ptr<float[], void (*)(void*)> times;
+  PeriodicUnitTimes(const Schedule& sched)
+      : s(sched),
+        times(static_cast<float*>(std::calloc(
+                  2 * static_cast<std::size_t>(sched.num_chunks()) * sched.M, sizeof(float))),
+              std::free) {
+    if (!times) throw std::bad_alloc();
+  }
+  UnitTime activation_time(int chunk, std::uint32_t mb) const {
+    return times[static_cast<std::size_t>(chunk) * s.M + mb];
+  }
+  UnitTime gradient_time(int chunk, std::uint32_t mb) const {
+    return times[(static_cast<std::size_t>(s.num_chunks()) + chunk - 1) * s.M + mb];
+  }
+  UnitTime input_time(const Action& a) const {
+    const Route& rt = s.routes.front();  // one route for all (the periodic engine's condition)
+    if (a.op == Op::F)
+      return static_cast<int>(a.chunk) == rt.first ? 0 : activation_time(a.chunk - 1, a.mb);
+    if (a.op == Op::W || static_cast<int>(a.chunk) == rt.last) return 0;
+    return gradient_time(a.chunk + 1, a.mb);
+  }
+};
+
 // The compute at acts[i] (an FB pair counts as one) on a rank free from `clock`: how many
 // actions it takes, and when it starts and ends in unit time.
 struct UnitSpan {
   std::size_t n;
   UnitTime start, end;
 };
-UnitSpan unit_span(const UnitEngine& times, const std::vector<Action>& acts, std::size_t i,
+template <class Times>
+UnitSpan unit_span(const Times& times, const std::vector<Action>& acts, std::size_t i,
                    UnitTime clock) {
   const std::size_t n =
       acts[i].overlap_next() && i + 1 < acts.size() && !is_comm(acts[i + 1].op) ? 2 : 1;
@@ -73,10 +116,11 @@ struct Msg {
 };
 
 // Recomputes rank r's unit-time timeline from the engine's message times and writes its
-// lowered list.
+// lowered list. Times: UnitEngine, or PeriodicUnitTimes below.
+template <class Times>
 class RankLowering {
  public:
-  RankLowering(const Schedule& s, const UnitEngine& times)
+  RankLowering(const Schedule& s, const Times& times)
       : s_(s), times_(times), uniform_(s.uniform_routes()) {}
 
   std::vector<Action> run(int r) {
@@ -176,7 +220,7 @@ class RankLowering {
 
   const Schedule& s_;
   int r_ = 0;
-  const UnitEngine& times_;
+  const Times& times_;
   bool uniform_;
   std::vector<Msg> frecvs_, brecvs_, recvs_;
 };
@@ -193,9 +237,10 @@ class RankLowering {
 // smaller keys) and its producer has run (everything before it on that rank waits only for
 // messages of earlier times). So the lowered schedule finishes under blocking, in-order
 // matched send/receive per peer pair. Ranks are checked independently (two threads at scale).
+template <class Times>
 class TimedDryRun {
  public:
-  TimedDryRun(const Schedule& s, const UnitEngine& times)
+  TimedDryRun(const Schedule& s, const Times& times)
       : s_(s),
         times_(times),
         uniform_(s.uniform_routes()),
@@ -358,7 +403,7 @@ class TimedDryRun {
   }
 
   const Schedule& s_;
-  const UnitEngine& times_;
+  const Times& times_;
   bool uniform_;
   std::vector<std::uint8_t> flags_;
 };
@@ -377,7 +422,37 @@ Schedule lower(Schedule s, LowerPhases* phases) {
   validate_or_throw(s);
   lap(&LowerPhases::validate);
   std::string certificate;
-  {
+  // Rank r's lowering reads only rank r's list, so each lowered list replaces its compute list
+  // at once (peak memory: the lowered schedule plus one rank's compute list).
+  const auto build_lists = [&](const auto& times) {
+    using Times = std::remove_cvref_t<decltype(times)>;
+    std::vector<RankLowering<Times>> lowering(rank_workers(2), RankLowering<Times>(s, times));
+    for_each_rank(s, 2, [&](int w, int r) {
+      std::vector<Action> lowered = lowering[w].run(r);
+      std::vector<Action>().swap(s.ranks[r]);
+      s.ranks[r] = std::move(lowered);
+    });
+    s.lowered = true;
+  };
+  bool periodic = false;
+  if (s.size() >= periodic_lower_min_actions.load() && s.uniform_routes()) {
+    // Unit-time pass by the periodic engine; where it finds no repetition to jump over (or a
+    // cyclic wait, which the plain pass below then reports), the plain pass.
+    const PeriodicLists lists = compress(s);
+    PeriodicUnitPolicy policy;
+    PeriodicUnitEngine engine(s, lists, policy, 1);
+    const PeriodicUnitTimes times(s);
+    engine.write_times(times.times.get());
+    if (engine.run() == PeriodicUnitEngine::Outcome::done) {
+      periodic = true;
+      lap(&LowerPhases::unit_times);
+      build_lists(times);
+      lap(&LowerPhases::lists);
+      certificate = TimedDryRun<PeriodicUnitTimes>(s, times).run();
+      lap(&LowerPhases::proof);
+    }
+  }
+  if (!periodic) {
     // Unit-time pass: every message's time; a cyclic wait shows here.
     UnitEngine engine(s, unit_policy, 1);
     engine.record_order();
@@ -386,17 +461,9 @@ Schedule lower(Schedule s, LowerPhases* phases) {
           "schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
           ") deadlocks: the ranks' orders form a cyclic wait\n" + engine.stuck_report());
     lap(&LowerPhases::unit_times);
-    // Rank r's lowering reads only rank r's list, so each lowered list replaces its compute
-    // list at once (peak memory: the lowered schedule plus one rank's compute list).
-    std::vector<RankLowering> lowering(rank_workers(2), RankLowering(s, engine));
-    for_each_rank(s, 2, [&](int w, int r) {
-      std::vector<Action> lowered = lowering[w].run(r);
-      std::vector<Action>().swap(s.ranks[r]);
-      s.ranks[r] = std::move(lowered);
-    });
-    s.lowered = true;
+    build_lists(engine);
     lap(&LowerPhases::lists);
-    certificate = TimedDryRun(s, engine).run();
+    certificate = TimedDryRun<UnitEngine>(s, engine).run();
     // The order the unit-time pass found holds for any costs: the simulator replays it.
     s.compute_order = std::make_shared<const ComputeOrder>(engine.take_order());
     lap(&LowerPhases::proof);
@@ -609,7 +676,7 @@ DryRunResult timed_dry_run(const Schedule& s) {
     res.message = "the compute orders form a cyclic wait:\n" + engine.stuck_report();
     return res;
   }
-  res.message = TimedDryRun(s, engine).run();
+  res.message = TimedDryRun<UnitEngine>(s, engine).run();
   res.ok = res.message.empty();
   return res;
 }

@@ -14,11 +14,19 @@
 // the searching dry run (dry_run) decides, and lower() throws if that finds a deadlock.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <string>
 
 #include "schedule/schedule.hpp"
 
 namespace bb {
+
+// Schedules with at least this many actions (and one route for every micro-batch) get their
+// unit times from the periodic engine (periodic_engine.hpp), which jumps over the repetitions
+// of a pipeline that repeats itself; the lowered lists are the same either way. Such a lowered
+// schedule carries no compute_order. Tests set it to 0 to compare both ways.
+inline std::atomic<std::size_t> periodic_lower_min_actions{std::size_t{1} << 20};
 
 // Seconds spent in each phase of lower(), for benchmarks.
 struct LowerPhases {

@@ -118,6 +118,11 @@ class PeriodicEngine {
   // Compute units (FB pairs once) the jumps skipped, over all ranks and steps.
   std::size_t jumped_units() const { return jumped_; }
 
+  // Before run() of one step: also write every message time, as float, into times[dir·C·M +
+  // chunk·M + mb] (chunk-major, the layout of DataflowEngine's split slots), those of the
+  // repetitions jumped over included. The array must hold 2·C·M floats.
+  void write_times(float* times) { dense_ = times; }
+
  private:
   static constexpr int kMaxSteps = 1 << 14;
   static constexpr std::size_t kNone = ~std::size_t{0};
@@ -250,6 +255,39 @@ class PeriodicEngine {
       if (static_cast<std::int64_t>(key_mb(k)) + dmb >= s_.M)
         throw std::logic_error("periodic engine: a jump moved a message past the last micro-batch");
       msgs_.put(moved(k, dmb), t + dt);
+      if (dense_) dense_[dense_index(moved(k, dmb))] = static_cast<float>(t + dt);
+    }
+    if (dense_ && steps_ == 1) fill_dense(J);
+  }
+
+  // A slot's place in the dense array.
+  std::size_t dense_index(std::size_t k) const {
+    const std::size_t C = static_cast<std::size_t>(s_.num_chunks());
+    const std::size_t dir = k & 1, chunk = (k >> 1) % C, mb = (k >> 1) / C;
+    return (dir * C + chunk) * static_cast<std::size_t>(s_.M) + mb;
+  }
+
+  // The times of the messages the jump's J repetitions produce: each the time of the same
+  // message one repetition before the fence (run), plus (j+1)·λ.
+  void fill_dense(std::uint32_t J) {
+    const std::size_t C = static_cast<std::size_t>(s_.num_chunks()), M = s_.M;
+    for (int r = 0; r < s_.P; ++r) {
+      const Segment& g = L_.ranks[r][part_[r]];
+      for (std::uint32_t k = 0; k < g.length; ++k) {
+        const Action a = L_.at(g, fence_rep_, k);
+        std::size_t row;
+        if (a.op == Op::F && static_cast<int>(a.chunk) != route_.last)
+          row = a.chunk * M;
+        else if ((a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) != route_.first)
+          row = (C + a.chunk - 1) * M;
+        else
+          continue;
+        const std::int64_t first = a.mb, step = g.mb_step;
+        const double anchor = dense_[row + static_cast<std::size_t>(first - step)];
+        for (std::uint32_t j = 0; j < J; ++j)
+          dense_[row + static_cast<std::size_t>(first + j * step)] =
+              static_cast<float>(anchor + static_cast<double>(j + 1) * lambda_);
+      }
     }
   }
 
@@ -300,6 +338,7 @@ class PeriodicEngine {
     }
     if (dst != r) t += pol_.delay(r, dst, a);
     msgs_.put(k, t);
+    if (dense_) dense_[dense_index(k)] = static_cast<float>(t);
     if (st_[dst].waiting == k) {
       st_[dst].waiting = kNone;
       ready_.push_back(dst);
@@ -368,6 +407,7 @@ class PeriodicEngine {
   std::vector<double> prev_clock_, cur_clock_;
   std::vector<std::pair<std::size_t, double>> prev_msgs_, cur_msgs_;
   std::size_t jumped_ = 0;
+  float* dense_ = nullptr;
 };
 
 }  // namespace bb

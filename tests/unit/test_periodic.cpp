@@ -149,6 +149,27 @@ TEST(Periodic, SimulatorMatchesThePlainEngine) {
   EXPECT_GT(jumped_1f1b, 0u);
 }
 
+// Lowering with the periodic unit-time pass gives the plain pass's lists, action for action.
+TEST(Periodic, LoweringMatchesThePlainUnitPass) {
+  struct Restore {
+    std::size_t old = periodic_lower_min_actions;
+    ~Restore() { periodic_lower_min_actions = old; }
+  } restore;
+  std::size_t compared = 0, without_order = 0;
+  for_each_schedule([&](const std::string& name, int P, int M, int v, const Schedule& s) {
+    periodic_lower_min_actions = ~std::size_t{0};
+    const Schedule plain = lower(s);
+    periodic_lower_min_actions = 0;
+    const Schedule periodic = lower(s);
+    EXPECT_EQ(plain, periodic) << what(name, P, M, v);
+    EXPECT_TRUE(timed_dry_run(periodic).ok) << what(name, P, M, v);
+    without_order += !periodic.compute_order;  // the periodic pass ran
+    ++compared;
+  });
+  EXPECT_GT(compared, 100u);
+  EXPECT_GT(without_order, compared / 4);
+}
+
 TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
   const Schedule s = generate("1f1b", {8, 4096, 1});
   SimConfig cfg;
