@@ -46,8 +46,9 @@ TEST(CoreThreads, LargeSchedulesLowerAndSimulateAsOnOneThread) {
     // The plain unit-time pass leaves its compute order (the periodic one, used where the
     // pipeline repeats itself, none): the same either way.
     ASSERT_EQ(!one.lowered.compute_order, !two.lowered.compute_order) << name;
-    if (one.lowered.compute_order)
+    if (one.lowered.compute_order) {
       EXPECT_EQ(one.lowered.compute_order->size(), two.lowered.compute_order->size()) << name;
+    }
     EXPECT_EQ(one.sim.single.span, two.sim.single.span) << name;
     EXPECT_EQ(one.sim.steady.span, two.sim.steady.span) << name;
     EXPECT_EQ(one.sim.busy_sum, two.sim.busy_sum) << name;
