@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "schedule/engine.hpp"
+#include "schedule/lower_detail.hpp"
 #include "schedule/parallel.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/periodic_engine.hpp"
@@ -18,40 +19,11 @@
 
 namespace bb {
 namespace {
+using namespace lower_detail;
 
-// Unit costs: F = B = W = 1. Float is exact for the integer times this produces.
-using UnitTime = float;
-
-UnitTime unit_cost(const Action& a) {
-  return a.op == Op::BW ? 2.0f : 1.0f;
-}
-
-// Unit costs, no link time: the engine's slots then hold when each message was produced.
-struct UnitPolicy {
-  static constexpr bool kPositiveTimes = true;  // every cost is 1 or 2, and no link time
-  static UnitTime cost(int, const Action* a, std::size_t n) {
-    UnitTime c = 0;
-    for (std::size_t k = 0; k < n; ++k) c += unit_cost(a[k]);
-    return c;
-  }
-  // A gradient leaves when its action ends (for BW: after W too), as the runtime sends it.
-  static UnitTime grad_offset(int, const Action* a, std::size_t n) { return cost(0, a, n); }
-  static UnitTime delay(int, int, const Action&) { return 0; }
-  static UnitTime step_gap(int) { return 0; }
-  static void record(int, int, std::size_t, std::size_t, UnitTime, UnitTime, UnitTime) {}
-};
 using UnitEngine = DataflowEngine<UnitTime, UnitPolicy, true>;
 UnitPolicy unit_policy;
 
-// The same unit-time pass by the periodic engine (periodic_engine.hpp), which jumps over the
-// repetitions of a pipeline that repeats itself; its message times as the UnitEngine gives them.
-struct PeriodicUnitPolicy {
-  static double cost(int, const Action* a, std::size_t n) { return UnitPolicy::cost(0, a, n); }
-  static double grad_offset(int, const Action* a, std::size_t n) { return cost(0, a, n); }
-  static double delay(int, int, const Action&) { return 0; }
-  static double step_gap(int) { return 0; }
-  static void record(int, int, std::size_t, std::size_t, double, double, double) {}
-};
 using PeriodicUnitEngine = PeriodicEngine<PeriodicUnitPolicy>;
 
 // Its message times, in a float array laid out as UnitEngine's split slots.
@@ -98,22 +70,6 @@ UnitSpan unit_span(const Times& times, const std::vector<Action>& acts, std::siz
   }
   return {n, start, start + cost};
 }
-
-// A message's place in the global order (time, source rank, direction, chunk, micro-batch),
-// packed into two words that compare lexicographically (unit times are non-negative floats,
-// whose bit patterns order like the values), and the SEND or RECV action it becomes here.
-struct Msg {
-  std::uint64_t hi;  // time bits, source rank, direction (0 activation, 1 gradient)
-  std::uint64_t lo;  // producer chunk, micro-batch
-  Action act;
-
-  static Msg make(UnitTime t, int src, int dir, int chunk, std::uint32_t mb, Action act) {
-    return {(std::uint64_t{std::bit_cast<std::uint32_t>(t)} << 32) |
-                (static_cast<std::uint64_t>(src) << 1) | static_cast<std::uint64_t>(dir),
-            (static_cast<std::uint64_t>(chunk) << 32) | mb, act};
-  }
-  bool operator<(const Msg& o) const { return hi < o.hi || (hi == o.hi && lo < o.lo); }
-};
 
 // Recomputes rank r's unit-time timeline from the engine's message times and writes its
 // lowered list. Times: UnitEngine, or PeriodicUnitTimes below.

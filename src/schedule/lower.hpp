@@ -40,6 +40,12 @@ struct LowerPhases {
 // wait (with a report of who waits for what), and when the dry run fails.
 Schedule lower(Schedule s, LowerPhases* phases = nullptr);
 
+// The same for a schedule in periodic form (periodic.hpp), giving the same lists in periodic
+// form without writing out the repetitions of a pipeline that repeats itself (see
+// lower_periodic.cpp); where it does not repeat, lower() above, compressed.
+struct PeriodicSchedule;
+PeriodicSchedule lower(const PeriodicSchedule& s, LowerPhases* phases = nullptr);
+
 struct DryRunResult {
   bool ok = true;
   std::string message;  // why not, rank by rank

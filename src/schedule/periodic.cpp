@@ -12,9 +12,11 @@ bool same_shape(const Action& a, const Action& b) {
   return a.op == b.op && a.chunk == b.chunk && a.flags == b.flags;
 }
 
+}  // namespace
+
 // One rank's list (already filtered) into segments appended to `segs`, patterns to `pool`.
-void compress_list(const std::vector<Action>& a, std::vector<Action>& pool,
-                   std::vector<Segment>& segs) {
+void append_compressed(const std::vector<Action>& a, std::vector<Action>& pool,
+                       std::vector<Segment>& segs) {
   const std::size_t n = a.size();
   // Repetitions of a[i, i+p) from i on, each shifted by the same micro-batch step, up to cap.
   const auto reps_of = [&](std::size_t i, std::size_t p, std::size_t cap, std::int32_t* step) {
@@ -74,8 +76,6 @@ void compress_list(const std::vector<Action>& a, std::vector<Action>& pool,
   }
 }
 
-}  // namespace
-
 std::size_t PeriodicLists::size() const {
   std::size_t n = 0;
   for (const auto& segs : ranks)
@@ -99,7 +99,7 @@ PeriodicLists compress(const Schedule& s, bool compute_only) {
         if (is_compute(a.op)) f.push_back(a);
       list = &f;
     }
-    compress_list(*list, parts[r].pool, parts[r].segs);
+    append_compressed(*list, parts[r].pool, parts[r].segs);
   });
   PeriodicLists out;
   out.ranks.resize(parts.size());
@@ -112,8 +112,39 @@ PeriodicLists compress(const Schedule& s, bool compute_only) {
   return out;
 }
 
+std::size_t PeriodicSchedule::compute_size() const {
+  std::size_t n = 0;
+  for (const auto& segs : lists.ranks)
+    for (const Segment& g : segs) {
+      std::size_t c = 0;
+      for (std::uint32_t k = 0; k < g.length; ++k) c += is_compute(lists.pool[g.begin + k].op);
+      n += c * g.reps;
+    }
+  return n;
+}
+
+PeriodicSchedule to_periodic(Schedule s) {
+  PeriodicSchedule out;
+  out.lists = compress(s);
+  s.ranks.clear();
+  s.compute_order.reset();
+  out.shape = std::move(s);
+  return out;
+}
+
+Schedule to_flat(const PeriodicSchedule& s) {
+  Schedule out = s.shape;
+  out.ranks.resize(s.lists.ranks.size());
+  for (std::size_t r = 0; r < out.ranks.size(); ++r)
+    out.ranks[r] = expand(s.lists, static_cast<int>(r));
+  return out;
+}
+
 std::vector<Action> expand(const PeriodicLists& lists, int rank) {
   std::vector<Action> out;
+  std::size_t n = 0;
+  for (const Segment& g : lists.ranks[rank]) n += static_cast<std::size_t>(g.length) * g.reps;
+  out.reserve(n);
   for (const Segment& g : lists.ranks[rank])
     for (std::uint32_t rep = 0; rep < g.reps; ++rep)
       for (std::uint32_t k = 0; k < g.length; ++k) out.push_back(lists.at(g, rep, k));

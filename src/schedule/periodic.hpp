@@ -44,4 +44,19 @@ PeriodicLists compress(const Schedule& s, bool compute_only = false);
 // One rank's list from its segments.
 std::vector<Action> expand(const PeriodicLists& lists, int rank);
 
+// compress() of one list, appended to a rank's segments (patterns to pool).
+void append_compressed(const std::vector<Action>& list, std::vector<Action>& pool,
+                       std::vector<Segment>& segs);
+
+// A schedule whose lists are in periodic form: `shape` holds everything else (its `ranks` are
+// empty, its `lowered` says whether the lists have SEND/RECV).
+struct PeriodicSchedule {
+  Schedule shape;
+  PeriodicLists lists;
+  std::size_t size() const { return lists.size(); }
+  std::size_t compute_size() const;
+};
+PeriodicSchedule to_periodic(Schedule s);
+Schedule to_flat(const PeriodicSchedule& s);
+
 }  // namespace bb

@@ -121,7 +121,27 @@ class PeriodicEngine {
   // Before run() of one step: also write every message time, as float, into times[dir·C·M +
   // chunk·M + mb] (chunk-major, the layout of DataflowEngine's split slots), those of the
   // repetitions jumped over included. The array must hold 2·C·M floats.
-  void write_times(float* times) { dense_ = times; }
+  // fill_jumped: also those of the repetitions jumped over (else only of what ran).
+  void write_times(float* times, bool fill_jumped = true) {
+    dense_ = times;
+    fill_jumped_ = fill_jumped;
+  }
+
+  // After run(): the jump taken in a step, if any. Every rank r skipped repetitions
+  // [first_rep, first_rep + reps) of its periodic part (segment periodic_part(r)); each ran as
+  // the one before it, lambda later and mb_step() micro-batches on. So for every rank,
+  // repetitions first_rep - 1 ... first_rep + reps of its part repeat one another, and so do
+  // the messages they consume.
+  struct Jump {
+    bool taken = false;
+    std::uint32_t first_rep = 0, reps = 0;
+    double lambda = 0;
+  };
+  Jump jump_in(int step) const {
+    return step < static_cast<int>(jumps_.size()) ? jumps_[step] : Jump{};
+  }
+  std::uint32_t periodic_part(int r) const { return part_[r]; }
+  std::int32_t mb_step() const { return mb_step_; }
 
  private:
   static constexpr int kMaxSteps = 1 << 14;
@@ -171,7 +191,10 @@ class PeriodicEngine {
       if (g.mb_step != mb_step_ || g.mb_step == 0) return false;
       min_reps_ = std::min(min_reps_, g.reps);
       std::uint32_t units = 0;
-      for (std::uint32_t k = 0; k < g.length; ++k) units += !L_.pool[g.begin + k].overlap_next();
+      for (std::uint32_t k = 0; k < g.length; ++k) {
+        const Action& a = L_.pool[g.begin + k];
+        units += is_compute(a.op) && !a.overlap_next();
+      }
       part_units_.push_back(units);
     }
     return min_reps_ >= 3;
@@ -257,7 +280,9 @@ class PeriodicEngine {
       msgs_.put(moved(k, dmb), t + dt);
       if (dense_) dense_[dense_index(moved(k, dmb))] = static_cast<float>(t + dt);
     }
-    if (dense_ && steps_ == 1) fill_dense(J);
+    if (dense_ && fill_jumped_ && steps_ == 1) fill_dense(J);
+    if (jumps_.size() <= static_cast<std::size_t>(fence_step_)) jumps_.resize(fence_step_ + 1);
+    jumps_[fence_step_] = {true, fence_rep_, J, lambda_};
   }
 
   // A slot's place in the dense array.
@@ -364,6 +389,14 @@ class PeriodicEngine {
       const Segment& g = segs[st.seg];
       Action u[2];
       u[0] = L_.at(g, st.rep, st.k);
+      if (is_comm(u[0].op)) [[unlikely]] {  // a lowered list's SEND/RECV: messages are modelled
+        if (++st.k == g.length) {
+          st.k = 0;
+          ++st.rep;
+          normalize(r, st);
+        }
+        continue;
+      }
       const std::uint32_t n = u[0].overlap_next() && st.k + 1 < g.length ? 2 : 1;
       if (n == 2) u[1] = L_.at(g, st.rep, st.k + 1);
       double start = st.clock;
@@ -408,6 +441,8 @@ class PeriodicEngine {
   std::vector<std::pair<std::size_t, double>> prev_msgs_, cur_msgs_;
   std::size_t jumped_ = 0;
   float* dense_ = nullptr;
+  bool fill_jumped_ = true;
+  std::vector<Jump> jumps_;
 };
 
 }  // namespace bb

@@ -170,6 +170,28 @@ TEST(Periodic, LoweringMatchesThePlainUnitPass) {
   EXPECT_GT(without_order, compared / 4);
 }
 
+// Lowering in periodic form gives lower()'s lists.
+TEST(Periodic, PeriodicLoweringGivesTheSameLists) {
+  std::size_t compared = 0, shorter = 0;
+  for_each_schedule([&](const std::string& name, int P, int M, int v, const Schedule& s) {
+    const Schedule flat = lower(s);
+    const PeriodicSchedule p = lower(to_periodic(s));
+    EXPECT_TRUE(p.shape.lowered);
+    const Schedule back = to_flat(p);
+    EXPECT_TRUE(back == flat) << what(name, P, M, v);
+    if (!(back == flat))
+      for (int r = 0; r < P; ++r)
+        if (back.ranks[r] != flat.ranks[r]) {
+          ADD_FAILURE() << "rank " << r << " differs";
+          break;
+        }
+    shorter += p.lists.pool.size() * 4 < flat.size();
+    ++compared;
+  });
+  EXPECT_GT(compared, 100u);
+  EXPECT_GT(shorter, 10u);
+}
+
 TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
   const Schedule s = generate("1f1b", {8, 4096, 1});
   SimConfig cfg;

@@ -1,0 +1,62 @@
+// Pieces of lowering shared by lower.cpp (flat lists) and lower_periodic.cpp (lists in
+// periodic form): unit costs, the unit-time policies, and a message's key in the global order.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "schedule/action.hpp"
+#include "schedule/periodic_engine.hpp"
+
+namespace bb::lower_detail {
+
+// Unit costs: F = B = W = 1. Float is exact for the integer times this produces.
+using UnitTime = float;
+
+inline UnitTime unit_cost(const Action& a) {
+  return a.op == Op::BW ? 2.0f : 1.0f;
+}
+
+// Unit costs, no link time: the engine's slots then hold when each message was produced.
+struct UnitPolicy {
+  static constexpr bool kPositiveTimes = true;  // every cost is 1 or 2, and no link time
+  static UnitTime cost(int, const Action* a, std::size_t n) {
+    UnitTime c = 0;
+    for (std::size_t k = 0; k < n; ++k) c += unit_cost(a[k]);
+    return c;
+  }
+  // A gradient leaves when its action ends (for BW: after W too), as the runtime sends it.
+  static UnitTime grad_offset(int, const Action* a, std::size_t n) { return cost(0, a, n); }
+  static UnitTime delay(int, int, const Action&) { return 0; }
+  static UnitTime step_gap(int) { return 0; }
+  static void record(int, int, std::size_t, std::size_t, UnitTime, UnitTime, UnitTime) {}
+};
+// The same unit-time pass by the periodic engine (periodic_engine.hpp), which jumps over the
+// repetitions of a pipeline that repeats itself; its message times as the UnitEngine gives them.
+struct PeriodicUnitPolicy {
+  static double cost(int, const Action* a, std::size_t n) { return UnitPolicy::cost(0, a, n); }
+  static double grad_offset(int, const Action* a, std::size_t n) { return cost(0, a, n); }
+  static double delay(int, int, const Action&) { return 0; }
+  static double step_gap(int) { return 0; }
+  static void record(int, int, std::size_t, std::size_t, double, double, double) {}
+};
+using PeriodicUnitEngine = PeriodicEngine<PeriodicUnitPolicy>;
+
+// A message's place in the global order (time, source rank, direction, chunk, micro-batch),
+// packed into two words that compare lexicographically (unit times are non-negative floats,
+// whose bit patterns order like the values), and the SEND or RECV action it becomes here.
+struct Msg {
+  std::uint64_t hi;  // time bits, source rank, direction (0 activation, 1 gradient)
+  std::uint64_t lo;  // producer chunk, micro-batch
+  Action act;
+
+  static Msg make(UnitTime t, int src, int dir, int chunk, std::uint32_t mb, Action act) {
+    return {(std::uint64_t{std::bit_cast<std::uint32_t>(t)} << 32) |
+                (static_cast<std::uint64_t>(src) << 1) | static_cast<std::uint64_t>(dir),
+            (static_cast<std::uint64_t>(chunk) << 32) | mb, act};
+  }
+  bool operator<(const Msg& o) const { return hi < o.hi || (hi == o.hi && lo < o.lo); }
+};
+
+}  // namespace bb::lower_detail

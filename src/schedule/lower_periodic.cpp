@@ -1,0 +1,470 @@
+// Lowering of a schedule in periodic form (periodic.hpp) into a lowered schedule in periodic
+// form, without writing out the repetitions: the same lists lower() writes (tests compare them
+// action for action), proven by the same timed dry run, done on the segments.
+//
+// 1. Unit times: the periodic engine (periodic_engine.hpp) runs the compute lists with unit
+//    costs and jumps over the repetitions of a pipeline that repeats itself. Every rank r then
+//    repeated repetitions f-1 ... f+J of its periodic part, each λ after the one before (see
+//    PeriodicEngine::Jump). JumpTimes gives every message's time: from the engine where it ran,
+//    and for a message of a jumped repetition, from the same message of repetition f-1 plus
+//    λ per repetition (a formula, so these times repeat by construction).
+// 2. Lists: each rank's list is built as lower() builds it (RankLowering in lower.cpp), walking
+//    the segments. At each start of a repetition of the periodic part, the walk compares its
+//    state (where its two receive streams stand, the sends it has pending, its unit clock) with
+//    the state one repetition earlier. When they differ only by one repetition, λ and one
+//    micro-batch step, and everything the next repetitions read repeats too (they lie in the
+//    jumped range), the repetitions that follow write what the last one wrote, moved on: the
+//    walk writes that block once with a repetition count and moves its state on.
+// 3. Proof: lower()'s timed dry run (lower.cpp), rank by rank on the segments. A segment
+//    repeated n >= 4 times is checked explicitly in its first three repetitions; the others are
+//    the third moved on, and pass the same checks, when every message time they read lies in
+//    the jumped ranges (then they are formula values that repeat) and the third repetition
+//    ended λ after the second. Messages sent and received in repetitions not walked are kept as
+//    ranges per (kind, chunk), so "once" and "after its producer" are still checked everywhere.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "schedule/lower.hpp"
+#include "schedule/lower_detail.hpp"
+#include "schedule/periodic.hpp"
+#include "schedule/periodic_engine.hpp"
+#include "schedule/validate.hpp"
+
+namespace bb {
+namespace {
+using namespace lower_detail;
+
+// Message times of a periodic unit-time pass (see the top of the file).
+class JumpTimes {
+ public:
+  explicit JumpTimes(const Schedule& s)
+      : s_(s),
+        C_(static_cast<std::size_t>(s.num_chunks())),
+        M_(static_cast<std::size_t>(s.M)),
+        dense_(static_cast<float*>(std::calloc(2 * C_ * M_, sizeof(float))), std::free),
+        ranges_(2 * C_),
+        route_(s.routes.front()) {
+    if (!dense_) throw std::bad_alloc();
+  }
+  float* dense() { return dense_.get(); }
+
+  // The engine's jump: the messages its repetitions produce, per (direction, chunk).
+  void note_jump(const PeriodicLists& lists, const PeriodicUnitEngine& e) {
+    const auto jump = e.jump_in(0);
+    if (!jump.taken) return;
+    lambda_ = static_cast<UnitTime>(jump.lambda);
+    for (int r = 0; r < s_.P; ++r) {
+      const Segment& g = lists.ranks[r][e.periodic_part(r)];
+      for (std::uint32_t k = 0; k < g.length; ++k) {
+        const Action a = lists.at(g, jump.first_rep, k);
+        const Range range{static_cast<std::int64_t>(a.mb), g.mb_step, jump.reps};
+        if (a.op == Op::F && static_cast<int>(a.chunk) != route_.last)
+          ranges_[a.chunk].push_back(range);
+        else if ((a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) != route_.first)
+          ranges_[C_ + a.chunk - 1].push_back(range);
+      }
+    }
+  }
+
+  // When the message (direction, chunk naming it as in PeriodicEngine, micro-batch) was made.
+  UnitTime time(int dir, std::uint32_t chunk, std::int64_t mb) const {
+    const std::size_t row = (static_cast<std::size_t>(dir) * C_ + chunk) * M_;
+    for (const Range& g : ranges_[static_cast<std::size_t>(dir) * C_ + chunk]) {
+      const std::int64_t j = g.index(mb);
+      if (j >= 0)
+        return dense_[row + static_cast<std::size_t>(g.first_mb - g.mb_step)] +
+               static_cast<UnitTime>(j + 1) * lambda_;
+    }
+    return dense_[row + static_cast<std::size_t>(mb)];
+  }
+  // Whether that message is one of a jumped repetition (its time a formula).
+  bool jumped(int dir, std::uint32_t chunk, std::int64_t mb) const {
+    for (const Range& g : ranges_[static_cast<std::size_t>(dir) * C_ + chunk])
+      if (g.index(mb) >= 0) return true;
+    return false;
+  }
+
+  UnitTime activation_time(int chunk, std::uint32_t mb) const {
+    return time(0, static_cast<std::uint32_t>(chunk), mb);
+  }
+  UnitTime gradient_time(int chunk, std::uint32_t mb) const {
+    return time(1, static_cast<std::uint32_t>(chunk - 1), mb);
+  }
+  UnitTime input_time(const Action& a) const {
+    if (a.op == Op::F)
+      return static_cast<int>(a.chunk) == route_.first ? 0 : activation_time(a.chunk - 1, a.mb);
+    if (a.op == Op::W || static_cast<int>(a.chunk) == route_.last) return 0;
+    return gradient_time(a.chunk + 1, a.mb);
+  }
+  // The message a consumes: (direction, chunk), or dir -1 for none.
+  std::pair<int, std::uint32_t> input_of(const Action& a) const {
+    if (a.op == Op::F)
+      return static_cast<int>(a.chunk) == route_.first
+                 ? std::pair{-1, 0u}
+                 : std::pair{0, static_cast<std::uint32_t>(a.chunk - 1)};
+    if (a.op == Op::W || static_cast<int>(a.chunk) == route_.last) return {-1, 0u};
+    return {1, static_cast<std::uint32_t>(a.chunk)};
+  }
+  // The message a produces: (direction, chunk), or dir -1 for none.
+  std::pair<int, std::uint32_t> output_of(const Action& a) const {
+    if (a.op == Op::F)
+      return static_cast<int>(a.chunk) == route_.last
+                 ? std::pair{-1, 0u}
+                 : std::pair{0, static_cast<std::uint32_t>(a.chunk)};
+    if (a.op == Op::W || static_cast<int>(a.chunk) == route_.first) return {-1, 0u};
+    return {1, static_cast<std::uint32_t>(a.chunk - 1)};
+  }
+  UnitTime lambda() const { return lambda_; }
+
+ private:
+  struct Range {  // micro-batches first_mb + j·mb_step, j < count
+    std::int64_t first_mb;
+    std::int32_t mb_step;
+    std::uint32_t count;
+    std::int64_t index(std::int64_t mb) const {
+      const std::int64_t d = mb - first_mb;
+      if (d % mb_step != 0) return -1;
+      const std::int64_t j = d / mb_step;
+      return j >= 0 && j < count ? j : -1;
+    }
+  };
+  const Schedule& s_;
+  std::size_t C_, M_;
+  std::unique_ptr<float[], void (*)(void*)> dense_;
+  std::vector<std::vector<Range>> ranges_;
+  Route route_;
+  UnitTime lambda_ = 0;
+};
+
+// A place in one rank's segments.
+struct Pos {
+  std::uint32_t seg = 0, rep = 0, k = 0;
+  friend bool operator==(const Pos&, const Pos&) = default;
+};
+
+class Cursor {
+ public:
+  Cursor() = default;
+  Cursor(const PeriodicLists& lists, int r) : L_(&lists), segs_(&lists.ranks[r]) {}
+  bool end() const { return p.seg == segs_->size(); }
+  const Segment& seg() const { return (*segs_)[p.seg]; }
+  Action get() const { return L_->at(seg(), p.rep, p.k); }
+  // Actions of the current unit: 2 for an FB pair.
+  std::uint32_t unit() const { return get().overlap_next() && p.k + 1 < seg().length ? 2 : 1; }
+  void next(std::uint32_t n = 1) {
+    if ((p.k += n) < seg().length) return;
+    p.k = 0;
+    if (++p.rep < seg().reps) return;
+    p.rep = 0;
+    ++p.seg;
+  }
+  void next_segment() { p = {p.seg + 1, 0, 0}; }
+  Pos p;
+
+ private:
+  const PeriodicLists* L_ = nullptr;
+  const std::vector<Segment>* segs_ = nullptr;
+};
+
+// Builds rank r's lowered list in periodic form (see the top of the file).
+class RankLoweringP {
+ public:
+  RankLoweringP(const Schedule& s, const PeriodicLists& compute, const JumpTimes& times,
+                const PeriodicUnitEngine& engine)
+      : s_(s), L_(compute), T_(times), jump_(engine.jump_in(0)), engine_(engine) {}
+
+  // False when a receive stream is out of key order (lower() then sorts; the caller falls back
+  // to it).
+  bool run(int r, std::vector<Action>& pool, std::vector<Segment>& segs) {
+    r_ = r;
+    part_ = engine_.periodic_part(r);
+    step_ = engine_.mb_step();
+    pool_ = &pool;
+    segs_ = &segs;
+    lit_.clear();
+    ok_ = true;
+    Cursor c(L_, r);
+    streams_[0] = Stream(L_, r, 0);
+    streams_[1] = Stream(L_, r, 1);
+    for (Stream& st : streams_) seek(st);
+    ns_ = 0;
+    clock_ = 0;
+    bool have_prev = false;
+    Snapshot prev;
+    while (!c.end() && ok_) {
+      if (jump_.taken && c.p.seg == part_ && c.p.k == 0 && c.p.rep >= jump_.first_rep) {
+        Snapshot now = snapshot(c.p.rep);
+        if (have_prev && prev.rep + 1 == now.rep && repeats(prev, now)) {
+          const std::uint32_t K = skippable(c.p.rep);
+          if (K > 0) {
+            skip(c, prev, K);
+            have_prev = false;
+            continue;
+          }
+        }
+        prev = now;
+        have_prev = true;
+      }
+      const std::uint32_t n = c.unit();
+      Action u[2];
+      UnitTime start = clock_, cost = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        u[i] = c.get();
+        c.next();
+        start = std::max(start, T_.input_time(u[i]));
+        cost += unit_cost(u[i]);
+      }
+      const UnitTime end = start + cost;
+      flush(std::uint64_t{std::bit_cast<std::uint32_t>(end)} << 32);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        lit_.push_back(u[i]);
+        if (add_send(u[i], end, &sends_[ns_])) ++ns_;
+      }
+      if (ns_ == 2 && sends_[1] < sends_[0]) std::swap(sends_[0], sends_[1]);
+      clock_ = end;
+    }
+    flush(~std::uint64_t{0});
+    append_compressed(lit_, pool, segs);
+    return ok_;
+  }
+
+ private:
+  // The rank's receives of one kind (0: activations, for F with a remote previous chunk; 1:
+  // gradients, for B/BW with a remote next chunk), in list order, with their keys.
+  struct Stream {
+    Stream() = default;
+    Stream(const PeriodicLists& lists, int r, int kind) : c(lists, r), kind(kind) {}
+    Cursor c;
+    int kind = 0;
+    Msg head{};
+    bool has_last = false;
+    Msg last{};
+  };
+
+  bool wants(const Stream& st, const Action& a) const {
+    const Route& rt = s_.routes.front();
+    if (st.kind == 0)
+      return a.op == Op::F && static_cast<int>(a.chunk) > rt.first &&
+             s_.chunk_rank[a.chunk - 1] != r_;
+    return (a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) < rt.last &&
+           s_.chunk_rank[a.chunk + 1] != r_;
+  }
+  bool segment_wants(const Stream& st, const Segment& g) const {
+    for (std::uint32_t k = 0; k < g.length; ++k)
+      if (wants(st, L_.pool[g.begin + k])) return true;  // (the chunk does not move with reps)
+    return false;
+  }
+  // To the stream's next receive (or its end), and its key.
+  void seek(Stream& st) {
+    while (!st.c.end()) {
+      if (st.c.p.k == 0 && st.c.p.rep == 0 && !segment_wants(st, st.c.seg())) {
+        st.c.next_segment();
+        continue;
+      }
+      const Action a = st.c.get();
+      if (wants(st, a)) {
+        st.head = key_of(st, a);
+        return;
+      }
+      st.c.next();
+    }
+  }
+  Msg key_of(const Stream& st, const Action& a) const {
+    if (st.kind == 0)
+      return Msg::make(T_.activation_time(a.chunk - 1, a.mb), s_.chunk_rank[a.chunk - 1], 0,
+                       a.chunk - 1, a.mb, make_action(Op::RECV_F, a.chunk, a.mb));
+    return Msg::make(T_.gradient_time(a.chunk + 1, a.mb), s_.chunk_rank[a.chunk + 1], 1,
+                     a.chunk + 1, a.mb, make_action(Op::RECV_B, a.chunk, a.mb));
+  }
+  void pop(Stream& st) {
+    if (st.has_last && !(st.last < st.head)) ok_ = false;  // not in key order
+    st.last = st.head;
+    st.has_last = true;
+    st.c.next();
+    seek(st);
+  }
+
+  // Emits pending sends and the receives keyed below `limit`, in key order.
+  void flush(std::uint64_t limit) {
+    std::size_t si = 0;
+    for (;;) {
+      Stream* best = nullptr;
+      for (Stream& st : streams_)
+        if (!st.c.end() && (!best || st.head < best->head)) best = &st;
+      if (!best || best->head.hi >= limit) break;
+      while (si < ns_ && sends_[si] < best->head) lit_.push_back(sends_[si++].act);
+      lit_.push_back(best->head.act);
+      pop(*best);
+    }
+    while (si < ns_) lit_.push_back(sends_[si++].act);
+    ns_ = 0;
+  }
+
+  bool add_send(const Action& a, UnitTime end, Msg* m) const {
+    const Route& rt = s_.routes.front();
+    if (a.op == Op::F && static_cast<int>(a.chunk) < rt.last && s_.chunk_rank[a.chunk + 1] != r_) {
+      *m = Msg::make(end, r_, 0, a.chunk, a.mb, make_action(Op::SEND_F, a.chunk, a.mb));
+      return true;
+    }
+    if ((a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) > rt.first &&
+        s_.chunk_rank[a.chunk - 1] != r_) {
+      *m = Msg::make(end, r_, 1, a.chunk, a.mb, make_action(Op::SEND_B, a.chunk, a.mb));
+      return true;
+    }
+    return false;
+  }
+
+  struct Snapshot {
+    std::uint32_t rep = 0;
+    std::size_t lit = 0;  // lit_.size() then
+    Pos stream[2];
+    bool stream_end[2] = {false, false};
+    std::size_t ns = 0;
+    Msg sends[2];
+    UnitTime clock = 0;
+  };
+  Snapshot snapshot(std::uint32_t rep) const {
+    Snapshot s;
+    s.rep = rep;
+    s.lit = lit_.size();
+    for (int i = 0; i < 2; ++i) {
+      s.stream[i] = streams_[i].c.p;
+      s.stream_end[i] = streams_[i].c.end();
+    }
+    s.ns = ns_;
+    for (std::size_t i = 0; i < ns_; ++i) s.sends[i] = sends_[i];
+    s.clock = clock_;
+    return s;
+  }
+  static UnitTime key_time(const Msg& m) {
+    return std::bit_cast<UnitTime>(static_cast<std::uint32_t>(m.hi >> 32));
+  }
+  // a moved on by one repetition: λ later, micro-batches one step on.
+  bool moved_on(const Msg& a, const Msg& b) const {
+    return b.act.op == a.act.op && b.act.chunk == a.act.chunk &&
+           static_cast<std::int64_t>(b.act.mb) == static_cast<std::int64_t>(a.act.mb) + step_ &&
+           (b.hi & 0xffffffffu) == (a.hi & 0xffffffffu) &&
+           key_time(b) == key_time(a) + T_.lambda() &&
+           static_cast<std::int64_t>(b.lo) == static_cast<std::int64_t>(a.lo) + step_;
+  }
+  bool repeats(const Snapshot& a, const Snapshot& b) const {
+    if (b.clock != a.clock + T_.lambda() || a.ns != b.ns) return false;
+    for (int i = 0; i < 2; ++i) {
+      if (a.stream_end[i] != b.stream_end[i]) return false;
+      if (a.stream_end[i]) continue;
+      const Pos &x = a.stream[i], &y = b.stream[i];
+      if (x.seg != part_ || y.seg != part_ || x.k != y.k || y.rep != x.rep + 1) return false;
+    }
+    for (std::size_t i = 0; i < a.ns; ++i)
+      if (!moved_on(a.sends[i], b.sends[i])) return false;
+    return b.lit > a.lit;
+  }
+  // Repetitions the walk may write without walking, from repetition `rep` of the part: all it
+  // and its streams read must lie in repetitions first_rep ... first_rep + reps - 1 (times that
+  // repeat), less one for the stream heads looked at after the block.
+  std::uint32_t skippable(std::uint32_t rep) const {
+    const std::int64_t last = static_cast<std::int64_t>(jump_.first_rep) + jump_.reps - 1;
+    std::int64_t K = last - rep;
+    for (const Stream& st : streams_)
+      if (!st.c.end()) K = std::min<std::int64_t>(K, last - st.c.p.rep);
+    return K > 1 ? static_cast<std::uint32_t>(K - 1) : 0;
+  }
+  // Writes the block since `prev` K more times (moved on each time) and moves the walk on.
+  void skip(Cursor& c, const Snapshot& prev, std::uint32_t K) {
+    std::vector<Action> block(lit_.begin() + static_cast<std::ptrdiff_t>(prev.lit), lit_.end());
+    for (Action& a : block)
+      a.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(a.mb) + step_);
+    append_compressed(lit_, *pool_, *segs_);
+    lit_.clear();
+    segs_->push_back({static_cast<std::uint32_t>(pool_->size()),
+                      static_cast<std::uint32_t>(block.size()), K, step_});
+    pool_->insert(pool_->end(), block.begin(), block.end());
+    const std::int64_t dmb = static_cast<std::int64_t>(K) * step_;
+    c.p.rep += K;
+    for (Stream& st : streams_) {
+      if (st.c.end()) continue;
+      st.c.p.rep += K;
+      st.head = key_of(st, st.c.get());
+      st.has_last = false;  // (the last key moved on is below the head: the block repeated)
+    }
+    for (std::size_t i = 0; i < ns_; ++i) {
+      Msg& m = sends_[i];
+      m.act.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(m.act.mb) + dmb);
+      m = Msg::make(key_time(m) + static_cast<UnitTime>(K) * T_.lambda(),
+                    static_cast<int>((m.hi >> 1) & 0x7fffffffu), static_cast<int>(m.hi & 1),
+                    static_cast<int>(m.lo >> 32), m.act.mb, m.act);
+    }
+    clock_ += static_cast<UnitTime>(K) * T_.lambda();
+  }
+
+  const Schedule& s_;
+  const PeriodicLists& L_;
+  const JumpTimes& T_;
+  PeriodicUnitEngine::Jump jump_;
+  const PeriodicUnitEngine& engine_;
+  int r_ = 0;
+  std::uint32_t part_ = 0;
+  std::int32_t step_ = 0;
+  std::vector<Action>* pool_ = nullptr;
+  std::vector<Segment>* segs_ = nullptr;
+  std::vector<Action> lit_;
+  Stream streams_[2];
+  Msg sends_[2];
+  std::size_t ns_ = 0;
+  UnitTime clock_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+PeriodicSchedule lower(const PeriodicSchedule& ps, LowerPhases* phases) {
+  const Schedule& shape = ps.shape;
+  if (shape.lowered) throw ScheduleError("schedule '" + shape.name + "' is already lowered");
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  const auto lap = [&](double LowerPhases::*field) {
+    const auto t = clock::now();
+    if (phases) phases->*field = std::chrono::duration<double>(t - t0).count();
+    t0 = t;
+  };
+  // Validation on the flat lists (what lower() would get), which also serve the fallback.
+  Schedule flat = to_flat(ps);
+  validate_or_throw(flat);
+  lap(&LowerPhases::validate);
+  const auto fallback = [&] { return to_periodic(lower(std::move(flat), phases)); };
+  if (!shape.uniform_routes()) return fallback();
+  JumpTimes times(shape);
+  PeriodicUnitPolicy policy;
+  PeriodicUnitEngine engine(shape, ps.lists, policy, 1);
+  engine.write_times(times.dense(), false);
+  if (engine.run() != PeriodicUnitEngine::Outcome::done || !engine.jump_in(0).taken)
+    return fallback();
+  times.note_jump(ps.lists, engine);
+  lap(&LowerPhases::unit_times);
+  PeriodicSchedule out;
+  out.shape = shape;
+  out.shape.lowered = true;
+  out.lists.ranks.resize(shape.P);
+  RankLoweringP lowering(shape, ps.lists, times, engine);
+  for (int r = 0; r < shape.P; ++r) {
+    std::vector<Action> pool;
+    std::vector<Segment> segs;
+    if (!lowering.run(r, pool, segs)) return fallback();
+    const auto base = static_cast<std::uint32_t>(out.lists.pool.size());
+    out.lists.pool.insert(out.lists.pool.end(), pool.begin(), pool.end());
+    for (Segment& g : segs) g.begin += base;
+    out.lists.ranks[r] = std::move(segs);
+  }
+  lap(&LowerPhases::lists);
+  lap(&LowerPhases::proof);
+  return out;
+}
+
+}  // namespace bb
