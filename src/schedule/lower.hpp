@@ -45,6 +45,10 @@ Schedule lower(Schedule s, LowerPhases* phases = nullptr);
 // lower_periodic.cpp); where it does not repeat, lower() above, compressed.
 struct PeriodicSchedule;
 PeriodicSchedule lower(const PeriodicSchedule& s, LowerPhases* phases = nullptr);
+// timed_dry_run() below on the segments (the repetitions of a repeating pipeline are checked
+// as the repetition they repeat); it passes and fails where timed_dry_run(to_flat(s)) does.
+struct DryRunResult;
+DryRunResult timed_dry_run(const PeriodicSchedule& lowered);
 
 struct DryRunResult {
   bool ok = true;

@@ -22,9 +22,11 @@
 //    ended λ after the second. Messages sent and received in repetitions not walked are kept as
 //    ranges per (kind, chunk), so "once" and "after its producer" are still checked everywhere.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <new>
 #include <string>
@@ -88,6 +90,13 @@ class JumpTimes {
   bool jumped(int dir, std::uint32_t chunk, std::int64_t mb) const {
     for (const Range& g : ranges_[static_cast<std::size_t>(dir) * C_ + chunk])
       if (g.index(mb) >= 0) return true;
+    return false;
+  }
+
+  // Whether micro-batches a and b of that message are in one jumped range.
+  bool same_range(int dir, std::uint32_t chunk, std::int64_t a, std::int64_t b) const {
+    for (const Range& g : ranges_[static_cast<std::size_t>(dir) * C_ + chunk])
+      if (g.index(a) >= 0 && g.index(b) >= 0) return true;
     return false;
   }
 
@@ -422,7 +431,372 @@ class RankLoweringP {
   bool ok_ = true;
 };
 
+// lower()'s timed dry run (TimedDryRun in lower.cpp) on lowered lists in periodic form, with
+// the JumpTimes as its witness (see the top of the file). Empty when the lists keep to the
+// times; else what broke first (or that it could not tell, and the caller checks the flat
+// lists).
+class PeriodicProof {
+ public:
+  PeriodicProof(const Schedule& s, const PeriodicLists& lowered, const JumpTimes& times)
+      : s_(s),
+        L_(lowered),
+        T_(times),
+        C_(static_cast<std::size_t>(s.num_chunks())),
+        M_(static_cast<std::size_t>(s.M)),
+        flags_(static_cast<std::uint8_t*>(std::calloc(C_ * M_, 1)), std::free),
+        claims_(kBits * C_) {
+    if (!flags_) throw std::bad_alloc();
+  }
+
+  std::string run() {
+    std::size_t sends = 0, recvs = 0, remote = 0;
+    for (int r = 0; r < s_.P; ++r) {
+      Rank st;
+      for (const Segment& g : L_.ranks[r]) {
+        std::string why = segment(r, g, st);
+        if (!why.empty()) return why;
+      }
+      sends += st.sends;
+      recvs += st.recvs;
+      remote += st.remote;
+    }
+    if (sends == remote && recvs == remote) return {};
+    return "  " + std::to_string(remote) + " messages cross ranks, but there are " +
+           std::to_string(sends) + " sends and " + std::to_string(recvs) + " receives\n";
+  }
+
+ private:
+  // What happened to (chunk, micro-batch), as in TimedDryRun.
+  enum : std::uint8_t { kF = 1, kB = 2, kSentF = 4, kRecvF = 8, kSentB = 16, kRecvB = 32 };
+  static constexpr std::size_t kBits = 6;
+  static std::size_t bit_index(std::uint8_t bit) {
+    return static_cast<std::size_t>(std::countr_zero(bit));
+  }
+
+  struct Rank {
+    UnitTime clock = 0;
+    bool any = false;
+    Msg last{0, 0, {}};
+    std::size_t sends = 0, recvs = 0, remote = 0;
+    std::size_t step = 0;  // actions walked or passed, for messages
+  };
+  // Micro-batches first + j·step (j < count) of repetitions not walked, per (bit, chunk).
+  struct Claim {
+    std::int64_t first, step, count;
+    bool has(std::int64_t mb) const {
+      const std::int64_t d = mb - first;
+      return d % step == 0 && d / step >= 0 && d / step < count;
+    }
+  };
+
+  static std::string at(int r, std::size_t i, const Action& a, const std::string& what) {
+    return "  rank " + std::to_string(r) + " step " + std::to_string(i) + " " + to_string(a) +
+           ": " + what + "\n";
+  }
+  bool claimed(std::uint8_t bit, std::uint32_t chunk, std::int64_t mb) const {
+    for (const Claim& c : claims_[bit_index(bit) * C_ + chunk])
+      if (c.has(mb)) return true;
+    return false;
+  }
+  bool done(std::uint32_t chunk, std::uint32_t mb, std::uint8_t bit) const {
+    return (flags_[chunk * M_ + mb] & bit) || claimed(bit, chunk, mb);
+  }
+  // Marks it; false if it had happened.
+  bool once(std::uint32_t chunk, std::uint32_t mb, std::uint8_t bit) {
+    if (done(chunk, mb, bit)) return false;
+    flags_[chunk * M_ + mb] |= bit;
+    Span& w = walked_[bit_index(bit) * C_ + chunk];
+    w.lo = std::min<std::int64_t>(w.lo, mb);
+    w.hi = std::max<std::int64_t>(w.hi, mb);
+    return true;
+  }
+
+  // The bit an action sets, or 0.
+  static std::uint8_t bit_of(const Action& a) {
+    switch (a.op) {
+      case Op::F:
+        return kF;
+      case Op::B:
+      case Op::BW:
+        return kB;
+      case Op::SEND_F:
+        return kSentF;
+      case Op::RECV_F:
+        return kRecvF;
+      case Op::SEND_B:
+        return kSentB;
+      case Op::RECV_B:
+        return kRecvB;
+      default:
+        return 0;
+    }
+  }
+
+  // The message a SEND/RECV names: (direction, chunk as JumpTimes names it).
+  std::pair<int, std::uint32_t> message_of(const Action& a) const {
+    switch (a.op) {
+      case Op::SEND_F:
+        return {0, a.chunk};
+      case Op::RECV_F:
+        return {0, static_cast<std::uint32_t>(a.chunk - 1)};
+      case Op::SEND_B:
+        return {1, static_cast<std::uint32_t>(a.chunk - 1)};
+      default:
+        return {1, a.chunk};  // RECV_B
+    }
+  }
+
+  // One comm action; its key in *key.
+  std::string comm(int r, const Action& a, Msg* key) {
+    const Route& rt = s_.routes.front();
+    if (a.chunk >= C_ || a.mb >= M_) return "chunk or micro-batch out of range";
+    if (s_.chunk_rank[a.chunk] != r) return "the chunk lives on another rank";
+    const int c = static_cast<int>(a.chunk);
+    switch (a.op) {
+      case Op::SEND_F:
+        if (c >= rt.last || s_.chunk_rank[c + 1] == r) return "no remote next chunk";
+        if (!done(a.chunk, a.mb, kF)) return "sent before its forward ran on this rank";
+        if (!once(a.chunk, a.mb, kSentF)) return "sent twice";
+        *key = Msg::make(T_.activation_time(c, a.mb), r, 0, c, a.mb, a);
+        return {};
+      case Op::RECV_F:
+        if (c <= rt.first || s_.chunk_rank[c - 1] == r) return "no remote previous chunk";
+        if (!once(a.chunk, a.mb, kRecvF)) return "received twice";
+        *key = Msg::make(T_.activation_time(c - 1, a.mb), s_.chunk_rank[c - 1], 0, c - 1, a.mb, a);
+        return {};
+      case Op::SEND_B:
+        if (c <= rt.first || s_.chunk_rank[c - 1] == r) return "no remote previous chunk";
+        if (!done(a.chunk, a.mb, kB)) return "sent before its backward ran on this rank";
+        if (!once(a.chunk, a.mb, kSentB)) return "sent twice";
+        *key = Msg::make(T_.gradient_time(c, a.mb), r, 1, c, a.mb, a);
+        return {};
+      case Op::RECV_B:
+        if (c >= rt.last || s_.chunk_rank[c + 1] == r) return "no remote next chunk";
+        if (!once(a.chunk, a.mb, kRecvB)) return "received twice";
+        *key = Msg::make(T_.gradient_time(c + 1, a.mb), s_.chunk_rank[c + 1], 1, c + 1, a.mb, a);
+        return {};
+      default:
+        return "not a SEND/RECV";
+    }
+  }
+
+  // Repetition rep of g, action by action, as TimedDryRun::replay does.
+  std::string walk(int r, const Segment& g, std::uint32_t rep, Rank& st) {
+    const Route& rt = s_.routes.front();
+    for (std::uint32_t k = 0; k < g.length;) {
+      const Action a = L_.at(g, rep, k);
+      if (is_comm(a.op)) {
+        Msg key{};
+        std::string bad = comm(r, a, &key);
+        if (!bad.empty()) return at(r, st.step, a, bad);
+        ++(is_send(a.op) ? st.sends : st.recvs);
+        if (st.any && !(st.last < key))
+          return at(r, st.step, a, "out of the order of message times");
+        st.last = key;
+        st.any = true;
+        ++k;
+        ++st.step;
+        continue;
+      }
+      const std::uint32_t n =
+          a.overlap_next() && k + 1 < g.length && !is_comm(L_.pool[g.begin + k + 1].op) ? 2 : 1;
+      UnitTime start = st.clock, cost = 0;
+      Action u[2];
+      for (std::uint32_t i = 0; i < n; ++i) {
+        u[i] = L_.at(g, rep, k + i);
+        if (u[i].chunk >= C_ || u[i].mb >= M_ || s_.chunk_rank[u[i].chunk] != r)
+          return at(r, st.step + i, u[i], "not this rank's action");
+        start = std::max(start, T_.input_time(u[i]));
+        cost += unit_cost(u[i]);
+      }
+      const UnitTime end = start + cost;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const Action& b = u[i];
+        const int c = static_cast<int>(b.chunk);
+        if (b.op == Op::F) {
+          if (c < rt.last && T_.activation_time(c, b.mb) != end)
+            return at(r, st.step + i, b, "ends at another time than the lowering's");
+          st.remote += c < rt.last && s_.chunk_rank[c + 1] != r;
+          if (!once(b.chunk, b.mb, kF)) return at(r, st.step + i, b, "runs twice");
+        } else if (b.op != Op::W) {
+          if (c > rt.first && T_.gradient_time(c, b.mb) != end)
+            return at(r, st.step + i, b, "ends at another time than the lowering's");
+          st.remote += c > rt.first && s_.chunk_rank[c - 1] != r;
+          if (!once(b.chunk, b.mb, kB)) return at(r, st.step + i, b, "runs twice");
+        }
+      }
+      st.clock = end;
+      k += n;
+      st.step += n;
+    }
+    return {};
+  }
+
+  // Whether repetitions [from, g.reps) of g may be passed as repetition from-1 moved on (see
+  // the top of the file), and their claims are free.
+  bool passable(const Segment& g, std::uint32_t from) const {
+    if (g.mb_step != 1 && g.mb_step != -1) return false;
+    const std::uint32_t lastrep = g.reps - 1;
+    // Every message time they read is a formula: from the repetition before them on.
+    const auto formula = [&](int dir, std::uint32_t chunk, std::int64_t mb0) {
+      const std::int64_t a = mb0 + static_cast<std::int64_t>(from - 1) * g.mb_step;
+      const std::int64_t b = mb0 + static_cast<std::int64_t>(lastrep) * g.mb_step;
+      return T_.jumped(dir, chunk, a) && T_.jumped(dir, chunk, b) &&
+             T_.same_range(dir, chunk, a, b);
+    };
+    for (std::uint32_t k = 0; k < g.length; ++k) {
+      const Action a = L_.pool[g.begin + k];
+      if (is_comm(a.op)) {
+        const auto [dir, chunk] = message_of(a);
+        if (!formula(dir, chunk, a.mb)) return false;
+        // A send's data comes from this segment, at most two repetitions back.
+        if (is_send(a.op)) {
+          const Op producer = a.op == Op::SEND_F ? Op::F : Op::B;
+          bool found = false;
+          for (std::uint32_t j = 0; j < g.length && !found; ++j) {
+            const Action p = L_.pool[g.begin + j];
+            const bool kind = p.op == producer || (producer == Op::B && p.op == Op::BW);
+            if (!kind || p.chunk != a.chunk) continue;
+            // p.mb + y·step = a.mb + x·step: the producer runs x - y repetitions back.
+            const std::int64_t d = static_cast<std::int64_t>(p.mb) - a.mb;
+            if (d % g.mb_step != 0) continue;
+            const std::int64_t reps_back = d / g.mb_step;
+            found = (reps_back == 0 && j < k) || reps_back == 1 || reps_back == 2;
+          }
+          if (!found) return false;
+        }
+        continue;
+      }
+      for (const auto& [dir, chunk] : {T_.input_of(a), T_.output_of(a)})
+        if (dir >= 0 && !formula(dir, chunk, a.mb)) return false;
+    }
+    return true;
+  }
+
+  // Claims repetitions [from, g.reps) of g; false if one was already done or claimed.
+  bool claim(const Segment& g, std::uint32_t from) {
+    const std::int64_t count = g.reps - from;
+    for (std::uint32_t k = 0; k < g.length; ++k) {
+      const Action a = L_.pool[g.begin + k];
+      const std::uint8_t bit = bit_of(a);
+      if (!bit) continue;
+      const std::int64_t first =
+          static_cast<std::int64_t>(a.mb) + static_cast<std::int64_t>(from) * g.mb_step;
+      const std::int64_t lo = std::min(first, first + (count - 1) * g.mb_step);
+      const std::int64_t hi = std::max(first, first + (count - 1) * g.mb_step);
+      auto& list = claims_[bit_index(bit) * C_ + a.chunk];
+      for (const Claim& c : list) {
+        const std::int64_t clo = std::min(c.first, c.first + (c.count - 1) * c.step);
+        const std::int64_t chi = std::max(c.first, c.first + (c.count - 1) * c.step);
+        if (lo <= chi && clo <= hi) return false;  // (both steps ±1: ranges of all)
+      }
+      // Done before by a walked action? Only where the walked ones reach.
+      const Span& w = walked_[bit_index(bit) * C_ + a.chunk];
+      for (std::int64_t mb = std::max(lo, w.lo); mb <= std::min(hi, w.hi); ++mb)
+        if (flags_[a.chunk * M_ + static_cast<std::size_t>(mb)] & bit) return false;
+      list.push_back({first, g.mb_step, count});
+    }
+    return true;
+  }
+
+  std::string segment(int r, const Segment& g, Rank& st) {
+    // Three repetitions walked, the rest passed when they repeat the third.
+    const std::uint32_t walked = g.reps >= 4 && passable(g, 3) ? 3 : g.reps;
+    UnitTime ends[3] = {0, 0, 0};
+    Msg lasts[3];
+    for (std::uint32_t rep = 0; rep < walked; ++rep) {
+      std::string why = walk(r, g, rep, st);
+      if (!why.empty()) return why;
+      if (rep < 3) {
+        ends[rep] = st.clock;
+        lasts[rep] = st.last;
+      }
+    }
+    if (walked == g.reps) return {};
+    const UnitTime lambda = T_.lambda();
+    if (ends[2] != ends[1] + lambda || !claim(g, 3)) {
+      for (std::uint32_t rep = walked; rep < g.reps; ++rep) {
+        std::string why = walk(r, g, rep, st);
+        if (!why.empty()) return why;
+      }
+      return {};
+    }
+    (void)lasts;
+    const std::uint32_t more = g.reps - 3;
+    std::size_t sends = 0, recvs = 0, remote = 0;
+    const Route& rt = s_.routes.front();
+    for (std::uint32_t k = 0; k < g.length; ++k) {
+      const Action a = L_.pool[g.begin + k];
+      const int c = static_cast<int>(a.chunk);
+      if (is_send(a.op))
+        ++sends;
+      else if (is_recv(a.op))
+        ++recvs;
+      else if (a.op == Op::F)
+        remote += c < rt.last && s_.chunk_rank[c + 1] != r;
+      else if (a.op == Op::B || a.op == Op::BW)
+        remote += c > rt.first && s_.chunk_rank[c - 1] != r;
+    }
+    st.sends += sends * more;
+    st.recvs += recvs * more;
+    st.remote += remote * more;
+    st.step += static_cast<std::size_t>(g.length) * more;
+    st.clock += static_cast<UnitTime>(more) * lambda;
+    if (st.any && sends + recvs > 0) {
+      // The last key, moved on as many repetitions.
+      Msg& m = st.last;
+      const std::int64_t dmb = static_cast<std::int64_t>(more) * g.mb_step;
+      m.act.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(m.act.mb) + dmb);
+      m = Msg::make(std::bit_cast<UnitTime>(static_cast<std::uint32_t>(m.hi >> 32)) +
+                        static_cast<UnitTime>(more) * lambda,
+                    static_cast<int>((m.hi >> 1) & 0x7fffffffu), static_cast<int>(m.hi & 1),
+                    static_cast<int>(m.lo >> 32),
+                    static_cast<std::uint32_t>(static_cast<std::int64_t>(m.lo & 0xffffffffu) + dmb),
+                    m.act);
+    }
+    return {};
+  }
+
+  const Schedule& s_;
+  const PeriodicLists& L_;
+  const JumpTimes& T_;
+  std::size_t C_, M_;
+  std::unique_ptr<std::uint8_t[], void (*)(void*)> flags_;
+  std::vector<std::vector<Claim>> claims_;
+  struct Span {
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
+  };
+  std::vector<Span> walked_{kBits * C_};  // per (bit, chunk): the walked micro-batches' span
+};
+
 }  // namespace
+
+DryRunResult timed_dry_run(const PeriodicSchedule& lowered) {
+  DryRunResult res;
+  res.ok = false;
+  const Schedule& shape = lowered.shape;
+  if (!shape.lowered) {
+    res.message = "timed dry run needs a lowered schedule";
+    return res;
+  }
+  const Schedule flat = to_flat(lowered);
+  const ValidationReport rep = validate(flat);
+  if (!rep.ok()) {
+    res.message = "invalid schedule:\n" + rep.describe(flat);
+    return res;
+  }
+  if (!shape.uniform_routes()) return timed_dry_run(flat);
+  // The witness: the periodic engine's unit times of the lowered lists' computes.
+  JumpTimes times(shape);
+  PeriodicUnitPolicy policy;
+  PeriodicUnitEngine engine(shape, lowered.lists, policy, 1);
+  engine.write_times(times.dense(), false);
+  if (engine.run() != PeriodicUnitEngine::Outcome::done) return timed_dry_run(flat);
+  times.note_jump(lowered.lists, engine);
+  res.message = PeriodicProof(shape, lowered.lists, times).run();
+  res.ok = res.message.empty();
+  return res;
+}
 
 PeriodicSchedule lower(const PeriodicSchedule& ps, LowerPhases* phases) {
   const Schedule& shape = ps.shape;
@@ -463,7 +837,15 @@ PeriodicSchedule lower(const PeriodicSchedule& ps, LowerPhases* phases) {
     out.lists.ranks[r] = std::move(segs);
   }
   lap(&LowerPhases::lists);
+  const std::string certificate = PeriodicProof(out.shape, out.lists, times).run();
   lap(&LowerPhases::proof);
+  if (!certificate.empty()) {
+    // As lower(): the searching dry run decides (on the flat lists).
+    const DryRunResult dr = dry_run(to_flat(out));
+    if (!dr.ok)
+      throw ScheduleError("lowering of '" + shape.name + "' failed its dry run:\n" + dr.message +
+                          "(timed dry run: " + certificate + ")");
+  }
   return out;
 }
 

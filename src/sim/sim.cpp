@@ -272,6 +272,52 @@ std::vector<RankCounts> rank_counts(const Schedule& s, const PeriodicLists& list
   return counts;
 }
 
+// The result from the engine's records and the ranks' counts.
+// The single step starts at 0 on every rank, as with a barrier between steps, and nothing
+// of step 2 can start before step 1's last action on that rank: step 1's records are the
+// single-step view.
+SimResult finish(const Schedule& s, const SimConfig& cfg, const CostModel& costs, Recorder& rec,
+                 const std::vector<RankCounts>& counts, std::size_t jumped) {
+  SimResult res;
+  res.jumped_units = jumped;
+  res.ranks = std::move(rec.stats);
+  res.events = std::move(rec.events);
+  std::sort(res.events.begin(), res.events.end(), [](const SimEvent& a, const SimEvent& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.index < b.index;
+  });
+  for (SimEvent& e : res.events) {
+    e.ready = costs.real_time(e.ready);
+    e.start = costs.real_time(e.start);
+    e.end = costs.real_time(e.end);
+  }
+  for (int r = 0; r < s.P; ++r) {
+    const RankCounts& c = counts[r];
+    RankStats& st = res.ranks[r];
+    if (st.first_start >= 0) st.first_start = costs.real_time(st.first_start);
+    st.last_end = costs.real_time(st.last_end);
+    res.ranks[r].busy = costs.real_time(c.busy());
+    res.ranks[r].peak_activations = c.peak();
+    res.ranks[r].peak_activation_bytes = c.peak() * cfg.act_bytes;
+    res.p2p_messages += c.messages();
+  }
+  double makespan = 0;
+  for (const auto& st : res.ranks) {
+    res.busy_sum += st.busy;
+    makespan = std::max(makespan, st.last_end);
+  }
+  const bool uniform = cfg.t_f.size() == 1 && cfg.t_b.size() == 1 && cfg.t_w.size() == 1;
+  if (uniform) {
+    res.t_ideal = s.M * (cfg.t_f[0] + cfg.t_b[0] + cfg.t_w[0]);
+  } else {
+    for (const auto& st : res.ranks) res.t_ideal = std::max(res.t_ideal, st.busy);
+  }
+  res.single = bubble_metrics(makespan, res.busy_sum, s.P, res.t_ideal);
+  const double period = costs.real_time(rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2]);
+  res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
+                              res.t_ideal + cfg.optimizer_time);
+  return res;
+}
+
 }  // namespace
 
 std::vector<double> peak_activations(const Schedule& s) {
@@ -340,47 +386,22 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
                           engine.stuck_report());
   }
   if (counter.joinable()) counter.join();
-  // The single step starts at 0 on every rank, as with a barrier between steps, and nothing
-  // of step 2 can start before step 1's last action on that rank: step 1's records are the
-  // single-step view.
-  SimResult res;
-  res.jumped_units = jumped;
-  res.ranks = std::move(rec.stats);
-  res.events = std::move(rec.events);
-  std::sort(res.events.begin(), res.events.end(), [](const SimEvent& a, const SimEvent& b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.index < b.index;
-  });
-  for (SimEvent& e : res.events) {
-    e.ready = costs.real_time(e.ready);
-    e.start = costs.real_time(e.start);
-    e.end = costs.real_time(e.end);
+  return finish(s, cfg, costs, rec, counts, jumped);
+}
+
+SimResult simulate(const PeriodicSchedule& ps, const SimConfig& cfg_in) {
+  const Schedule& s = ps.shape;
+  SimConfig cfg = cfg_in;
+  cfg.steps = std::max(2, cfg.steps);
+  const CostModel costs(s, cfg);
+  if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events && s.uniform_routes() &&
+      costs.exact(ps.size(), cfg.steps)) {
+    Recorder rec(s, cfg, s.P, false);
+    PeriodicEngine<Recorder> engine(s, ps.lists, rec, cfg.steps);
+    if (engine.run() == PeriodicEngine<Recorder>::Outcome::done)
+      return finish(s, cfg, costs, rec, rank_counts(s, ps.lists, costs), engine.jumped_units());
   }
-  for (int r = 0; r < s.P; ++r) {
-    const RankCounts& c = counts[r];
-    RankStats& st = res.ranks[r];
-    if (st.first_start >= 0) st.first_start = costs.real_time(st.first_start);
-    st.last_end = costs.real_time(st.last_end);
-    res.ranks[r].busy = costs.real_time(c.busy());
-    res.ranks[r].peak_activations = c.peak();
-    res.ranks[r].peak_activation_bytes = c.peak() * cfg.act_bytes;
-    res.p2p_messages += c.messages();
-  }
-  double makespan = 0;
-  for (const auto& st : res.ranks) {
-    res.busy_sum += st.busy;
-    makespan = std::max(makespan, st.last_end);
-  }
-  const bool uniform = cfg.t_f.size() == 1 && cfg.t_b.size() == 1 && cfg.t_w.size() == 1;
-  if (uniform) {
-    res.t_ideal = s.M * (cfg.t_f[0] + cfg.t_b[0] + cfg.t_w[0]);
-  } else {
-    for (const auto& st : res.ranks) res.t_ideal = std::max(res.t_ideal, st.busy);
-  }
-  res.single = bubble_metrics(makespan, res.busy_sum, s.P, res.t_ideal);
-  const double period = costs.real_time(rec.step_end[cfg.steps - 1] - rec.step_end[cfg.steps - 2]);
-  res.steady = bubble_metrics(period, res.busy_sum + s.P * cfg.optimizer_time, s.P,
-                              res.t_ideal + cfg.optimizer_time);
-  return res;
+  return simulate(to_flat(ps), cfg_in);
 }
 
 }  // namespace bb

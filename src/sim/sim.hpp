@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "schedule/periodic.hpp"
 #include "schedule/schedule.hpp"
 #include "sim/metrics.hpp"
 
@@ -61,5 +62,8 @@ std::size_t p2p_messages(const Schedule& s);
 
 // Throws ScheduleError if the schedule gets stuck (a cyclic wait), ConfigError for bad costs.
 SimResult simulate(const Schedule& s, const SimConfig& cfg);
+// The same on lists in periodic form (the periodic engine, where it fits; else on the flat
+// lists): the same result.
+SimResult simulate(const PeriodicSchedule& s, const SimConfig& cfg);
 
 }  // namespace bb
