@@ -808,11 +808,19 @@ PeriodicSchedule lower(const PeriodicSchedule& ps, LowerPhases* phases) {
     if (phases) phases->*field = std::chrono::duration<double>(t - t0).count();
     t0 = t;
   };
-  // Validation on the flat lists (what lower() would get), which also serve the fallback.
-  Schedule flat = to_flat(ps);
-  validate_or_throw(flat);
+  // Validation on the segments; where that cannot tell, on the flat lists (which also serve
+  // the fallback).
+  Schedule flat;
+  const bool sure = surely_valid(ps);
+  if (!sure) {
+    flat = to_flat(ps);
+    validate_or_throw(flat);
+  }
   lap(&LowerPhases::validate);
-  const auto fallback = [&] { return to_periodic(lower(std::move(flat), phases)); };
+  const auto fallback = [&] {
+    if (sure) flat = to_flat(ps);
+    return to_periodic(lower(std::move(flat), phases));
+  };
   if (!shape.uniform_routes()) return fallback();
   JumpTimes times(shape);
   PeriodicUnitPolicy policy;

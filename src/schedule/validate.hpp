@@ -27,4 +27,10 @@ ValidationReport validate(const Schedule& s, std::size_t max_issues = 8);
 // Throws ScheduleError with report.describe() when invalid.
 void validate_or_throw(const Schedule& s);
 
+// A compute schedule in periodic form checked on its segments (validate_periodic.cpp): true
+// only when validate() would accept its flat lists; false when it would not, or when this
+// cannot tell (then validate the flat lists, which also gives the report).
+struct PeriodicSchedule;
+bool surely_valid(const PeriodicSchedule& s);
+
 }  // namespace bb

@@ -12,6 +12,7 @@
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/periodic.hpp"
+#include "schedule/validate.hpp"
 #include "sim/sim.hpp"
 
 namespace bb {
@@ -261,6 +262,89 @@ TEST(Periodic, ProofAgreesWithTheFlatOneOnBrokenLists) {
   EXPECT_GT(passed_reps, 100u);  // the proof had repetitions to pass
   EXPECT_GT(broken, tried / 2);
   EXPECT_GT(out_of_order, 10u);
+}
+
+// Validation on the segments says "valid" only where validate() does, also on lists broken at
+// random, and is sure of the built-in schedules that repeat themselves.
+TEST(Periodic, SegmentValidationIsNeverWrong) {
+  std::size_t sure = 0, schedules = 0;
+  for_each_schedule([&](const std::string&, int, int, int, const Schedule& s) {
+    sure += surely_valid(to_periodic(s));
+    ++schedules;
+  });
+  EXPECT_GT(sure, schedules / 2);
+  std::mt19937 rng(5);
+  std::size_t wrongly_sure = 0, tried = 0;
+  for (const auto& [name, P, M] : {std::tuple<std::string, int, int>{"1f1b", 4, 64},
+                                   {"1f1b", 8, 128},
+                                   {"gpipe", 4, 32},
+                                   {"zb-h1", 4, 64},
+                                   {"zb-h2", 4, 64}}) {
+    const PeriodicSchedule good = to_periodic(generate(name, {P, M, 1}));
+    ASSERT_TRUE(surely_valid(good)) << name;
+    for (int trial = 0; trial < 300; ++trial) {
+      PeriodicSchedule bad = good;
+      const int r = static_cast<int>(rng() % P);
+      auto& segs = bad.lists.ranks[r];
+      Segment& g = segs[rng() % segs.size()];
+      Action* pattern = &bad.lists.pool[g.begin];
+      switch (rng() % 5) {
+        case 0:
+          if (g.length >= 2) std::swap(pattern[0], pattern[g.length - 1]);
+          break;
+        case 1:
+          pattern[rng() % g.length].mb = static_cast<std::uint32_t>(rng() % M);
+          break;
+        case 2:
+          g.reps = rng() % 2 ? g.reps + 1 : std::max(1u, g.reps - 1);
+          break;
+        case 3:
+          g.mb_step = g.mb_step == 0 ? 1 : -g.mb_step;
+          break;
+        default:
+          pattern[rng() % g.length].op = static_cast<Op>(rng() % 4);
+      }
+      const bool flat_ok = validate(to_flat(bad)).ok();
+      const bool periodic_sure = surely_valid(bad);
+      wrongly_sure += periodic_sure && !flat_ok;
+      EXPECT_FALSE(periodic_sure && !flat_ok) << name << " trial " << trial;
+      ++tried;
+    }
+  }
+  EXPECT_EQ(wrongly_sure, 0u);
+  EXPECT_GT(tried, 1000u);
+}
+
+// Lists of one rank and one chunk, M = 40, from (op, first micro-batch, step, reps) segments.
+PeriodicSchedule one_rank(std::initializer_list<std::tuple<Op, int, int, int>> segs) {
+  PeriodicSchedule p;
+  p.shape = make_schedule("t", 1, 40, 1);
+  set_looped_placement(p.shape);
+  p.lists.ranks.resize(1);
+  for (const auto& [op, mb, step, reps] : segs) {
+    p.lists.ranks[0].push_back({static_cast<std::uint32_t>(p.lists.pool.size()), 1,
+                                static_cast<std::uint32_t>(reps), step});
+    p.lists.pool.push_back(make_action(op, 0, mb));
+  }
+  return p;
+}
+
+// Broken lists whose counts come out right, each caught only by one of the segment checks.
+TEST(Periodic, SegmentValidationCatchesWhatCountsMiss) {
+  const auto check = [](const PeriodicSchedule& p, const char* what) {
+    EXPECT_FALSE(validate(to_flat(p)).ok()) << what;
+    EXPECT_FALSE(surely_valid(p)) << what;
+  };
+  ASSERT_TRUE(surely_valid(one_rank({{Op::F, 0, 1, 40}, {Op::B, 0, 1, 40}, {Op::W, 0, 1, 40}})));
+  ASSERT_TRUE(validate(to_flat(one_rank({{Op::F, 0, 1, 40}, {Op::BW, 0, 1, 40}}))).ok());
+  // W 16..19 twice (in the passed repetitions of two segments), W 36..39 never.
+  check(one_rank({{Op::F, 0, 1, 40}, {Op::B, 0, 1, 40}, {Op::W, 0, 1, 20}, {Op::W, 35, -1, 20}}),
+        "passed twice");
+  // B 3..39 passed before their F.
+  check(one_rank({{Op::F, 0, 1, 3}, {Op::BW, 0, 1, 40}, {Op::F, 3, 1, 37}}), "B before F");
+  // BW 10 walked, then passed again; BW 39 never.
+  check(one_rank({{Op::F, 0, 1, 40}, {Op::BW, 10, 1, 1}, {Op::BW, 0, 1, 39}}),
+        "walked, then passed");
 }
 
 TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
