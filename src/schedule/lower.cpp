@@ -368,13 +368,8 @@ class TimedDryRun {
 
 Schedule lower(Schedule s, LowerPhases* phases) {
   if (s.lowered) throw ScheduleError("schedule '" + s.name + "' is already lowered");
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  const auto lap = [&](double LowerPhases::*field) {
-    const auto t = clock::now();
-    if (phases) phases->*field = std::chrono::duration<double>(t - t0).count();
-    t0 = t;
-  };
+  PhaseClock phase(phases);
+  const auto lap = [&](double LowerPhases::*field) { phase.lap(field); };
   validate_or_throw(s);
   lap(&LowerPhases::validate);
   std::string certificate;

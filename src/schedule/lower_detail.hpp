@@ -3,10 +3,12 @@
 #pragma once
 
 #include <bit>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
 #include "schedule/action.hpp"
+#include "schedule/lower.hpp"
 #include "schedule/periodic_engine.hpp"
 
 namespace bb::lower_detail {
@@ -57,6 +59,21 @@ struct Msg {
             (static_cast<std::uint64_t>(chunk) << 32) | mb, act};
   }
   bool operator<(const Msg& o) const { return hi < o.hi || (hi == o.hi && lo < o.lo); }
+};
+
+// Seconds since the last lap into a LowerPhases field (if any).
+class PhaseClock {
+ public:
+  explicit PhaseClock(LowerPhases* phases) : phases_(phases) {}
+  void lap(double LowerPhases::*field) {
+    const auto t = std::chrono::steady_clock::now();
+    if (phases_) phases_->*field = std::chrono::duration<double>(t - t0_).count();
+    t0_ = t;
+  }
+
+ private:
+  LowerPhases* phases_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace bb::lower_detail

@@ -801,13 +801,8 @@ DryRunResult timed_dry_run(const PeriodicSchedule& lowered) {
 PeriodicSchedule lower(const PeriodicSchedule& ps, LowerPhases* phases) {
   const Schedule& shape = ps.shape;
   if (shape.lowered) throw ScheduleError("schedule '" + shape.name + "' is already lowered");
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  const auto lap = [&](double LowerPhases::*field) {
-    const auto t = clock::now();
-    if (phases) phases->*field = std::chrono::duration<double>(t - t0).count();
-    t0 = t;
-  };
+  PhaseClock phase(phases);
+  const auto lap = [&](double LowerPhases::*field) { phase.lap(field); };
   // Validation on the segments; where that cannot tell, on the flat lists (which also serve
   // the fallback).
   Schedule flat;

@@ -200,6 +200,20 @@ TEST(Periodic, PeriodicLoweringGivesTheSameLists) {
   EXPECT_GT(shorter, 10u);
 }
 
+// A random rank of p, its segments, one of them and its pattern: what a breakage changes.
+struct Picked {
+  int r;
+  std::vector<Segment>& segs;
+  Segment& g;
+  Action* pattern;
+};
+Picked pick(PeriodicSchedule& p, int P, std::mt19937& rng) {
+  const int r = static_cast<int>(rng() % P);
+  auto& segs = p.lists.ranks[r];
+  Segment& g = segs[rng() % segs.size()];
+  return {r, segs, g, &p.lists.pool[g.begin]};
+}
+
 // The proof on the segments agrees with the flat one, also on lists broken at random: in a
 // pattern (so in every repetition, walked or passed), in a repetition count, or by an extra
 // message action anywhere (a message of a passed repetition sent or received twice).
@@ -217,10 +231,7 @@ TEST(Periodic, ProofAgreesWithTheFlatOneOnBrokenLists) {
     for (const Segment& g : good.lists.ranks[P / 2]) passed_reps += g.reps >= 4 ? g.reps - 3 : 0;
     for (int trial = 0; trial < 150; ++trial) {
       PeriodicSchedule bad = good;
-      const int r = static_cast<int>(rng() % P);
-      auto& segs = bad.lists.ranks[r];
-      Segment& g = segs[rng() % segs.size()];
-      Action* pattern = &bad.lists.pool[g.begin];
+      auto [r, segs, g, pattern] = pick(bad, P, rng);
       switch (rng() % 5) {
         case 0:  // two neighbours in a pattern swapped
           if (g.length >= 2) {
@@ -284,10 +295,7 @@ TEST(Periodic, SegmentValidationIsNeverWrong) {
     ASSERT_TRUE(surely_valid(good)) << name;
     for (int trial = 0; trial < 300; ++trial) {
       PeriodicSchedule bad = good;
-      const int r = static_cast<int>(rng() % P);
-      auto& segs = bad.lists.ranks[r];
-      Segment& g = segs[rng() % segs.size()];
-      Action* pattern = &bad.lists.pool[g.begin];
+      auto [r, segs, g, pattern] = pick(bad, P, rng);
       switch (rng() % 5) {
         case 0:
           if (g.length >= 2) std::swap(pattern[0], pattern[g.length - 1]);
