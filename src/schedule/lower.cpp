@@ -18,6 +18,15 @@
 #include "schedule/validate.hpp"
 
 namespace bb {
+
+void lower_detail::unit_times_fit(const Schedule& s, double makespan) {
+  if (makespan < kMaxUnitTime) return;
+  throw ConfigError("schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" +
+                    std::to_string(s.M) + ") is too long to lower: its unit-time makespan (" +
+                    std::to_string(static_cast<long long>(makespan)) +
+                    " or more) reaches 2^24, which float unit times do not hold exactly");
+}
+
 namespace {
 using namespace lower_detail;
 
@@ -395,6 +404,7 @@ Schedule lower(Schedule s, LowerPhases* phases) {
     const PeriodicUnitTimes times(s);
     engine.write_times(times.times.get());
     if (engine.run() == PeriodicUnitEngine::Outcome::done) {
+      unit_times_fit(s, engine.max_clock());
       periodic = true;
       lap(&LowerPhases::unit_times);
       build_lists(times);
@@ -411,6 +421,9 @@ Schedule lower(Schedule s, LowerPhases* phases) {
       throw ScheduleError(
           "schedule '" + s.name + "' (P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
           ") deadlocks: the ranks' orders form a cyclic wait\n" + engine.stuck_report());
+    double makespan = 0;
+    for (int r = 0; r < s.P; ++r) makespan = std::max<double>(makespan, engine.clock(r));
+    unit_times_fit(s, makespan);
     lap(&LowerPhases::unit_times);
     build_lists(engine);
     lap(&LowerPhases::lists);
@@ -625,6 +638,12 @@ DryRunResult timed_dry_run(const Schedule& s) {
   UnitEngine engine(s, unit_policy, 1);
   if (!engine.run()) {
     res.message = "the compute orders form a cyclic wait:\n" + engine.stuck_report();
+    return res;
+  }
+  double makespan = 0;
+  for (int r = 0; r < s.P; ++r) makespan = std::max<double>(makespan, engine.clock(r));
+  if (makespan >= kMaxUnitTime) {
+    res.message = "unit times reach 2^24, which floats do not hold exactly";
     return res;
   }
   res.message = TimedDryRun<UnitEngine>(s, engine).run();

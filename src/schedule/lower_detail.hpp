@@ -10,11 +10,17 @@
 #include "schedule/action.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/periodic_engine.hpp"
+#include "schedule/schedule.hpp"
 
 namespace bb::lower_detail {
 
-// Unit costs: F = B = W = 1. Float is exact for the integer times this produces.
+// Unit costs: F = B = W = 1. Float is exact for the integer times this produces, below 2^24;
+// lowering refuses a schedule whose unit-time makespan reaches that (unit_times_fit()).
 using UnitTime = float;
+inline constexpr double kMaxUnitTime = 16777216.0;  // 2^24
+
+// Throws ConfigError (one line) when a unit-time makespan does not fit a float exactly.
+void unit_times_fit(const Schedule& s, double makespan);
 
 inline UnitTime unit_cost(const Action& a) {
   return a.op == Op::BW ? 2.0f : 1.0f;

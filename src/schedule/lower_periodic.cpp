@@ -785,13 +785,17 @@ DryRunResult timed_dry_run(const PeriodicSchedule& lowered) {
     res.message = "invalid schedule:\n" + rep.describe(flat);
     return res;
   }
-  if (!shape.uniform_routes()) return timed_dry_run(flat);
+  if (!shape.uniform_routes() || !pairs_whole(lowered.lists)) return timed_dry_run(flat);
   // The witness: the periodic engine's unit times of the lowered lists' computes.
   JumpTimes times(shape);
   PeriodicUnitPolicy policy;
   PeriodicUnitEngine engine(shape, lowered.lists, policy, 1);
   engine.write_times(times.dense(), false);
   if (engine.run() != PeriodicUnitEngine::Outcome::done) return timed_dry_run(flat);
+  if (engine.max_clock() >= kMaxUnitTime) {
+    res.message = "unit times reach 2^24, which floats do not hold exactly";
+    return res;
+  }
   times.note_jump(lowered.lists, engine);
   res.message = PeriodicProof(shape, lowered.lists, times).run();
   res.ok = res.message.empty();
@@ -816,13 +820,14 @@ PeriodicSchedule lower(const PeriodicSchedule& ps, LowerPhases* phases) {
     if (sure) flat = to_flat(ps);
     return to_periodic(lower(std::move(flat), phases));
   };
-  if (!shape.uniform_routes()) return fallback();
+  if (!shape.uniform_routes() || !pairs_whole(ps.lists)) return fallback();
   JumpTimes times(shape);
   PeriodicUnitPolicy policy;
   PeriodicUnitEngine engine(shape, ps.lists, policy, 1);
   engine.write_times(times.dense(), false);
   if (engine.run() != PeriodicUnitEngine::Outcome::done || !engine.jump_in(0).taken)
     return fallback();
+  unit_times_fit(shape, engine.max_clock());
   times.note_jump(ps.lists, engine);
   lap(&LowerPhases::unit_times);
   PeriodicSchedule out;

@@ -112,6 +112,16 @@ PeriodicLists compress(const Schedule& s, bool compute_only) {
   return out;
 }
 
+bool pairs_whole(const PeriodicLists& lists) {
+  for (const auto& segs : lists.ranks)
+    for (std::size_t i = 0; i < segs.size(); ++i) {
+      const Segment& g = segs[i];
+      if (g.length == 0 || !lists.pool[g.begin + g.length - 1].overlap_next()) continue;
+      if (i + 1 != segs.size() || g.reps != 1) return false;
+    }
+  return true;
+}
+
 std::size_t PeriodicSchedule::compute_size() const {
   std::size_t n = 0;
   for (const auto& segs : lists.ranks)

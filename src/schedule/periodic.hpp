@@ -41,6 +41,11 @@ inline constexpr std::uint32_t kMaxPeriod = 16;
 inline constexpr std::uint32_t kMinReps = 4;
 PeriodicLists compress(const Schedule& s, bool compute_only = false);
 
+// Whether no segment ends inside an FB pair (an F with overlap_next as a pattern's last action,
+// other than as the last action of its rank's list, where it is no pair). compress() never
+// makes one; the periodic passes take only such lists.
+bool pairs_whole(const PeriodicLists& lists);
+
 // One rank's list from its segments.
 std::vector<Action> expand(const PeriodicLists& lists, int rank);
 

@@ -18,7 +18,8 @@
 // (sim.cpp), so jumping gives bit for bit the times the plain engine gives.
 //
 // Preconditions: a validated schedule with one route for every micro-batch (the route does not
-// then depend on the micro-batch number). The engine reports Outcome::no_period when the ranks'
+// then depend on the micro-batch number); lists whose segments do not split FB pairs (else
+// Outcome::no_period). The engine reports Outcome::no_period when the ranks'
 // periodic parts do not line up (no fence can be held, or the state does not repeat within
 // kMaxFenceTries repetitions) and Outcome::stuck for a cyclic wait; callers then run the plain
 // engine, which also explains a cyclic wait.
@@ -97,7 +98,8 @@ class PeriodicEngine {
 
   Outcome run() {
     const int P = s_.P;
-    if (s_.routes.empty() || !s_.uniform_routes() || steps_ > kMaxSteps) return Outcome::no_period;
+    if (s_.routes.empty() || !s_.uniform_routes() || steps_ > kMaxSteps || !pairs_whole(L_))
+      return Outcome::no_period;
     route_ = s_.routes.front();
     if (!choose_periodic_parts()) return Outcome::no_period;
     st_.assign(P, RankState{});
@@ -141,6 +143,12 @@ class PeriodicEngine {
     return step < static_cast<int>(jumps_.size()) ? jumps_[step] : Jump{};
   }
   std::uint32_t periodic_part(int r) const { return part_[r]; }
+  // After run(): the latest time any rank reached.
+  double max_clock() const {
+    double t = 0;
+    for (const RankState& st : st_) t = std::max(t, st.clock);
+    return t;
+  }
   std::int32_t mb_step() const { return mb_step_; }
 
  private:

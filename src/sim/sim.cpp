@@ -66,6 +66,7 @@ class CostModel {
       cost_[c] = {f, b, w, b + w, cfg.t_fb >= 0 ? cfg.t_fb * share[c] : -1.0};
     }
     delay_ = engine_time(cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0));
+    gap_ = engine_time(cfg.optimizer_time);
   }
 
   // A time of the engine in the caller's units, and back.
@@ -90,7 +91,6 @@ class CostModel {
   double grad_offset(int r, const Action* a, std::size_t n) const { return cost(r, a, n); }
   double delay(int, int, const Action&) const { return delay_; }
   double step_gap(int) const { return gap_; }
-  void set_gap(double g) { gap_ = g; }
 
   // Whether every time the engine can reach in `steps` steps of `units` compute units is a
   // multiple of one power of two (the costs' finest) below 2^52 of it. Then every sum is exact,
@@ -214,7 +214,6 @@ struct Recorder : CostModel {
         step_end(static_cast<std::size_t>(cfg.steps), 0.0),
         keep(keep) {
     for (auto& st : stats) st.first_start = -1;
-    set_gap(engine_time(cfg.optimizer_time));
   }
   // Busy time is the sum of the costs (counted beside the engine): here only what needs the
   // times — a rank's first start, its step ends, and the timeline when asked for.

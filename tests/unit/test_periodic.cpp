@@ -123,7 +123,9 @@ TEST(Periodic, SimulatorMatchesThePlainEngine) {
   const std::vector<CostCase> cases = {{1, 2, 0, -1, 0, 0, 2},
                                        {1, 1, 1, -1, 0, 0, 3},
                                        {0.5, 1.25, 0.75, -1, 0.25, 1.5, 2},
-                                       {3, 1, 2, 4.5, 0.125, 0, 4}};
+                                       {3, 1, 2, 4.5, 0.125, 0, 4},
+                                       // an optimizer time with no binary form: no jumps
+                                       {1, 2, 0, -1, 0, 1.0 / 3, 3}};
   std::size_t jumped_1f1b = 0, compared = 0;
   for_each_schedule([&](const std::string& name, int P, int M, int v, const Schedule& s) {
     const Schedule low = lower(s);
@@ -143,6 +145,9 @@ TEST(Periodic, SimulatorMatchesThePlainEngine) {
         cfg.engine = SimConfig::Engine::periodic;
         const SimResult periodic = simulate(*x, cfg);
         EXPECT_EQ(plain.jumped_units, 0u);
+        if (c.optimizer == 1.0 / 3) {
+          EXPECT_EQ(periodic.jumped_units, 0u);
+        }
         expect_same(plain, periodic, what(name, P, M, v) + (x == &low ? " lowered" : ""));
         if (x == &low)  // the lowered lists in periodic form, simulated as such
           expect_same(plain, simulate(plow, cfg), what(name, P, M, v) + " periodic form");
@@ -364,6 +369,46 @@ TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
   EXPECT_GT(r.jumped_units, s.compute_size() * 2 * 9 / 10);  // of 2 steps
   cfg.engine = SimConfig::Engine::plain;
   expect_same(simulate(s, cfg), r, "1f1b P=8 M=4096");
+}
+
+// Segments that split an FB pair (hand-made; compress() never does): the periodic passes take
+// the flat lists' way, with the flat results.
+TEST(Periodic, SegmentsSplittingAnFbPairGetTheFlatResults) {
+  const auto split_pair = [](PeriodicSchedule& ps) {
+    for (auto& segs : ps.lists.ranks)
+      for (std::size_t i = 0; i < segs.size(); ++i) {
+        const Segment g = segs[i];
+        if (g.reps != 1) continue;
+        for (std::uint32_t k = 0; k + 1 < g.length; ++k)
+          if (ps.lists.pool[g.begin + k].overlap_next()) {
+            Segment a = g, b = g;
+            a.length = k + 1;
+            b.begin = g.begin + k + 1;
+            b.length = g.length - k - 1;
+            segs[i] = a;
+            segs.insert(segs.begin() + static_cast<std::ptrdiff_t>(i) + 1, b);
+            return true;
+          }
+      }
+    return false;
+  };
+  const Schedule s = generate("dualpipev", {4, 64, 1});
+  PeriodicSchedule ps = to_periodic(s);
+  ASSERT_TRUE(split_pair(ps));
+  ASSERT_TRUE(to_flat(ps) == s);
+  EXPECT_FALSE(pairs_whole(ps.lists));
+  SimConfig cfg;
+  cfg.t_f = {1};
+  cfg.t_b = {2};
+  cfg.t_w = {1};
+  cfg.t_fb = 2.5;
+  cfg.steps = 2;
+  cfg.engine = SimConfig::Engine::periodic;
+  expect_same(simulate(ps, cfg), simulate(s, cfg), "dualpipev, a pair split");
+  EXPECT_TRUE(to_flat(lower(ps)) == lower(s));
+  PeriodicSchedule low = lower(to_periodic(s));
+  ASSERT_TRUE(split_pair(low));
+  EXPECT_TRUE(timed_dry_run(low).ok) << timed_dry_run(low).message;
 }
 
 // Costs with no exact binary form would make J·λ differ from J additions: the plain engine.
