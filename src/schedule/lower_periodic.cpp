@@ -674,7 +674,13 @@ class PeriodicProof {
   }
 
   // Claims repetitions [from, g.reps) of g; false if one was already done or claimed.
+  // All or nothing: a refused claim leaves none of its ranges behind.
   bool claim(const Segment& g, std::uint32_t from) {
+    std::vector<std::vector<Claim>*> added;
+    const auto refuse = [&] {
+      for (auto it = added.rbegin(); it != added.rend(); ++it) (*it)->pop_back();
+      return false;
+    };
     const std::int64_t count = g.reps - from;
     for (std::uint32_t k = 0; k < g.length; ++k) {
       const Action a = L_.pool[g.begin + k];
@@ -688,13 +694,14 @@ class PeriodicProof {
       for (const Claim& c : list) {
         const std::int64_t clo = std::min(c.first, c.first + (c.count - 1) * c.step);
         const std::int64_t chi = std::max(c.first, c.first + (c.count - 1) * c.step);
-        if (lo <= chi && clo <= hi) return false;  // (both steps ±1: ranges of all)
+        if (lo <= chi && clo <= hi) return refuse();  // (both steps ±1: ranges of all)
       }
       // Done before by a walked action? Only where the walked ones reach.
       const Span& w = walked_[bit_index(bit) * C_ + a.chunk];
       for (std::int64_t mb = std::max(lo, w.lo); mb <= std::min(hi, w.hi); ++mb)
-        if (flags_[a.chunk * M_ + static_cast<std::size_t>(mb)] & bit) return false;
+        if (flags_[a.chunk * M_ + static_cast<std::size_t>(mb)] & bit) return refuse();
       list.push_back({first, g.mb_step, count});
+      added.push_back(&list);
     }
     return true;
   }
@@ -703,13 +710,11 @@ class PeriodicProof {
     // Three repetitions walked, the rest passed when they repeat the third.
     const std::uint32_t walked = g.reps >= 4 && passable(g, 3) ? 3 : g.reps;
     UnitTime ends[3] = {0, 0, 0};
-    Msg lasts[3];
     for (std::uint32_t rep = 0; rep < walked; ++rep) {
       std::string why = walk(r, g, rep, st);
       if (!why.empty()) return why;
       if (rep < 3) {
         ends[rep] = st.clock;
-        lasts[rep] = st.last;
       }
     }
     if (walked == g.reps) return {};
@@ -721,7 +726,6 @@ class PeriodicProof {
       }
       return {};
     }
-    (void)lasts;
     const std::uint32_t more = g.reps - 3;
     std::size_t sends = 0, recvs = 0, remote = 0;
     const Route& rt = s_.routes.front();
