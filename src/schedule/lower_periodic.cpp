@@ -65,7 +65,7 @@ class JumpTimes {
     for (int r = 0; r < s_.P; ++r) {
       const Segment& g = lists.ranks[r][e.periodic_part(r)];
       for (std::uint32_t k = 0; k < g.length; ++k) {
-        const Action a = lists.at(g, jump.first_rep, k);
+        const Action a = lists.at(g, jump.first_rep[r], k);
         const Range range{static_cast<std::int64_t>(a.mb), g.mb_step, jump.reps};
         if (a.op == Op::F && static_cast<int>(a.chunk) != route_.last)
           ranges_[a.chunk].push_back(range);
@@ -208,7 +208,7 @@ class RankLoweringP {
     bool have_prev = false;
     Snapshot prev;
     while (!c.end() && ok_) {
-      if (jump_.taken && c.p.seg == part_ && c.p.k == 0 && c.p.rep >= jump_.first_rep) {
+      if (jump_.taken && c.p.seg == part_ && c.p.k == 0 && c.p.rep >= jump_.first_rep[r]) {
         Snapshot now = snapshot(c.p.rep);
         if (have_prev && prev.rep + 1 == now.rep && repeats(prev, now)) {
           const std::uint32_t K = skippable(c.p.rep);
@@ -379,7 +379,7 @@ class RankLoweringP {
   // and its streams read must lie in repetitions first_rep ... first_rep + reps - 1 (times that
   // repeat), less one for the stream heads looked at after the block.
   std::uint32_t skippable(std::uint32_t rep) const {
-    const std::int64_t last = static_cast<std::int64_t>(jump_.first_rep) + jump_.reps - 1;
+    const std::int64_t last = static_cast<std::int64_t>(jump_.first_rep[r_]) + jump_.reps - 1;
     std::int64_t K = last - rep;
     for (const Stream& st : streams_)
       if (!st.c.end()) K = std::min<std::int64_t>(K, last - st.c.p.rep);

@@ -5,7 +5,10 @@
 // (same policy, same times), with the messages in flight in a hash map. In each step, every
 // rank's longest segment is its periodic part (1F1B: the F/B pair). The engine holds every rank
 // at the start of repetition f of that segment (a fence), takes the state there — each rank's
-// clock and every message produced but not yet consumed — and does the same at f+1. When the
+// clock and every message produced but not yet consumed — and does the same at f+1. (Where a
+// rank's part starts elsewhere in the pattern than its neighbours', holding it at f would
+// hold up the others: its fence then moves a repetition on, rank by rank, until all can stop;
+// each rank keeps its own offset from f, so the two states compare like with like.) When the
 // state at f+1 is the state at f moved by λ in time and by the segment's micro-batch step in
 // micro-batch numbers, the pipeline from f+1 on is the one from f moved the same way (the
 // engine's rules do not depend on when or on which micro-batch), repetition after repetition,
@@ -112,6 +115,12 @@ class PeriodicEngine {
         advance(r);
       }
       if (finished_ == P) return Outcome::done;
+      if (fence_on_ && parked_ > 0 && parked_ < P) {
+        // Held ranks hold up the others (their parts start elsewhere in the pattern): those
+        // ranks' fences move one repetition on, and the state is taken where all can stop.
+        if (!move_held_fences()) return Outcome::no_period;
+        continue;
+      }
       if (!fence_on_ || parked_ != P) return parked_ > 0 ? Outcome::no_period : Outcome::stuck;
       if (!at_fence()) return Outcome::no_period;
     }
@@ -130,13 +139,14 @@ class PeriodicEngine {
   }
 
   // After run(): the jump taken in a step, if any. Every rank r skipped repetitions
-  // [first_rep, first_rep + reps) of its periodic part (segment periodic_part(r)); each ran as
-  // the one before it, lambda later and mb_step() micro-batches on. So for every rank,
-  // repetitions first_rep - 1 ... first_rep + reps of its part repeat one another, and so do
-  // the messages they consume.
+  // [first_rep[r], first_rep[r] + reps) of its periodic part (segment periodic_part(r)); each
+  // ran as the one before it, lambda later and mb_step() micro-batches on. So for every rank,
+  // repetitions first_rep[r] - 1 ... first_rep[r] + reps of its part repeat one another, and so
+  // do the messages they consume.
   struct Jump {
     bool taken = false;
-    std::uint32_t first_rep = 0, reps = 0;
+    std::vector<std::uint32_t> first_rep;  // per rank
+    std::uint32_t reps = 0;
     double lambda = 0;
   };
   Jump jump_in(int step) const {
@@ -212,20 +222,41 @@ class PeriodicEngine {
     fence_on_ = step < steps_;
     fence_step_ = step;
     fence_rep_ = 1;
+    offset_.assign(s_.P, 0);
     tries_ = 0;
     have_prev_ = false;
   }
 
+  // Rank r's fence: the start of repetition fence_rep_ + offset_[r] of its part.
+  std::uint32_t fence_of(int r) const { return fence_rep_ + offset_[r]; }
   bool at_fence_position(int r, const RankState& st) const {
-    return fence_on_ && st.step == fence_step_ && st.seg == part_[r] && st.rep == fence_rep_ &&
+    return fence_on_ && st.step == fence_step_ && st.seg == part_[r] && st.rep == fence_of(r) &&
            st.k == 0;
+  }
+  // Whether every rank's fence is a repetition its part has (and one more after it).
+  bool fences_fit() const {
+    for (int r = 0; r < s_.P; ++r)
+      if (fence_of(r) + 1 >= L_.ranks[r][part_[r]].reps) return false;
+    return true;
+  }
+  // Every held rank's fence one repetition on (the snapshot before, taken with other fences,
+  // no longer compares). False: give up.
+  bool move_held_fences() {
+    if (++tries_ > kMaxFenceTries) return false;
+    have_prev_ = false;
+    for (int r = 0; r < s_.P; ++r)
+      if (st_[r].parked) ++offset_[r];
+    if (!fences_fit()) return false;
+    unpark_all();
+    return true;
   }
 
   void unpark_all() {
-    for (int r = s_.P - 1; r >= 0; --r) {
-      st_[r].parked = false;
-      ready_.push_back(r);
-    }
+    for (int r = s_.P - 1; r >= 0; --r)
+      if (st_[r].parked) {
+        st_[r].parked = false;
+        ready_.push_back(r);
+      }
     parked_ = 0;
   }
 
@@ -246,7 +277,7 @@ class PeriodicEngine {
     prev_msgs_.swap(cur_msgs_);
     have_prev_ = true;
     ++fence_rep_;
-    if (++tries_ > kMaxFenceTries || fence_rep_ + 1 > min_reps_) return false;
+    if (++tries_ > kMaxFenceTries || !fences_fit()) return false;
     unpark_all();
     return true;
   }
@@ -270,7 +301,8 @@ class PeriodicEngine {
   // Every rank J repetitions on (J: the fewest any rank has left), times J·λ later, messages
   // in flight J micro-batch steps on.
   void jump() {
-    const std::uint32_t J = min_reps_ - fence_rep_;
+    std::uint32_t J = ~std::uint32_t{0};
+    for (int r = 0; r < s_.P; ++r) J = std::min(J, L_.ranks[r][part_[r]].reps - fence_of(r));
     const double dt = static_cast<double>(J) * lambda_;
     for (int r = 0; r < s_.P; ++r) {
       RankState& st = st_[r];
@@ -290,7 +322,9 @@ class PeriodicEngine {
     }
     if (dense_ && fill_jumped_ && steps_ == 1) fill_dense(J);
     if (jumps_.size() <= static_cast<std::size_t>(fence_step_)) jumps_.resize(fence_step_ + 1);
-    jumps_[fence_step_] = {true, fence_rep_, J, lambda_};
+    Jump& jp = jumps_[fence_step_];
+    jp = {true, {}, J, lambda_};
+    for (int r = 0; r < s_.P; ++r) jp.first_rep.push_back(fence_of(r));
   }
 
   // A slot's place in the dense array.
@@ -307,7 +341,7 @@ class PeriodicEngine {
     for (int r = 0; r < s_.P; ++r) {
       const Segment& g = L_.ranks[r][part_[r]];
       for (std::uint32_t k = 0; k < g.length; ++k) {
-        const Action a = L_.at(g, fence_rep_, k);
+        const Action a = L_.at(g, fence_of(r), k);
         std::size_t row;
         if (a.op == Op::F && static_cast<int>(a.chunk) != route_.last)
           row = a.chunk * M;
@@ -444,6 +478,7 @@ class PeriodicEngine {
   bool fence_on_ = false, have_prev_ = false;
   int fence_step_ = 0, tries_ = 0;
   std::uint32_t fence_rep_ = 1;
+  std::vector<std::uint32_t> offset_;  // per rank, added to fence_rep_
   double lambda_ = 0;
   std::vector<double> prev_clock_, cur_clock_;
   std::vector<std::pair<std::size_t, double>> prev_msgs_, cur_msgs_;
