@@ -46,18 +46,20 @@ struct PeriodicUnitTimes {
               std::free) {
     if (!times) throw std::bad_alloc();
   }
+  // The message (direction, chunk naming it as the periodic engine does, micro-batch).
+  UnitTime time(int dir, std::uint32_t chunk, std::uint32_t mb) const {
+    return times[(static_cast<std::size_t>(dir) * s.num_chunks() + chunk) * s.M + mb];
+  }
   UnitTime activation_time(int chunk, std::uint32_t mb) const {
-    return times[static_cast<std::size_t>(chunk) * s.M + mb];
+    return time(0, static_cast<std::uint32_t>(chunk), mb);
   }
   UnitTime gradient_time(int chunk, std::uint32_t mb) const {
-    return times[(static_cast<std::size_t>(s.num_chunks()) + chunk - 1) * s.M + mb];
+    return time(1, static_cast<std::uint32_t>(chunk - 1), mb);
   }
   UnitTime input_time(const Action& a) const {
-    const Route& rt = s.routes.front();  // one route for all (the periodic engine's condition)
-    if (a.op == Op::F)
-      return static_cast<int>(a.chunk) == rt.first ? 0 : activation_time(a.chunk - 1, a.mb);
-    if (a.op == Op::W || static_cast<int>(a.chunk) == rt.last) return 0;
-    return gradient_time(a.chunk + 1, a.mb);
+    // One route for all (the periodic engine's condition).
+    const MessageName in = message_in(a, s.routes.front());
+    return in.dir < 0 ? 0 : time(in.dir, in.chunk, a.mb);
   }
 };
 
@@ -168,19 +170,7 @@ class RankLowering {
   }
 
   bool add_send(const Action& a, UnitTime end, Msg* m) const {
-    const Route& rt = route(a.mb);
-    if (a.op == Op::F && a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_) {
-      *m = Msg::make(end, r_, 0, a.chunk, a.mb,
-                     make_action(Op::SEND_F, a.chunk, static_cast<int>(a.mb)));
-      return true;
-    }
-    if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first &&
-        s_.chunk_rank[a.chunk - 1] != r_) {
-      *m = Msg::make(end, r_, 1, a.chunk, a.mb,
-                     make_action(Op::SEND_B, a.chunk, static_cast<int>(a.mb)));
-      return true;
-    }
-    return false;
+    return send_after(s_, route(a.mb), r_, a, end, m);
   }
 
   const Schedule& s_;

@@ -67,6 +67,22 @@ struct Msg {
   bool operator<(const Msg& o) const { return hi < o.hi || (hi == o.hi && lo < o.lo); }
 };
 
+// The SEND a compute action on rank r needs after it (its output goes to another rank) on
+// route rt, with its key at time `end`; false if none.
+inline bool send_after(const Schedule& s, const Route& rt, int r, const Action& a, UnitTime end,
+                       Msg* m) {
+  const int c = static_cast<int>(a.chunk);
+  if (a.op == Op::F && c < rt.last && s.chunk_rank[c + 1] != r) {
+    *m = Msg::make(end, r, 0, c, a.mb, make_action(Op::SEND_F, c, static_cast<int>(a.mb)));
+    return true;
+  }
+  if ((a.op == Op::B || a.op == Op::BW) && c > rt.first && s.chunk_rank[c - 1] != r) {
+    *m = Msg::make(end, r, 1, c, a.mb, make_action(Op::SEND_B, c, static_cast<int>(a.mb)));
+    return true;
+  }
+  return false;
+}
+
 // Seconds since the last lap into a LowerPhases field (if any).
 class PhaseClock {
  public:

@@ -66,11 +66,10 @@ class JumpTimes {
       const Segment& g = lists.ranks[r][e.periodic_part(r)];
       for (std::uint32_t k = 0; k < g.length; ++k) {
         const Action a = lists.at(g, jump.first_rep[r], k);
-        const Range range{static_cast<std::int64_t>(a.mb), g.mb_step, jump.reps};
-        if (a.op == Op::F && static_cast<int>(a.chunk) != route_.last)
-          ranges_[a.chunk].push_back(range);
-        else if ((a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) != route_.first)
-          ranges_[C_ + a.chunk - 1].push_back(range);
+        const MessageName out = message_out(a, route_);
+        if (out.dir >= 0)
+          ranges_[static_cast<std::size_t>(out.dir) * C_ + out.chunk].push_back(
+              {static_cast<std::int64_t>(a.mb), g.mb_step, jump.reps});
       }
     }
   }
@@ -107,29 +106,10 @@ class JumpTimes {
     return time(1, static_cast<std::uint32_t>(chunk - 1), mb);
   }
   UnitTime input_time(const Action& a) const {
-    if (a.op == Op::F)
-      return static_cast<int>(a.chunk) == route_.first ? 0 : activation_time(a.chunk - 1, a.mb);
-    if (a.op == Op::W || static_cast<int>(a.chunk) == route_.last) return 0;
-    return gradient_time(a.chunk + 1, a.mb);
+    const MessageName in = message_in(a, route_);
+    return in.dir < 0 ? 0 : time(in.dir, in.chunk, a.mb);
   }
-  // The message a consumes: (direction, chunk), or dir -1 for none.
-  std::pair<int, std::uint32_t> input_of(const Action& a) const {
-    if (a.op == Op::F)
-      return static_cast<int>(a.chunk) == route_.first
-                 ? std::pair{-1, 0u}
-                 : std::pair{0, static_cast<std::uint32_t>(a.chunk - 1)};
-    if (a.op == Op::W || static_cast<int>(a.chunk) == route_.last) return {-1, 0u};
-    return {1, static_cast<std::uint32_t>(a.chunk)};
-  }
-  // The message a produces: (direction, chunk), or dir -1 for none.
-  std::pair<int, std::uint32_t> output_of(const Action& a) const {
-    if (a.op == Op::F)
-      return static_cast<int>(a.chunk) == route_.last
-                 ? std::pair{-1, 0u}
-                 : std::pair{0, static_cast<std::uint32_t>(a.chunk)};
-    if (a.op == Op::W || static_cast<int>(a.chunk) == route_.first) return {-1, 0u};
-    return {1, static_cast<std::uint32_t>(a.chunk - 1)};
-  }
+  const Route& route() const { return route_; }
   UnitTime lambda() const { return lambda_; }
 
  private:
@@ -317,17 +297,7 @@ class RankLoweringP {
   }
 
   bool add_send(const Action& a, UnitTime end, Msg* m) const {
-    const Route& rt = s_.routes.front();
-    if (a.op == Op::F && static_cast<int>(a.chunk) < rt.last && s_.chunk_rank[a.chunk + 1] != r_) {
-      *m = Msg::make(end, r_, 0, a.chunk, a.mb, make_action(Op::SEND_F, a.chunk, a.mb));
-      return true;
-    }
-    if ((a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) > rt.first &&
-        s_.chunk_rank[a.chunk - 1] != r_) {
-      *m = Msg::make(end, r_, 1, a.chunk, a.mb, make_action(Op::SEND_B, a.chunk, a.mb));
-      return true;
-    }
-    return false;
+    return send_after(s_, s_.routes.front(), r_, a, end, m);
   }
 
   struct Snapshot {
@@ -667,8 +637,8 @@ class PeriodicProof {
         }
         continue;
       }
-      for (const auto& [dir, chunk] : {T_.input_of(a), T_.output_of(a)})
-        if (dir >= 0 && !formula(dir, chunk, a.mb)) return false;
+      for (const MessageName& m : {message_in(a, T_.route()), message_out(a, T_.route())})
+        if (m.dir >= 0 && !formula(m.dir, m.chunk, a.mb)) return false;
     }
     return true;
   }

@@ -41,6 +41,34 @@
 
 namespace bb {
 
+// The message an action consumes (message_in) or produces (message_out) on a route, named as
+// the periodic passes name it: direction 0 is the activation chunk `chunk` sends, 1 the
+// gradient chunk `chunk` receives. dir < 0: none (a first chunk's F, a last chunk's B, a W, a
+// SEND/RECV).
+struct MessageName {
+  int dir = -1;
+  std::uint32_t chunk = 0;
+};
+inline MessageName message_in(const Action& a, const Route& rt) {
+  if (!is_compute(a.op) || a.op == Op::W) return {};
+  if (a.op == Op::F)
+    return static_cast<int>(a.chunk) == rt.first
+               ? MessageName{}
+               : MessageName{0, static_cast<std::uint32_t>(a.chunk) - 1};
+  return static_cast<int>(a.chunk) == rt.last ? MessageName{}
+                                              : MessageName{1, static_cast<std::uint32_t>(a.chunk)};
+}
+inline MessageName message_out(const Action& a, const Route& rt) {
+  if (!is_compute(a.op) || a.op == Op::W) return {};
+  if (a.op == Op::F)
+    return static_cast<int>(a.chunk) == rt.last
+               ? MessageName{}
+               : MessageName{0, static_cast<std::uint32_t>(a.chunk)};
+  return static_cast<int>(a.chunk) == rt.first
+             ? MessageName{}
+             : MessageName{1, static_cast<std::uint32_t>(a.chunk) - 1};
+}
+
 // Messages in flight: one slot per (direction, chunk, micro-batch) with its arrival time, and
 // the slots in use in a list (to take the state at a fence). Pages are zeroed lazily (calloc),
 // so only the slots the engine touches cost memory: those of the micro-batches it runs, not of
@@ -342,13 +370,9 @@ class PeriodicEngine {
       const Segment& g = L_.ranks[r][part_[r]];
       for (std::uint32_t k = 0; k < g.length; ++k) {
         const Action a = L_.at(g, fence_of(r), k);
-        std::size_t row;
-        if (a.op == Op::F && static_cast<int>(a.chunk) != route_.last)
-          row = a.chunk * M;
-        else if ((a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) != route_.first)
-          row = (C + a.chunk - 1) * M;
-        else
-          continue;
+        const MessageName out = message_out(a, route_);
+        if (out.dir < 0) continue;
+        const std::size_t row = (static_cast<std::size_t>(out.dir) * C + out.chunk) * M;
         const std::int64_t first = a.mb, step = g.mb_step;
         const double anchor = dense_[row + static_cast<std::size_t>(first - step)];
         for (std::uint32_t j = 0; j < J; ++j)
@@ -370,14 +394,9 @@ class PeriodicEngine {
   // Raises *t to a's input's arrival; false (and the key in *wait) if it has not arrived.
   bool input(const Action& a, int step, double* t, std::size_t* wait, std::size_t* used) {
     *used = kNone;
-    std::size_t k;
-    if (a.op == Op::F) {
-      if (static_cast<int>(a.chunk) == route_.first) return true;
-      k = key(step, 0, a.chunk - 1, a.mb);
-    } else {
-      if (a.op == Op::W || static_cast<int>(a.chunk) == route_.last) return true;
-      k = key(step, 1, a.chunk, a.mb);
-    }
+    const MessageName in = message_in(a, route_);
+    if (in.dir < 0) return true;
+    const std::size_t k = key(step, in.dir, in.chunk, a.mb);
     const double* at = msgs_.find(k);
     if (!at) {
       *wait = k;
@@ -389,20 +408,12 @@ class PeriodicEngine {
   }
 
   void output(int r, int step, const Action& a, double f_end, double grad_at) {
-    std::size_t k;
-    int dst;
-    double t;
-    if (a.op == Op::F) {
-      if (static_cast<int>(a.chunk) == route_.last) return;
-      k = key(step, 0, a.chunk, a.mb);
-      dst = s_.chunk_rank[a.chunk + 1];
-      t = f_end;
-    } else {
-      if (a.op == Op::W || static_cast<int>(a.chunk) == route_.first) return;
-      k = key(step, 1, a.chunk - 1, a.mb);
-      dst = s_.chunk_rank[a.chunk - 1];
-      t = grad_at;
-    }
+    const MessageName out = message_out(a, route_);
+    if (out.dir < 0) return;
+    const std::size_t k = key(step, out.dir, out.chunk, a.mb);
+    // The activation goes to the next chunk; the gradient to the chunk that names it.
+    const int dst = s_.chunk_rank[out.dir == 0 ? out.chunk + 1 : out.chunk];
+    double t = out.dir == 0 ? f_end : grad_at;
     if (dst != r) t += pol_.delay(r, dst, a);
     msgs_.put(k, t);
     if (dense_) dense_[dense_index(k)] = static_cast<float>(t);
