@@ -36,38 +36,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "schedule/edges.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/schedule.hpp"
 
 namespace bb {
-
-// The message an action consumes (message_in) or produces (message_out) on a route, named as
-// the periodic passes name it: direction 0 is the activation chunk `chunk` sends, 1 the
-// gradient chunk `chunk` receives. dir < 0: none (a first chunk's F, a last chunk's B, a W, a
-// SEND/RECV).
-struct MessageName {
-  int dir = -1;
-  std::uint32_t chunk = 0;
-};
-inline MessageName message_in(const Action& a, const Route& rt) {
-  if (!is_compute(a.op) || a.op == Op::W) return {};
-  if (a.op == Op::F)
-    return static_cast<int>(a.chunk) == rt.first
-               ? MessageName{}
-               : MessageName{0, static_cast<std::uint32_t>(a.chunk) - 1};
-  return static_cast<int>(a.chunk) == rt.last ? MessageName{}
-                                              : MessageName{1, static_cast<std::uint32_t>(a.chunk)};
-}
-inline MessageName message_out(const Action& a, const Route& rt) {
-  if (!is_compute(a.op) || a.op == Op::W) return {};
-  if (a.op == Op::F)
-    return static_cast<int>(a.chunk) == rt.last
-               ? MessageName{}
-               : MessageName{0, static_cast<std::uint32_t>(a.chunk)};
-  return static_cast<int>(a.chunk) == rt.first
-             ? MessageName{}
-             : MessageName{1, static_cast<std::uint32_t>(a.chunk) - 1};
-}
 
 // Messages in flight: one slot per (direction, chunk, micro-batch) with its arrival time, and
 // the slots in use in a list (to take the state at a fence). Pages are zeroed lazily (calloc),
