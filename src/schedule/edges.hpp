@@ -37,15 +37,15 @@ inline bool route_last(const Route& rt, std::uint32_t c) {
 inline MessageName message_in(const Action& a, const Route& rt) {
   if (!is_compute(a.op) || a.op == Op::W) return {};
   if (a.op == Op::F)
-    return route_first(rt, a.chunk) ? MessageName{} : MessageName{0, a.chunk - 1};
-  return route_last(rt, a.chunk) ? MessageName{} : MessageName{1, a.chunk};
+    return route_first(rt, a.chunk) ? MessageName{} : MessageName{0, std::uint32_t{a.chunk} - 1};
+  return route_last(rt, a.chunk) ? MessageName{} : MessageName{1, std::uint32_t{a.chunk}};
 }
 // The message compute action `a` produces on route `rt`: F writes its activation unless it
 // is the route's last chunk; B/BW write the input gradient unless it is the first.
 inline MessageName message_out(const Action& a, const Route& rt) {
   if (!is_compute(a.op) || a.op == Op::W) return {};
-  if (a.op == Op::F) return route_last(rt, a.chunk) ? MessageName{} : MessageName{0, a.chunk};
-  return route_first(rt, a.chunk) ? MessageName{} : MessageName{1, a.chunk - 1};
+  if (a.op == Op::F) return route_last(rt, a.chunk) ? MessageName{} : MessageName{0, std::uint32_t{a.chunk}};
+  return route_first(rt, a.chunk) ? MessageName{} : MessageName{1, std::uint32_t{a.chunk} - 1};
 }
 
 // The chunk at the other end of a message: the producer of `in` is chunk (dir 0) or chunk+1
