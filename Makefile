@@ -11,7 +11,7 @@ APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-
   python3-h5py python3-pandas python3-matplotlib python3-pytest python3-numpy shellcheck \
   slurm-wlm munge
 
-.PHONY: all deps configure build test run analysis bench asan format clean
+.PHONY: all deps configure build test run analysis bench asan format clean slurm-soak
 
 all: build
 
@@ -31,11 +31,11 @@ test: build
 
 # The default job: a real CPU pipeline sweep (two ranks, OpenBLAS stages, gradients checked
 # against the sequential reference), results in results/default.h5, then the simulator's view
-# of the same schedules at P=4.
+# of the same schedules at P=4. Ranks are bound to cores (-bind-to core).
 RUN_RANKS ?= 2
 run: build
 	mkdir -p results
-	mpiexec -n $(RUN_RANKS) $(BUILD)/bubblebench run --schedule all -M 4,8 -v 2 \
+	mpiexec -n $(RUN_RANKS) -bind-to core $(BUILD)/bubblebench run --schedule all -M 4,8 -v 2 \
 	  --hidden 256 --mb-size 32 --layers 2 --warmup 1 --iters 5 --check \
 	  --out results/default.h5 --force
 	$(BUILD)/bubblebench sim --schedule all -P 4 -M 8:32:x2 -v 2 --t-f 1 --t-b 1 --t-w 1
@@ -46,6 +46,11 @@ analysis:
 
 bench: build
 	$(BUILD)/bench_sim
+
+# N cold starts of the local SLURM (tools/slurm-local.sh up, a job, down): prints the count.
+N ?= 50
+slurm-soak:
+	bash tests/slurm/soak.sh $(N)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build running the unit tests.
 asan:

@@ -18,6 +18,10 @@
 #   BB_SLURM_CTLD_PORT  slurmctld port (default 6817)   BB_SLURM_SLURMD_PORT  slurmd port (6818)
 #   BB_SLURM_WAIT       seconds to wait for the node to be idle / daemons to go (default 30)
 #   BB_SLURM_CPUS       CPUs of the node (default: nproc)
+#   BB_SLURM_ATTEMPTS   cold starts tried before `up` gives up (default 3)
+# `up` starts one daemon at a time and waits until each is ready (munged: a credential round
+# trip; slurmctld: `scontrol ping`; slurmd: the node idle). A failed start prints the failing
+# daemon's own log first and is retried from scratch ("start attempt N of M failed").
 # Needs: apt-get install -y slurm-wlm munge. Runs as root (SlurmUser/SlurmdUser = the caller;
 # slurmd must be root to start jobs as other users, which is not needed here).
 set -euo pipefail
@@ -27,10 +31,11 @@ S=${2:-${BB_SLURM_DIR:-/tmp/bb-slurm-$(id -u)}}
 CTLD_PORT=${BB_SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${BB_SLURM_SLURMD_PORT:-6818}
 WAIT=${BB_SLURM_WAIT:-30}
+ATTEMPTS=${BB_SLURM_ATTEMPTS:-3}
 NODE=localhost
 
 usage() {
-  sed -n '2,22p' "$0" >&2
+  sed -n '2,26p' "$0" >&2
   exit 2
 }
 log() { echo "slurm-local: $*" >&2; }
@@ -84,25 +89,29 @@ stop_daemon() {  # daemon: TERM, wait, then KILL; always removes the PID file
   rm -f "$PIDS/$name.pid"
 }
 
-print_logs() {  # the daemons' log files, then what they printed before opening them
-  local f n
-  for f in "$LOGS"/*.log "$LOGS"/*.out; do
-    [ -s "$f" ] || continue
-    case "$f" in *.log) n=60 ;; *) n=15 ;; esac
-    echo "----- $f (last $n lines) -----" >&2
-    tail -n "$n" "$f" >&2 || true
+print_logs() {  # [daemon first]: every daemon's log file and stdio, the one named first
+  local d
+  [ -n "${1:-}" ] && daemon_log "$1" 80
+  for d in "${DAEMONS[@]}"; do
+    [ "$d" = "${1:-}" ] && continue
+    case "$d" in munged) daemon_log "$d" 15 ;; *) daemon_log "$d" 40 ;; esac
   done
 }
 
+# Exit 1 after printing the logs (the failing daemon's own log first) and stopping what a
+# start began; FATAL=1 makes it exit 2 (during a start: a failure a retry cannot mend).
 STARTING=0
+FAILED_DAEMON=""
+FATAL=0
 fail() {
   log "FAILED: $*"
   if alive slurmctld; then sinfo -N -l >&2 2>&1 || true; fi
-  print_logs
+  print_logs "$FAILED_DAEMON"
   if [ "$STARTING" = 1 ]; then  # leave nothing half-started behind
     STARTING=0
     for d in slurmd slurmctld munged; do stop_daemon "$d"; done
   fi
+  [ "$FATAL" = 1 ] && exit 2
   exit 1
 }
 
@@ -142,7 +151,7 @@ SlurmdLogFile=$LOGS/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
@@ -162,33 +171,109 @@ PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscr
 EOF
 }
 
-start_bg() {  # name, command... : own session, stdio to a log file, PID recorded
-  local name=$1
-  shift
-  setsid "$@" </dev/null >>"$LOGS/$name.out" 2>&1 &
-  echo $! >"$PIDS/$name.pid"
+# A daemon's own log: its log file, then what it printed before opening it (stdio).
+daemon_log() {  # daemon [lines]
+  local f n=${2:-60}
+  for f in "$LOGS/$1.log" "$LOGS/$1.out"; do
+    if [ -s "$f" ]; then
+      echo "----- $f (last $n lines) -----" >&2
+      tail -n "$n" "$f" >&2 || true
+    else
+      echo "----- $f: empty -----" >&2
+    fi
+  done
 }
 
-wait_for() {  # description, seconds, command...: poll every 0.2 s
-  local what=$1 secs=$2 i
-  shift 2
+fail_daemon() {  # daemon, message: that daemon's own log first, then the others'
+  FAILED_DAEMON=$1
+  fail "$1: $2"
+}
+
+gone() {  # pid -> 0 if the process is gone (a zombie counts as gone)
+  [ -d "/proc/$1" ] || return 0
+  [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]
+}
+
+# Start a daemon in its own session, stdio to a log file, PID recorded. Until the child has
+# exec'd the daemon, /proc/PID/cmdline is this script's, so pid_of (and alive) would call the
+# daemon dead: wait here until the exec is visible, so that no later check races with it.
+start_bg() {  # name, command...
+  local name=$1 pid i
+  shift
+  setsid "$@" </dev/null >>"$LOGS/$name.out" 2>&1 &
+  pid=$!
+  echo "$pid" >"$PIDS/$name.pid"
+  for ((i = 0; i < WAIT * 50; i++)); do
+    [ -n "$(pid_of "$name")" ] && return 0
+    gone "$pid" && fail_daemon "$name" "exited as it started (pid $pid)"
+    sleep 0.02
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  fail_daemon "$name" "pid $pid did not become $name within ${WAIT}s"
+}
+
+# Poll every 0.2 s until the command succeeds; the daemons named must stay alive meanwhile.
+wait_for() {  # description, seconds, "daemon daemon...", command...
+  local what=$1 secs=$2 need=$3 i d
+  shift 3
   for ((i = 0; i < secs * 5; i++)); do
+    for d in $need; do
+      alive "$d" || fail_daemon "$d" "exited while waiting for: $what"
+    done
     "$@" && return 0
     sleep 0.2
   done
-  fail "$what (waited ${secs}s)"
+  fail_daemon "${need##* }" "$what (waited ${secs}s)"
 }
 
 munge_ok() { munge -S "$MUNGE_SOCKET" -n </dev/null 2>/dev/null | unmunge -S "$MUNGE_SOCKET" >/dev/null 2>&1; }
+ctld_ok() { scontrol ping 2>/dev/null | grep -q 'is UP'; }
 node_idle() {
-  alive slurmctld || fail "slurmctld exited"
-  alive slurmd || fail "slurmd exited"
   case "$(node_state)" in idle*) return 0 ;; esac
   return 1
 }
 
+# One attempt at a cold start, one daemon after the other, each ready before the next starts:
+# munged (a credential round trip), slurmctld (answers `scontrol ping`), slurmd (the node is
+# idle). Runs in a subshell: fail() stops what it started and exits 1 (retried) or 2 (not).
+start_once() {
+  STARTING=1
+  mkdir -p "$S" "$PIDS" "$LOGS" "$S/state" "$S/spool" "$S/run" "$MUNGE_DIR"
+  chmod 0755 "$S"
+  chmod 0711 "$MUNGE_DIR"  # munged refuses group/other-writable dirs; others may reach the socket
+  rm -f "$S/run/slurmctld.pid" "$S/run/slurmd.pid" "$MUNGE_SOCKET" "$MUNGE_SOCKET.lock" \
+    "$MUNGE_DIR/munged.pid"
+  local d p
+  for d in "${DAEMONS[@]}"; do : >"$LOGS/$d.log" && : >"$LOGS/$d.out"; done
+  for p in "$CTLD_PORT" "$SLURMD_PORT"; do
+    port_busy "$p" && FATAL=1 fail "port $p is in use (another slurmctld/slurmd?): set BB_SLURM_CTLD_PORT / BB_SLURM_SLURMD_PORT"
+  done
+  write_conf
+
+  # munge: a private key and socket (never the system's /etc/munge, /run/munge). The key is
+  # complete (written under a temporary name, then renamed) before munged can read it.
+  if [ ! -s "$MUNGE_DIR/munge.key" ]; then
+    dd if=/dev/urandom of="$MUNGE_DIR/munge.key.tmp" bs=1024 count=1 status=none
+    chmod 0400 "$MUNGE_DIR/munge.key.tmp"
+    mv -f "$MUNGE_DIR/munge.key.tmp" "$MUNGE_DIR/munge.key"
+  fi
+  chmod 0400 "$MUNGE_DIR/munge.key"
+  start_bg munged munged -F --force --key-file="$MUNGE_DIR/munge.key" --socket="$MUNGE_SOCKET" \
+    --pid-file="$MUNGE_DIR/munged.pid" --log-file="$LOGS/munged.log" \
+    --seed-file="$MUNGE_DIR/munged.seed"
+  wait_for "munged answering on $MUNGE_SOCKET" "$WAIT" "munged" munge_ok
+
+  start_bg slurmctld slurmctld -D -f "$CONF"
+  wait_for "slurmctld answering scontrol ping" "$WAIT" "munged slurmctld" ctld_ok
+
+  start_bg slurmd slurmd -D -N "$NODE" -f "$CONF"
+  wait_for "node $NODE idle in sinfo" "$WAIT" "munged slurmctld slurmd" node_idle_or_resume
+  STARTING=0
+}
+
 up() {
-  for b in munged munge unmunge slurmctld slurmd sinfo; do
+  local b a rc i
+  for b in munged munge unmunge slurmctld slurmd sinfo scontrol; do
     command -v "$b" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
     command -v "$b" >/dev/null 2>&1 || fail "$b not found: apt-get install -y slurm-wlm munge"
   done
@@ -197,39 +282,28 @@ up() {
     echo "export SLURM_CONF=$CONF"
     return 0
   fi
-  STARTING=1
-  # Partly up, or stale PID files from a crash: stop what is ours and start clean.
-  for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do stop_daemon "${DAEMONS[i]}"; done
-
-  mkdir -p "$S" "$PIDS" "$LOGS" "$S/state" "$S/spool" "$S/run" "$MUNGE_DIR"
-  chmod 0755 "$S"
-  chmod 0711 "$MUNGE_DIR"  # munged refuses group/other-writable dirs; others may reach the socket
-  rm -f "$S/run/slurmctld.pid" "$S/run/slurmd.pid" "$MUNGE_SOCKET" "$MUNGE_SOCKET.lock" \
-    "$MUNGE_DIR/munged.pid"
-  : >"$LOGS/slurmctld.log"
-  : >"$LOGS/slurmd.log"
-  : >"$LOGS/munged.log"
-  for p in "$CTLD_PORT" "$SLURMD_PORT"; do
-    port_busy "$p" && fail "port $p is in use (another slurmctld/slurmd?): set BB_SLURM_CTLD_PORT / BB_SLURM_SLURMD_PORT"
+  # Partly up, or stale PID files from a crash: stop what is ours and start clean; a start
+  # that fails (a daemon exits or does not get ready) is retried from scratch, at most
+  # $ATTEMPTS times in all, each failure reported with the failing daemon's own log.
+  for ((a = 1; a <= ATTEMPTS; a++)); do
+    for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do stop_daemon "${DAEMONS[i]}"; done
+    rc=0
+    (start_once) || rc=$?
+    if [ $rc = 0 ]; then
+      [ $a -gt 1 ] && log "started on attempt $a of $ATTEMPTS"
+      log "up: slurmctld $(pid_of slurmctld), slurmd $(pid_of slurmd), munged $(pid_of munged); $(sinfo -h -o '%P %D %T %c CPUs' | head -n 1)"
+      echo "export SLURM_CONF=$CONF"
+      return 0
+    fi
+    [ $rc = 2 ] && exit 1  # not worth retrying (a busy port)
+    log "start attempt $a of $ATTEMPTS failed (logs above)"
+    if [ $a -lt "$ATTEMPTS" ]; then
+      mkdir -p "$LOGS/attempt-$a" && cp -f "$LOGS"/*.log "$LOGS"/*.out "$LOGS/attempt-$a/" 2>/dev/null
+      sleep 1
+    fi
   done
-  write_conf
-
-  # munge: a private key and socket (never the system's /etc/munge, /run/munge).
-  if [ ! -s "$MUNGE_DIR/munge.key" ]; then
-    dd if=/dev/urandom of="$MUNGE_DIR/munge.key" bs=1024 count=1 status=none
-  fi
-  chmod 0400 "$MUNGE_DIR/munge.key"
-  start_bg munged munged -F --force --key-file="$MUNGE_DIR/munge.key" --socket="$MUNGE_SOCKET" \
-    --pid-file="$MUNGE_DIR/munged.pid" --log-file="$LOGS/munged.log" \
-    --seed-file="$MUNGE_DIR/munged.seed"
-  wait_for "munged answering on $MUNGE_SOCKET" "$WAIT" munge_ok
-
-  start_bg slurmctld slurmctld -D -f "$CONF"
-  start_bg slurmd slurmd -D -N "$NODE" -f "$CONF"
-  wait_for "node $NODE idle in sinfo" "$WAIT" node_idle_or_resume
-  log "up: slurmctld $(pid_of slurmctld), slurmd $(pid_of slurmd), munged $(pid_of munged); $(sinfo -h -o '%P %D %T %c CPUs' | head -n 1)"
-  STARTING=0
-  echo "export SLURM_CONF=$CONF"
+  log "FAILED: no start in $ATTEMPTS attempts"
+  exit 1
 }
 
 # A node kept DOWN/DRAINED in the saved state of an earlier run is resumed once.

@@ -37,6 +37,13 @@ tmp=$(mktemp -d /tmp/bb-slurm-test.XXXXXX)
 # A fixed state dir: if an earlier run was killed before its trap could stop the daemons,
 # this run's first `down` finds them by their PID files and stops them.
 STATE=${BB_SLURM_TEST_DIR:-/tmp/bb-slurm-test-state-$(id -u)}
+# Two runs of this test at once (several worktrees on one machine) would share that state dir
+# and those ports and stop each other's daemons: the second waits for the first.
+exec 9>"$STATE.lock"
+if ! flock -w 900 9; then
+  echo "FAIL: another run of this test holds $STATE.lock for 900 s"
+  exit 1
+fi
 "$ROOT/tools/slurm-local.sh" down "$STATE" >/dev/null 2>&1
 rm -rf "$STATE"
 fails=0
@@ -97,7 +104,8 @@ dry() {  # script VAR=value...: DRY_RUN=1 of jobs/<script>.sbatch; output in $tm
     SLURM_SUBMIT_DIR="$ROOT" BB="$BB" RESULTS_DIR="$DRY" DRY_RUN=1 "$@" \
     bash "jobs/$script.sbatch") >"$tmp/dry.out" 2>&1
 }
-cmdline() { sed -n 's/.*: srun --mpi=[^ ]* *//p' "$tmp/dry.out"; }  # "$BB run ..."
+cmdline() { sed -n "s|.*: srun --mpi=[^ ]* .*\($BB \)|\1|p" "$tmp/dry.out"; }  # "$BB run ..."
+srunopts() { sed -n "s|.*: srun --mpi=[^ ]* \(.*\)$BB .*|\1|p" "$tmp/dry.out"; }  # "--x --y "
 has() { grep -qF -- "$1" <<<"$(cmdline)"; }
 refused() {  # exit status, words...: exit 2, one line on stderr naming the words, no srun
   local rc=$1 w
@@ -114,6 +122,13 @@ for s in sweep-node multi-node; do
   dry $s BACKEND=cuda && has " --hidden 2048 --layers 2 --mb-size 1024 "
   check "DRY_RUN $s: cuda gemm stage 2048/2/1024" $?
 done
+for s in sweep-node multi-node sweep-array; do
+  dry $s BACKEND=cpu PARAMS=jobs/params/smoke.txt && [[ "$(srunopts)" == "--cpu-bind=cores --cpus-per-task=1 "* ]]
+  rc=$?  # before the $(...) in the name overwrites it
+  check "DRY_RUN $s: ranks bound to cores by default (srun $(srunopts))" $rc
+done
+dry sweep-node BACKEND=cpu CPU_BIND=none CPUS_PER_TASK=2 && [ "$(srunopts)" = "--cpu-bind=none --cpus-per-task=2 " ]
+check "DRY_RUN sweep-node: CPU_BIND=none CPUS_PER_TASK=2" $?
 dry sweep-node BACKEND=cpu COMPUTE=synthetic && ! has "--hidden"
 check "DRY_RUN sweep-node: no stage size with synthetic compute" $?
 dry sweep-node BACKEND=cpu EXTRA_ARGS="--hidden 128" HIDDEN= && has "--hidden 128" &&
@@ -190,6 +205,21 @@ if [ -n "$missing" ]; then
 fi
 
 # --- 1. bring-up -------------------------------------------------------------------------
+# A daemon that dies as it starts: `up` fails, names it and prints that daemon's own output.
+mkdir -p "$tmp/fakebin"
+printf '#!/bin/sh\necho "fatal: test slurmctld refuses to start" >&2\nexit 1\n' >"$tmp/fakebin/slurmctld"
+chmod +x "$tmp/fakebin/slurmctld"
+PATH="$tmp/fakebin:$PATH" BB_SLURM_ATTEMPTS=2 "$SL" up "$tmp/fake-state" >"$tmp/fake-up.out" 2>"$tmp/fake-up.err"
+rc=$?
+[ $rc = 1 ] && [ ! -s "$tmp/fake-up.out" ] &&
+  grep -q "FAILED: slurmctld: exited as it started" "$tmp/fake-up.err" &&
+  grep -A1 -- "----- $tmp/fake-state/log/slurmctld.out" "$tmp/fake-up.err" | grep -q "test slurmctld refuses" &&
+  [ "$(grep -c "start attempt . of 2 failed" "$tmp/fake-up.err")" = 2 ] &&
+  "$SL" status "$tmp/fake-state" >/dev/null 2>&1
+[ $? = 3 ] && [ $rc = 1 ]
+rc=$?
+[ $rc = 0 ] || cat "$tmp/fake-up.err"
+check "a slurmctld that exits at start: up fails after 2 attempts with its own log, nothing left running" $rc
 if ! conf=$("$SL" up "$STATE"); then
   check "tools/slurm-local.sh up (daemon logs above)" 1
   echo "FAILED: $fails of $((pass + fails)) checks"
@@ -227,6 +257,9 @@ srun --mpi=pmi2 -n 2 bash -c 'echo "task \$SLURM_PROCID local \$SLURM_LOCALID of
 echo "step1 rc=\$?"
 srun --mpi=pmi2 -n 2 "$tmp/mpi_hello"
 echo "step2 rc=\$?"
+# shellcheck disable=SC2016
+srun --mpi=pmi2 -n 2 --cpu-bind=cores --cpus-per-task=1 bash -c 'echo "bound \$SLURM_PROCID \$(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+echo "stepb rc=\$?"
 srun --mpi=pmi2 -n 2 "$BB" run --schedule 1f1b,gpipe -M 4 --backend cpu --compute synthetic --t-f 1ms --t-b 1ms --warmup 0 --iters 2
 echo "step3 rc=\$?"
 EOF
@@ -291,6 +324,10 @@ grep -q "task 0 local 0 of 2 job $plain" "$out" && grep -q "task 1 local 1 of 2 
 check "srun --mpi=pmi2 -n 2: tasks 0 and 1 with SLURM_LOCALID" $?
 grep -q 'mpi rank 0 of 2 sum 1' "$out" && grep -q 'mpi rank 1 of 2 sum 1' "$out" && grep -q 'step2 rc=0' "$out"
 check "srun --mpi=pmi2 -n 2 MPI hello (PMI2 + MPICH, allreduce)" $?
+b0=$(sed -n 's/^bound 0 //p' "$out")
+b1=$(sed -n 's/^bound 1 //p' "$out")
+grep -q 'stepb rc=0' "$out" && [[ $b0 =~ ^[0-9]+$ ]] && [[ $b1 =~ ^[0-9]+$ ]] && [ "$b0" != "$b1" ]
+check "srun --cpu-bind=cores --cpus-per-task=1: each task on its own core ($b0, $b1)" $?
 grep -q 'step3 rc=0' "$out" && grep -qE '^gpipe +2 +4 ' "$out"
 check "srun --mpi=pmi2 -n 2 bubblebench run (no --out)" $?
 
