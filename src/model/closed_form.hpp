@@ -2,7 +2,7 @@
 // both views: a single step on its own (makespan) and back-to-back steps (period). Each form
 // carries the conditions under which it is exact; outside them `applies` is false and
 // `reason` says why, rather than a wrong number being printed. The simulator is the
-// reference: tests/unit/test_model_vs_sim.cpp checks every form against it.
+// reference: tests/unit/test_core_matrix.cpp checks every form against it.
 #pragma once
 
 #include <string>

@@ -176,7 +176,7 @@ class Backend {
   double origin_ = 0;
 };
 
-// --- Inline definitions (no backend.cpp: every backend links these) --------------------
+// --- Inline definitions (every backend links these; there is no separate source file) ------
 
 inline Buffer::Buffer(Buffer&& other) noexcept
     : owner_(other.owner_), data_(other.data_), count_(other.count_) {

@@ -1,5 +1,5 @@
 // Transport: moves activations (forward) and activation gradients (backward) between the
-// ranks of a pipeline. The executor drives it from a rank's lowered action list (design §2):
+// ranks of a pipeline. The executor drives it from a rank's lowered action list (design §1):
 // RECV_* posts irecv() at its position in the list, SEND_* posts isend() right after the
 // producing compute, and the compute that consumes a receive polls test() until it is done.
 //

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Checks that the repository's words point at things that exist (ctest `docs.refs`):
+#   1. every "design §N" / "design §N.M" (also "design §3, §7") in src/, bench/, tests/,
+#      analysis/, jobs/, tools/, README.md and docs/ names a section heading of docs/design.md
+#      ("## §N ..." or "### §N.M ...");
+#   2. every file path named in a comment of src/, bench/ or tests/ (C++/CUDA `//`, shell and
+#      Python `#`) exists: a path with a directory, relative to the repository root, to src/, to
+#      the commenting file's folder, or as the end of a tracked path; a bare file name with a
+#      source extension (.hpp .cpp .cu .sh .py .md .cmake) as the name of some tracked file.
+#      Not checked: C headers (`.h`: the project's own headers are .hpp, so these are the
+#      libraries'), names on a line with a URL (another project's files), bare names with other
+#      extensions (.txt, .json: usually files a run writes);
+# Usage: check_refs.sh [REPO_ROOT]   (default: two levels above this script)
+# Prints one line per problem and exits 1 if there is any, else prints a summary and exits 0.
+set -euo pipefail
+
+root=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+cd "$root"
+design=docs/design.md
+[[ -f $design ]] || { echo "check_refs: $design is missing"; exit 1; }
+
+# Tracked files (plus untracked, not ignored ones, so a new file counts before its commit).
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mapfile -t files < <(git ls-files --cached --others --exclude-standard | sort -u)
+else
+  mapfile -t files < <(find . -type f -not -path './.git/*' -not -path './build*' | sed 's|^\./||' | sort)
+fi
+
+exec "${PYTHON:-python3}" - "$design" "${files[@]}" <<'PY'
+import os
+import re
+import sys
+
+design, files = sys.argv[1], sys.argv[2:]
+tracked = {f for f in files if os.path.isfile(f)}
+basenames = {os.path.basename(f) for f in tracked}
+# What is read: all but tests/docs/ (this checker and its self-test, whose fixtures are wrong
+# on purpose).
+existing = sorted(f for f in tracked if not f.startswith("tests/docs/"))
+problems = []
+
+# 1. Section references.
+sections = set()
+with open(design, encoding="utf-8") as fh:
+    for line in fh:
+        m = re.match(r"#{2,4}\s+§(\d+(?:\.\d+)*)\b", line)
+        if m:
+            sections.add(m.group(1))
+ref_roots = ("src/", "bench/", "tests/", "analysis/", "jobs/", "tools/", "docs/")
+cite = re.compile(r"design\s+§(\d+(?:\.\d+)*)((?:\s*(?:,|and)\s*§\d+(?:\.\d+)*)*)")
+more = re.compile(r"§(\d+(?:\.\d+)*)")
+n_refs = 0
+for f in existing:
+    if not (f.startswith(ref_roots) or f == "README.md") or f == design:
+        continue
+    try:
+        text = open(f, encoding="utf-8").read()
+    except (UnicodeDecodeError, OSError):
+        continue
+    for no, line in enumerate(text.splitlines(), 1):
+        for m in cite.finditer(line):
+            for sec in [m.group(1)] + more.findall(m.group(2)):
+                n_refs += 1
+                sec = sec.rstrip(".")
+                if sec not in sections:
+                    problems.append(f"{f}:{no}: design §{sec} is not a section of {design}")
+# Cross-references inside design.md itself.
+for no, line in enumerate(open(design, encoding="utf-8").read().splitlines(), 1):
+    if re.match(r"#{1,4}\s", line):
+        continue
+    for sec in more.findall(line):
+        sec = sec.rstrip(".")
+        n_refs += 1
+        if sec not in sections:
+            problems.append(f"{design}:{no}: §{sec} is not a section of {design}")
+
+# 2. File paths named in comments.
+path_re = re.compile(
+    r"(?<![A-Za-z0-9_./*<-])([A-Za-z0-9_][A-Za-z0-9_./-]*"
+    r"\.(?:hpp|cpp|h|cu|cuh|md|sh|py|cmake|txt|sbatch|json|csv))(?![A-Za-z0-9_])")
+source_ext = (".hpp", ".cpp", ".cu", ".cuh", ".sh", ".py", ".md", ".cmake")
+comment = {".cpp": "//", ".hpp": "//", ".cu": "//", ".cuh": "//", ".sh": "#", ".py": "#"}
+n_paths = 0
+
+
+def comment_start(line, mark):
+    """Where a comment starts on LINE, or -1. `#` counts at the line's start or after a
+    blank, outside quotes (shell and Python); `//` anywhere (C++)."""
+    if mark == "//":
+        return line.find("//")
+    stripped = line.lstrip()
+    if stripped.startswith(("#!", "#include")):
+        return -1
+    for i, ch in enumerate(line):
+        if ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            before = line[:i]
+            if before.count("'") % 2 == 0 and before.count('"') % 2 == 0:
+                return i
+    return -1
+
+
+def exists(name, where):
+    if "/" not in name:
+        return name in basenames
+    name = name.lstrip("./") if name.startswith("./") else name
+    for cand in (name, os.path.join("src", name), os.path.normpath(os.path.join(where, name))):
+        if cand in tracked or os.path.isdir(cand):
+            return True
+    return any(t.endswith("/" + name) for t in tracked)
+
+
+for f in existing:
+    if not f.startswith(("src/", "bench/", "tests/")):
+        continue
+    mark = comment.get(os.path.splitext(f)[1])
+    if mark is None:
+        continue
+    try:
+        lines = open(f, encoding="utf-8").read().splitlines()
+    except (UnicodeDecodeError, OSError):
+        continue
+    previous = ""
+    for no, line in enumerate(lines, 1):
+        pos = comment_start(line, mark)
+        text = line[pos + len(mark):] if pos >= 0 else ""
+        # Another project's files: named on a line with its URL, or the line after one.
+        url = "://" in text or "github.com/" in text
+        skip, previous = url or "://" in previous or "github.com/" in previous, text
+        if pos < 0 or skip:
+            continue
+        for name in path_re.findall(text):
+            if name.endswith(".h"):
+                continue
+            if "/" not in name and not name.endswith(source_ext):
+                continue
+            n_paths += 1
+            if not exists(name, os.path.dirname(f)):
+                problems.append(f"{f}:{no}: the comment names '{name}', which does not exist")
+
+for p in problems:
+    print(p)
+if problems:
+    print(f"check_refs: {len(problems)} problem(s)")
+    sys.exit(1)
+print(f"check_refs: ok ({n_refs} section references, {n_paths} paths in comments checked; "
+      f"{len(sections)} sections in {design})")
+PY

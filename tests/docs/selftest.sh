@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# check_refs.sh must fail on what it is meant to find (ctest `docs.refs_selftest`): a small
+# tree outside git with one problem of each kind, each named in the output, then the same tree
+# repaired, which must pass.
+# Usage: selftest.sh PATH/TO/check_refs.sh
+set -uo pipefail
+check=${1:?usage: selftest.sh check_refs.sh}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+expect() {  # expect WHAT PATTERN FILE
+  if grep -qF -- "$2" "$3"; then echo "ok: $1"; else echo "FAIL: $1 (no '$2' in:)"; cat "$3"; fails=$((fails + 1)); fi
+}
+
+mkdir -p "$tmp/docs" "$tmp/src/runtime/cuda" "$tmp/src/sim" "$tmp/tests/unit"
+cat >"$tmp/docs/design.md" <<'MD'
+# design
+## §1 One
+### §1.1 One point one
+## §2 Two
+See §1.1 and §3.
+MD
+cat >"$tmp/src/runtime/transport.hpp" <<'CPP'
+// The transport (design §1.1, §2), driven by the executor (design §4).
+// Tested in tests/unit/test_transport.cpp and runtime/cuda/gone.hpp; see cuda_runtime_api.h.
+CPP
+touch "$tmp/src/runtime/cuda/staging.hpp" "$tmp/tests/unit/test_other.cpp"
+cat >"$tmp/src/runtime/mpi_transport.cpp" <<'CPP'
+#include "runtime/cuda/staging.hpp"
+#include "runtime/transport.hpp"
+// Staging lives in runtime/cuda/staging.hpp (design §1).
+CPP
+cat >"$tmp/src/sim/sim.cpp" <<'CPP'
+#include <mpi.h>
+// Pure (design §2.3).
+CPP
+cat >"$tmp/tests/unit/run.sh" <<'SH'
+printf '# tmp/never.csv\n' >x  # a quoted '#' starts no comment
+# checks tests/unit/missing_script.sh
+SH
+
+bash "$check" "$tmp" >"$tmp/out" 2>&1
+rc=$?
+if [[ $rc -eq 1 ]]; then echo "ok: exit 1 on problems"; else
+  echo "FAIL: exit $rc on problems"; fails=$((fails + 1)); fi
+expect "unknown section in a comment" "src/runtime/transport.hpp:1: design §4 is not" "$tmp/out"
+expect "unknown section inside design.md" "docs/design.md:5: §3 is not" "$tmp/out"
+expect "unknown section of a list" "src/sim/sim.cpp:2: design §2.3 is not" "$tmp/out"
+expect "missing test file" "names 'tests/unit/test_transport.cpp'" "$tmp/out"
+expect "missing header" "names 'runtime/cuda/gone.hpp'" "$tmp/out"
+expect "missing script (shell comment)" "names 'tests/unit/missing_script.sh'" "$tmp/out"
+if grep -qE "never\.csv|cuda_runtime_api|staging\.hpp'|design §1\.1 is not|design §2 is not|design §1 is not" "$tmp/out"; then
+  echo "FAIL: reported something that is fine:"; cat "$tmp/out"; fails=$((fails + 1))
+fi
+if grep -q "includes" "$check"; then  # the include rules, where the checker has them
+  expect "transport includes runtime/cuda/" "src/runtime/mpi_transport.cpp:1: the transport includes" "$tmp/out"
+  expect "pure core includes mpi.h" "src/sim/sim.cpp:1: the pure core includes" "$tmp/out"
+fi
+
+# Repaired: every problem gone, the check passes.
+printf '# design\n## §1 One\n### §1.1 One point one\n## §2 Two\n### §2.3 Three\n## §4 Four\nSee §1.1 and §2.\n' >"$tmp/docs/design.md"
+touch "$tmp/tests/unit/test_transport.cpp" "$tmp/src/runtime/cuda/gone.hpp" "$tmp/tests/unit/missing_script.sh"
+printf '#include "runtime/transport.hpp"\n// Staging lives in runtime/cuda/staging.hpp (design §1).\n' >"$tmp/src/runtime/mpi_transport.cpp"
+printf '#include <vector>\n// Pure (design §2.3).\n' >"$tmp/src/sim/sim.cpp"
+if bash "$check" "$tmp" >"$tmp/out" 2>&1; then echo "ok: a repaired tree passes"; else
+  echo "FAIL: a repaired tree does not pass:"; cat "$tmp/out"; fails=$((fails + 1)); fi
+
+[[ $fails -eq 0 ]] && echo "selftest: all ok" || echo "selftest: $fails failure(s)"
+exit $((fails > 0))
