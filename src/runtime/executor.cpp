@@ -165,6 +165,7 @@ void Executor::post_recv(const Action& a) {
       fwd ? message_tag(Direction::kForward, c - 1, m, lowered_.num_chunks(), kMessageTagLimit)
           : message_tag(Direction::kBackward, c + 1, m, lowered_.num_chunks(), kMessageTagLimit);
   t.request = transport_.irecv(pool_.data(t.buffer), pool_.count(), peer, tag);
+  recvs_.push_back(key(fwd ? 0 : 1, c, m));
 }
 
 void Executor::post_send(const Action& a) {
@@ -198,6 +199,19 @@ void Executor::progress_sends() {
       pool_.release(sends_[i].buffer);
       sends_[i] = sends_.back();
       sends_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Executor::progress_all() {
+  progress_sends();
+  for (std::size_t i = 0; i < recvs_.size();) {
+    Tensor& t = inputs_[recvs_[i]];
+    if (!t.request.valid() || transport_.test(t.request)) {
+      recvs_[i] = recvs_.back();
+      recvs_.pop_back();
     } else {
       ++i;
     }
@@ -307,7 +321,10 @@ void Executor::compute_backward(const Action& a) {
 // in between. A sleep alone overshoots by the kernel's wake-up latency (tens of µs, with a
 // tail beyond 100 µs in VMs), which would lengthen every action by a random amount; a plain
 // spin instead would keep other ranks sharing the core from waking up on time. The polling
-// phase is at most 20% of the action and 300 µs. Other backends' sleep_for is exact already
+// phase is at most 20% of the action and 300 µs. The sleep is cut into slices of at most
+// kProgressSlice with one progress poll of the messages in flight between them, as a real
+// device computing while the host drives the transport (without it a message sent or received
+// during a long compute would wait for its end). Other backends' sleep_for is exact already
 // (a GPU spin kernel).
 void Executor::sleep_synthetic(double seconds) {
   if (seconds <= 0) return;
@@ -315,8 +332,13 @@ void Executor::sleep_synthetic(double seconds) {
     backend_.sleep_for(seconds);
     return;
   }
+  constexpr double kProgressSlice = 200e-6;
   const double deadline = backend_.now() + seconds;
-  backend_.sleep_for(seconds - std::min(0.2 * seconds, 300e-6));
+  const double spin_from = deadline - std::min(0.2 * seconds, 300e-6);
+  for (double now = backend_.now(); now < spin_from; now = backend_.now()) {
+    if (!sends_.empty() || !recvs_.empty()) progress_all();
+    backend_.sleep_for(std::min(spin_from - now, kProgressSlice));
+  }
   while (backend_.now() < deadline) std::this_thread::yield();
 }
 
@@ -415,7 +437,8 @@ void Executor::run_step(StepRecord* record) {
         compute_backward(b);
       sample_units();
     }
-    if (config_.synthetic) sleep_synthetic(synthetic_time(&a, n));
+    if (config_.synthetic || config_.debug_delay_s > 0)
+      sleep_synthetic((config_.synthetic ? synthetic_time(&a, n) : 0.0) + config_.debug_delay_s);
     const std::size_t end_mark = record != nullptr ? backend_.mark() : 0;
     comm_at_last_end = comm_time_;
     if (!sends_.empty()) progress_sends();
@@ -436,6 +459,7 @@ void Executor::run_step(StepRecord* record) {
   comm_time_ += backend_.now() - t0;
   comm_records_ = nullptr;
   current_comm_ = -1;
+  recvs_.clear();  // every receive was consumed by its compute
   for (std::size_t k = 0; k < inputs_.size(); ++k)
     if (inputs_[k].buffer >= 0 || outputs_[k] >= 0)
       throw std::logic_error("rank " + std::to_string(rank_) + ": chunk " +

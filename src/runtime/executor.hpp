@@ -69,6 +69,9 @@ struct ExecutorConfig {
   OptimizerConfig optimizer;
   double timeout_s = 600;   // watchdog of every wait
   bool drop_sends = false;  // testing only: skip SEND actions (the watchdog must fire)
+  // Testing only (`run --debug-delay-rank/--debug-delay-us`): seconds added to every compute
+  // of this rank, inside its record (a known slow rank for the attribution's tests).
+  double debug_delay_s = 0;
 };
 
 // What one compute action record describes. FB: an overlapped pair as one record.
@@ -181,6 +184,9 @@ class Executor {
   void post_send(const Action& a);
   void await_input(Tensor& t, const Action& consumer, int dir);
   void progress_sends();
+  // One progress poll of everything in flight: the sends, and the receives posted and not yet
+  // consumed (a rendezvous transfer moves only while its receiver polls).
+  void progress_all();
   void finish_sends();
   [[noreturn]] void missing(const Action& a, const char* what) const;
   void sample_units();
@@ -206,6 +212,7 @@ class Executor {
   std::vector<Tensor> inputs_;  // key(dir, chunk, mb): 0 forward input, 1 output gradient
   std::vector<int> outputs_;    // key(dir, chunk, mb): tensors waiting for their SEND
   std::vector<PendingSend> sends_;
+  std::vector<std::size_t> recvs_;    // keys of posted receives not seen complete yet
   std::vector<int> partner_;          // per chunk: the other chunk of the same stage, or -1
   std::vector<Buffer> partner_recv_;  // per chunk: receives the remote partner's gradients
   double comm_time_ = 0;
