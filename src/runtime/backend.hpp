@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -75,6 +76,48 @@ constexpr float seeded_uniform_value(std::uint64_t key, std::uint64_t index) {
   return static_cast<float>(r >> 40) * (1.0f / 8388608.0f) - 1.0f;
 }
 
+// Host staging of device buffers, for a transport that moves host memory only (the MPI
+// transport with device memory; design §2.1): the backend, not the transport, knows how to
+// get data between its memory and the host. A HostStaging lends host buffers, each named by
+// a Ticket, and is used from one thread. Made by Backend::make_host_staging().
+//
+//   send:    t = stage_send(dev, n)   copies n floats of dev (after the compute enqueued so
+//                                     far) into a host buffer;
+//            send_ready(t)            that buffer once the copy is complete, else null (never
+//                                     blocks): hand it to the network;
+//            release(t)               once the network is done with it.
+//   receive: t = stage_recv(dev, n);  recv_buffer(t) is a host buffer for the network;
+//            deliver(t)               once the data is there: copies it to dev, ordered before
+//                                     any compute enqueued afterwards; the buffer is reused.
+// release() and deliver() reset the ticket. A ticket of the other kind, or one already
+// released or delivered, throws std::logic_error.
+class HostStaging {
+ public:
+  struct Ticket {
+    std::int64_t id = -1;
+    bool valid() const { return id >= 0; }
+  };
+
+  virtual ~HostStaging() = default;
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+
+  virtual Ticket stage_send(const float* device_src, std::size_t count) = 0;
+  virtual const float* send_ready(const Ticket& ticket) = 0;
+  virtual void release(Ticket& ticket) = 0;
+
+  virtual Ticket stage_recv(float* device_dst, std::size_t count) = 0;
+  virtual float* recv_buffer(const Ticket& ticket) = 0;
+  virtual void deliver(Ticket& ticket) = 0;
+
+  // Host bytes held (lent or kept for reuse), and lent now.
+  virtual std::size_t held_bytes() const = 0;
+  virtual std::size_t in_use_bytes() const = 0;
+
+ protected:
+  HostStaging() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -96,6 +139,14 @@ class Backend {
   virtual void to_host(const float* device_src, float* host_dst, std::size_t count) = 0;
   virtual void from_host(const float* host_src, float* device_dst, std::size_t count) = 0;
   std::vector<float> download(const float* device_src, std::size_t count);
+
+  // --- Host staging -------------------------------------------------------------------
+  // True when device pointers are host memory (CPU): a transport that moves host memory
+  // uses them as they are. Otherwise it goes through make_host_staging().
+  virtual bool device_is_host() const = 0;
+  // A new HostStaging for this backend (CPU: plain host buffers and memcpy; CUDA: pinned
+  // buffers and copies on streams of their own). It must not outlive the backend.
+  virtual std::unique_ptr<HostStaging> make_host_staging() = 0;
 
   // Says that p[0, count) holds model parameters: read as GEMM operands, written only through
   // this backend's kernels and copies (never by a transport), until its Buffer is freed. A

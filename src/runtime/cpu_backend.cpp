@@ -6,8 +6,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <new>
+#include <stdexcept>
 #include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace bb {
 namespace {
@@ -44,6 +50,94 @@ void CpuBackend::to_host(const float* device_src, float* host_dst, std::size_t c
 
 void CpuBackend::from_host(const float* host_src, float* device_dst, std::size_t count) {
   if (count > 0) std::memcpy(device_dst, host_src, count * sizeof(float));
+}
+
+namespace {
+
+// Host staging of host memory: each staged message is a memcpy into a pooled buffer of its
+// own. Every CPU call is synchronous, so a send's copy is complete when stage_send() returns.
+class CpuHostStaging final : public HostStaging {
+ public:
+  Ticket stage_send(const float* device_src, std::size_t count) override {
+    Entry e = take(count);
+    e.send = true;
+    if (count > 0) std::memcpy(e.host.data(), device_src, count * sizeof(float));
+    return add(std::move(e));
+  }
+  const float* send_ready(const Ticket& ticket) override { return find(ticket, true).host.data(); }
+  void release(Ticket& ticket) override { give_back(ticket, true); }
+
+  Ticket stage_recv(float* device_dst, std::size_t count) override {
+    Entry e = take(count);
+    e.device = device_dst;
+    return add(std::move(e));
+  }
+  float* recv_buffer(const Ticket& ticket) override { return find(ticket, false).host.data(); }
+  void deliver(Ticket& ticket) override {
+    const Entry& e = find(ticket, false);
+    if (e.count > 0) std::memcpy(e.device, e.host.data(), e.count * sizeof(float));
+    give_back(ticket, false);
+  }
+
+  std::size_t held_bytes() const override { return held_; }
+  std::size_t in_use_bytes() const override { return in_use_; }
+
+ private:
+  struct Entry {
+    bool send = false;
+    std::vector<float> host;  // size(): the block's capacity in floats
+    std::size_t count = 0;
+    float* device = nullptr;  // receive: where deliver() puts the data
+  };
+
+  static std::size_t bytes_of(const std::vector<float>& v) { return v.size() * sizeof(float); }
+
+  // A free block of at least `count` floats and at most a quarter more, else a new one.
+  Entry take(std::size_t count) {
+    Entry e;
+    e.count = count;
+    const std::size_t size = count == 0 ? 1 : count;
+    const auto it = free_.lower_bound(size);
+    if (it != free_.end() && it->first - size <= size / 4) {
+      e.host = std::move(it->second);
+      free_.erase(it);
+    } else {
+      e.host.resize(size);
+      held_ += bytes_of(e.host);
+    }
+    in_use_ += bytes_of(e.host);
+    return e;
+  }
+  Ticket add(Entry e) {
+    const std::int64_t id = next_id_++;
+    entries_.emplace(id, std::move(e));
+    return Ticket{id};
+  }
+  Entry& find(const Ticket& ticket, bool send) {
+    const auto it = entries_.find(ticket.id);
+    if (it == entries_.end() || it->second.send != send)
+      throw std::logic_error("HostStaging: unknown or wrong-kind ticket");
+    return it->second;
+  }
+  void give_back(Ticket& ticket, bool send) {
+    Entry& e = find(ticket, send);
+    in_use_ -= bytes_of(e.host);
+    const std::size_t size = e.host.size();
+    free_.emplace(size, std::move(e.host));
+    entries_.erase(ticket.id);
+    ticket = Ticket{};
+  }
+
+  std::unordered_map<std::int64_t, Entry> entries_;
+  std::multimap<std::size_t, std::vector<float>> free_;  // by capacity in floats
+  std::size_t held_ = 0, in_use_ = 0;
+  std::int64_t next_id_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<HostStaging> CpuBackend::make_host_staging() {
+  return std::make_unique<CpuHostStaging>();
 }
 
 void CpuBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,

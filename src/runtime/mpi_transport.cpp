@@ -1,23 +1,13 @@
 #include "runtime/mpi_transport.hpp"
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "runtime/mpi_util.hpp"
 
-#if defined(BB_HAVE_CUDA)
-#include "runtime/cuda/cuda_backend.hpp"
-#include "runtime/cuda/host_staging.hpp"
-#endif
-
 namespace bb {
-
-#if !defined(BB_HAVE_CUDA)
-namespace cuda {
-// Never instantiated without CUDA: a complete type for the unique_ptr's deleter.
-class HostStaging {};
-}  // namespace cuda
-#endif
 
 namespace {
 
@@ -31,15 +21,18 @@ int message_count(std::size_t count, int peer) {
 
 }  // namespace
 
-MpiTransport::MpiTransport(MPI_Comm comm, Backend* backend) : comm_(comm) {
+MpiTransport::MpiTransport(MPI_Comm comm, Backend* backend, bool stage_always) : comm_(comm) {
   rank_ = mpi::rank(comm);
   size_ = mpi::size(comm);
-#if defined(BB_HAVE_CUDA)
-  if (backend != nullptr && cuda::as_cuda(*backend) != nullptr)
-    staging_ = std::make_unique<cuda::HostStaging>(*backend);
-#else
-  (void)backend;
-#endif
+  const char* env = std::getenv("BB_HOST_STAGING");
+  const bool from_env = env != nullptr && std::string(env) == "always";
+  if (backend == nullptr || (!stage_always && !from_env && backend->device_is_host())) return;
+  staging_ = backend->make_host_staging();
+  if (from_env && backend->device_is_host())  // a testing knob left on should be seen
+    std::fprintf(stderr,
+                 "bubblebench: note: rank %d: BB_HOST_STAGING=always: every MPI message goes "
+                 "through host staging (testing)\n",
+                 rank_);
 }
 
 MpiTransport::~MpiTransport() {
@@ -71,7 +64,6 @@ Request MpiTransport::isend(const float* buf, std::size_t count, int peer, int t
   s.count = message_count(count, peer);
   s.peer = peer;
   s.tag = tag;
-#if defined(BB_HAVE_CUDA)
   if (staging_) {
     s.ticket = staging_->stage_send(buf, count).id;
     s.waiting_copy = true;
@@ -80,7 +72,6 @@ Request MpiTransport::isend(const float* buf, std::size_t count, int peer, int t
     post_staged_sends();
     return r;
   }
-#endif
   BB_CHECK_MPI(MPI_Isend(buf, s.count, MPI_FLOAT, peer, tag, comm_, &s.request));
   return hold(s);
 }
@@ -91,28 +82,24 @@ Request MpiTransport::irecv(float* buf, std::size_t count, int peer, int tag) {
   s.peer = peer;
   s.tag = tag;
   float* dst = buf;
-#if defined(BB_HAVE_CUDA)
   if (staging_) {
-    const cuda::HostStaging::Ticket t = staging_->stage_recv(buf, count);
+    const HostStaging::Ticket t = staging_->stage_recv(buf, count);
     s.ticket = t.id;
     dst = staging_->recv_buffer(t);
   }
-#endif
   BB_CHECK_MPI(MPI_Irecv(dst, s.count, MPI_FLOAT, peer, tag, comm_, &s.request));
   return hold(s);
 }
 
 void MpiTransport::post_staged_sends() {
-#if defined(BB_HAVE_CUDA)
   while (!staged_.empty()) {
     Slot& s = slots_[static_cast<std::size_t>(staged_.front())];
-    const float* host = staging_->send_ready(cuda::HostStaging::Ticket{s.ticket});
+    const float* host = staging_->send_ready(HostStaging::Ticket{s.ticket});
     if (host == nullptr) return;
     BB_CHECK_MPI(MPI_Isend(host, s.count, MPI_FLOAT, s.peer, s.tag, comm_, &s.request));
     s.waiting_copy = false;
     staged_.pop_front();
   }
-#endif
 }
 
 bool MpiTransport::test(Request& request) {
@@ -123,15 +110,13 @@ bool MpiTransport::test(Request& request) {
   int done = 0;
   BB_CHECK_MPI(MPI_Test(&s.request, &done, MPI_STATUS_IGNORE));
   if (!done) return false;
-#if defined(BB_HAVE_CUDA)
   if (s.ticket >= 0) {
-    cuda::HostStaging::Ticket t{s.ticket};
+    HostStaging::Ticket t{s.ticket};
     if (s.send)
       staging_->release(t);
     else
       staging_->deliver(t);
   }
-#endif
   s = Slot{};
   free_.push_back(request.id);
   request = Request{};

@@ -1,12 +1,15 @@
 // Transport over MPI point-to-point: MPI_Isend / MPI_Irecv, completed with MPI_Test. Never
 // blocks inside MPI.
 //
-// Host memory is sent as is. With the CUDA backend (builds with BB_HAVE_CUDA) device buffers
-// go through pinned host staging (runtime/cuda/host_staging.hpp): a send's device-to-host
-// copy is enqueued at isend() and its MPI_Isend posted by a later test() once the copy is
-// done (staged sends are posted strictly in their isend() order, so the per-pair message
-// order is kept); a receive lands in a pinned buffer and is copied to the device when test()
-// sees it complete.
+// Host memory is sent as is. Device memory (a backend whose device_is_host() is false: CUDA)
+// goes through the backend's HostStaging (runtime/backend.hpp): a send's device-to-host copy
+// is started at isend() and its MPI_Isend posted by a later test() once the copy is done
+// (staged sends are posted strictly in their isend() order, so the per-pair message order is
+// kept); a receive lands in a host buffer that test() delivers to the device once MPI has
+// completed it. The transport itself knows nothing of CUDA (design §2.1).
+//
+// BB_HOST_STAGING=always in the environment stages every message even on a host-memory
+// backend: the staged path then runs (and is tested) without a GPU.
 #pragma once
 
 #include <mpi.h>
@@ -21,15 +24,12 @@
 
 namespace bb {
 
-namespace cuda {
-class HostStaging;
-}
-
 class MpiTransport final : public Transport {
  public:
   // Uses `comm` as given (pass a duplicate reserved for pipeline traffic); does not free it.
   // `backend` (optional) decides whether buffers are device memory that needs staging.
-  explicit MpiTransport(MPI_Comm comm, Backend* backend = nullptr);
+  // `stage_always` stages host memory too (testing; see BB_HOST_STAGING above).
+  explicit MpiTransport(MPI_Comm comm, Backend* backend = nullptr, bool stage_always = false);
   ~MpiTransport() override;
 
   std::string_view name() const override { return "mpi"; }
@@ -60,7 +60,7 @@ class MpiTransport final : public Transport {
   std::vector<Slot> slots_;
   std::vector<std::int64_t> free_;
   std::deque<std::int64_t> staged_;  // slots waiting for their copy, in isend() order
-  std::unique_ptr<cuda::HostStaging> staging_;
+  std::unique_ptr<HostStaging> staging_;
 };
 
 }  // namespace bb

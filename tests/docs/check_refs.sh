@@ -10,6 +10,9 @@
 #      Not checked: C headers (`.h`: the project's own headers are .hpp, so these are the
 #      libraries'), names on a line with a URL (another project's files), bare names with other
 #      extensions (.txt, .json: usually files a run writes);
+#   3. the include rules of design §2.1: the transport (src/runtime/transport.hpp,
+#      mpi_transport.*) includes no CUDA or NCCL header and nothing under runtime/cuda/; the pure
+#      core (src/schedule, src/sim, src/model) includes no MPI, CUDA, NCCL, HDF5 or BLAS header.
 # Usage: check_refs.sh [REPO_ROOT]   (default: two levels above this script)
 # Prints one line per problem and exits 1 if there is any, else prints a summary and exits 0.
 set -euo pipefail
@@ -137,11 +140,34 @@ for f in existing:
             if not exists(name, os.path.dirname(f)):
                 problems.append(f"{f}:{no}: the comment names '{name}', which does not exist")
 
+# 3. Include rules.
+include = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
+cuda_hdr = re.compile(r"^(cuda|cublas|cudnn|curand|nccl|nvtx|thrust/|cub/)|^runtime/cuda/")
+edge_hdr = re.compile(r"^(mpi|hdf5|H5|cblas|openblas|lapack)|^(cuda|cublas|cudnn|nccl)")
+transport_files = {"src/runtime/transport.hpp", "src/runtime/mpi_transport.hpp",
+                   "src/runtime/mpi_transport.cpp"}
+n_includes = 0
+for f in existing:
+    rule = None
+    if f in transport_files:
+        rule = (cuda_hdr, "the transport includes a CUDA header (host staging belongs to the Backend)")
+    elif f.startswith(("src/schedule/", "src/sim/", "src/model/")):
+        rule = (edge_hdr, "the pure core includes an edge header")
+    if rule is None:
+        continue
+    for no, line in enumerate(open(f, encoding="utf-8").read().splitlines(), 1):
+        m = include.match(line)
+        if not m:
+            continue
+        n_includes += 1
+        if rule[0].search(m.group(1)):
+            problems.append(f"{f}:{no}: {rule[1]}: {m.group(1)}")
+
 for p in problems:
     print(p)
 if problems:
     print(f"check_refs: {len(problems)} problem(s)")
     sys.exit(1)
-print(f"check_refs: ok ({n_refs} section references, {n_paths} paths in comments checked; "
-      f"{len(sections)} sections in {design})")
+print(f"check_refs: ok ({n_refs} section references, {n_paths} paths in comments, "
+      f"{n_includes} includes checked; {len(sections)} sections in {design})")
 PY

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <random>
 #include <stdexcept>
@@ -139,7 +140,7 @@ TEST(CudaNccl, NeedsTheCudaBackend) {
 
 TEST(CudaStaging, NeedsTheCudaBackend) {
   CpuBackend cpu;
-  EXPECT_THROW(cuda::HostStaging staging(cpu), std::invalid_argument);
+  EXPECT_THROW(cuda::PinnedStaging staging(cpu), std::invalid_argument);
   EXPECT_EQ(cuda::as_cuda(cpu), nullptr);
 }
 
@@ -614,22 +615,31 @@ TEST(CudaTiming, SpinAndSleepAreCalibrated) {
 
 // --- Host staging (MPI transport with device buffers) ----------------------------------------
 
+// The transport asks the backend: the CUDA backend's staging is the pinned one.
+TEST(CudaStaging, TheBackendMakesPinnedStaging) {
+  BB_REQUIRE_CUDA();
+  cuda::CudaBackend be(0);
+  EXPECT_FALSE(be.device_is_host());
+  const std::unique_ptr<HostStaging> staging = be.make_host_staging();
+  EXPECT_NE(dynamic_cast<cuda::PinnedStaging*>(staging.get()), nullptr);
+}
+
 TEST(CudaStaging, RoundTripThroughPinnedMemory) {
   BB_REQUIRE_CUDA();
   cuda::CudaBackend be(0);
-  cuda::HostStaging staging(be);
+  cuda::PinnedStaging staging(be);
   const std::size_t n = 100'000;
   const auto data = random_vector(n, 41);
   for (int round = 0; round < 3; ++round) {
     Buffer src = upload(be, data), dst = be.allocate(n);
     be.spin_for(0.002);                        // the producer is still running...
     be.axpy(1.0f, src.data(), src.data(), n);  // ...and doubles src last
-    cuda::HostStaging::Ticket t = staging.stage_send(src.data(), n);
+    HostStaging::Ticket t = staging.stage_send(src.data(), n);
     const float* host = nullptr;
     while ((host = staging.send_ready(t)) == nullptr) std::this_thread::yield();
     for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(host[i], 2.0f * data[i]) << i;
 
-    cuda::HostStaging::Ticket r = staging.stage_recv(dst.data(), n);
+    HostStaging::Ticket r = staging.stage_recv(dst.data(), n);
     std::memcpy(staging.recv_buffer(r), host, n * sizeof(float));  // "MPI" delivered it
     staging.release(t);
     staging.deliver(r);
@@ -638,8 +648,8 @@ TEST(CudaStaging, RoundTripThroughPinnedMemory) {
     const auto got = download(be, dst);
     for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(got[i], 4.0f * data[i]) << i;
   }
-  EXPECT_GT(staging.pinned_bytes(), 0u);
-  EXPECT_LE(staging.pinned_bytes(), 3 * n * sizeof(float) + 3 * 4096);  // buffers are reused
+  EXPECT_GT(staging.held_bytes(), 0u);
+  EXPECT_LE(staging.held_bytes(), 3 * n * sizeof(float) + 3 * 4096);  // buffers are reused
 }
 
 // --- NCCL transport (mpiexec -n 2, two GPUs) -------------------------------------------------

@@ -89,6 +89,9 @@ class CudaBackend final : public Backend {
   void note_parameters(const float* p, std::size_t count) override;
   void to_host(const float* device_src, float* host_dst, std::size_t count) override;
   void from_host(const float* host_src, float* device_dst, std::size_t count) override;
+  bool device_is_host() const override { return false; }
+  // Pinned host buffers and copies on two streams of their own (host_staging.hpp).
+  std::unique_ptr<HostStaging> make_host_staging() override;
 
   void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) override;

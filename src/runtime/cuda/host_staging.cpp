@@ -24,7 +24,7 @@ std::size_t pinned_size(std::size_t count) {
 
 }  // namespace
 
-struct HostStaging::Impl {
+struct PinnedStaging::Impl {
   struct Entry {
     bool send = false;
     float* host = nullptr;
@@ -142,10 +142,10 @@ struct HostStaging::Impl {
   }
 };
 
-HostStaging::HostStaging(Backend& backend) : impl_(std::make_unique<Impl>()) {
+PinnedStaging::PinnedStaging(Backend& backend) : impl_(std::make_unique<Impl>()) {
   CudaBackend* cuda = as_cuda(backend);
   if (cuda == nullptr)
-    throw std::invalid_argument("HostStaging needs the CUDA backend (got " +
+    throw std::invalid_argument("PinnedStaging needs the CUDA backend (got " +
                                 std::string(backend.name()) + ")");
   Impl& s = *impl_;
   s.backend = cuda;
@@ -155,9 +155,9 @@ HostStaging::HostStaging(Backend& backend) : impl_(std::make_unique<Impl>()) {
   BB_CHECK_CUDA(cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming));
 }
 
-HostStaging::~HostStaging() = default;
+PinnedStaging::~PinnedStaging() = default;
 
-HostStaging::Ticket HostStaging::stage_send(const float* device_src, std::size_t count) {
+PinnedStaging::Ticket PinnedStaging::stage_send(const float* device_src, std::size_t count) {
   Impl& s = *impl_;
   s.bind();
   const auto [host, bytes] = s.take(count);
@@ -182,7 +182,7 @@ HostStaging::Ticket HostStaging::stage_send(const float* device_src, std::size_t
   return Ticket{id};
 }
 
-const float* HostStaging::send_ready(const Ticket& ticket) {
+const float* PinnedStaging::send_ready(const Ticket& ticket) {
   Impl::Entry& e = impl_->find(ticket, true);
   if (e.copied == nullptr) return e.host;  // already seen complete
   const cudaError_t q = cudaEventQuery(e.copied);
@@ -193,7 +193,7 @@ const float* HostStaging::send_ready(const Ticket& ticket) {
   return e.host;
 }
 
-void HostStaging::release(Ticket& ticket) {
+void PinnedStaging::release(Ticket& ticket) {
   Impl& s = *impl_;
   Impl::Entry& e = s.find(ticket, true);
   if (e.copied != nullptr) {
@@ -206,7 +206,7 @@ void HostStaging::release(Ticket& ticket) {
   ticket = Ticket{};
 }
 
-HostStaging::Ticket HostStaging::stage_recv(float* device_dst, std::size_t count) {
+PinnedStaging::Ticket PinnedStaging::stage_recv(float* device_dst, std::size_t count) {
   Impl& s = *impl_;
   s.bind();
   const auto [host, bytes] = s.take(count);
@@ -220,11 +220,11 @@ HostStaging::Ticket HostStaging::stage_recv(float* device_dst, std::size_t count
   return Ticket{id};
 }
 
-float* HostStaging::recv_buffer(const Ticket& ticket) {
+float* PinnedStaging::recv_buffer(const Ticket& ticket) {
   return impl_->find(ticket, false).host;
 }
 
-void HostStaging::deliver(Ticket& ticket) {
+void PinnedStaging::deliver(Ticket& ticket) {
   Impl& s = *impl_;
   s.bind();
   const Impl::Entry e = s.find(ticket, false);
@@ -240,11 +240,15 @@ void HostStaging::deliver(Ticket& ticket) {
   s.pending.push_back(Impl::Pending{done, e.host, e.bytes});
 }
 
-std::size_t HostStaging::pinned_bytes() const {
+std::size_t PinnedStaging::held_bytes() const {
   return impl_->held;
 }
-std::size_t HostStaging::pinned_in_use_bytes() const {
+std::size_t PinnedStaging::in_use_bytes() const {
   return impl_->in_use;
+}
+
+std::unique_ptr<HostStaging> CudaBackend::make_host_staging() {
+  return std::make_unique<PinnedStaging>(*this);
 }
 
 }  // namespace bb::cuda

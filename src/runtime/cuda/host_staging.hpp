@@ -1,8 +1,8 @@
-// Pinned-host staging of device buffers, for a transport that moves host memory (the MPI
-// transport) when the backend is CUDA. Plain C++ header; defined only with BB_HAVE_CUDA.
+// Pinned-host staging of device buffers: the CUDA backend's bb::HostStaging
+// (runtime/backend.hpp), made by CudaBackend::make_host_staging() for a transport that moves
+// host memory (the MPI transport). Plain C++ header; defined only with BB_HAVE_CUDA.
 //
-// How the MPI transport uses it (one HostStaging per transport, made when
-// bb::cuda::as_cuda(backend) is non-null):
+// How the MPI transport uses a HostStaging (runtime/mpi_transport.cpp):
 //
 //   isend(dev, n, peer, tag):  t = staging.stage_send(dev, n);          // D2H enqueued
 //       state "staging"; the MPI_Isend is posted later, from any test():
@@ -33,40 +33,33 @@
 
 namespace bb::cuda {
 
-class HostStaging {
+class PinnedStaging final : public HostStaging {
  public:
-  struct Ticket {
-    std::int64_t id = -1;
-    bool valid() const { return id >= 0; }
-  };
-
   // `backend` must be a CudaBackend (std::invalid_argument otherwise) and outlive this.
-  explicit HostStaging(Backend& backend);
-  ~HostStaging();
-  HostStaging(const HostStaging&) = delete;
-  HostStaging& operator=(const HostStaging&) = delete;
+  explicit PinnedStaging(Backend& backend);
+  ~PinnedStaging() override;
 
   // --- Send side ----------------------------------------------------------------------
   // Enqueues the device→pinned copy of `count` floats.
-  Ticket stage_send(const float* device_src, std::size_t count);
+  Ticket stage_send(const float* device_src, std::size_t count) override;
   // The pinned copy once it is complete (pass it to MPI_Isend), null while it is not. Never
   // blocks.
-  const float* send_ready(const Ticket& ticket);
+  const float* send_ready(const Ticket& ticket) override;
   // Gives the pinned buffer back (after the MPI send has completed) and resets the ticket.
-  void release(Ticket& ticket);
+  void release(Ticket& ticket) override;
 
   // --- Receive side -------------------------------------------------------------------
   // A pinned buffer of `count` floats to receive into; the data goes to `device_dst`.
-  Ticket stage_recv(float* device_dst, std::size_t count);
-  float* recv_buffer(const Ticket& ticket);
+  Ticket stage_recv(float* device_dst, std::size_t count) override;
+  float* recv_buffer(const Ticket& ticket) override;
   // After the MPI receive has completed: enqueues the pinned→device copy, makes the compute
   // stream wait for it, and resets the ticket (the pinned buffer is recycled once the copy is
   // done).
-  void deliver(Ticket& ticket);
+  void deliver(Ticket& ticket) override;
 
   // Pinned bytes held (in use or cached) and in use.
-  std::size_t pinned_bytes() const;
-  std::size_t pinned_in_use_bytes() const;
+  std::size_t held_bytes() const override;
+  std::size_t in_use_bytes() const override;
 
   struct Impl;
 
