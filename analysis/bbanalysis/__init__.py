@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "plot_bubble_vs_m": "plots", "plot_gantt": "plots", "plot_peak_activation": "plots",
+    "plot_attribution": "plots",
     "build_report": "report",
 }
 
@@ -27,7 +28,7 @@ __all__ = [
     "add_events_bubble", "bubble_fraction_per_iteration", "build_report",
     "closed_form_bubble_fraction", "closed_form_column", "find_results_files", "load_events",
     "load_ranks", "load_runs", "load_step_times", "memory_comparison", "memory_per_run",
-    "plot_bubble_vs_m", "plot_gantt", "plot_peak_activation", "summarize",
+    "plot_attribution", "plot_bubble_vs_m", "plot_gantt", "plot_peak_activation", "summarize",
 ]
 
 

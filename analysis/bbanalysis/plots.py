@@ -510,3 +510,96 @@ def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, 
     fig.tight_layout(rect=(0, legend_h, 1, 1))
     path = _save(fig, out, dpi)
     return GanttPlot(fig, ax, path, int(iteration), n_bars, len(ev), counts)
+
+
+# --- Where the bubble came from (attribution) -------------------------------------------------
+
+#: The attribution terms of a run (fractions of P·T; they add up to the measured bubble
+#: fraction of the step they describe), in stacking order, with colours and labels.
+ATTRIBUTION_TERMS = ("schedule", "imbalance", "jitter", "communication", "residual")
+ATTRIBUTION_COLORS = {
+    "schedule": "#4C78A8",       # the schedule's own bubble: blue
+    "imbalance": "#F58518",      # ranks/chunks slower than others: orange
+    "jitter": "#B279A2",         # per-step variation of action times: violet
+    "communication": "#54A24B",  # link costs: green
+    "residual": "#9D9D9D",       # not explained by the replays: grey
+}
+ATTRIBUTION_LABELS = {
+    "schedule": "schedule (uniform replay)",
+    "imbalance": "imbalance (per rank/chunk)",
+    "jitter": "jitter (per step)",
+    "communication": "communication (links)",
+    "residual": "residual (runtime)",
+}
+
+
+@dataclass
+class AttributionPlot:
+    fig: Figure
+    ax: object
+    path: Optional[Path]
+    labels: List[str]  # one bar per run, top to bottom
+    n_segments: int    # non-zero segments drawn
+
+
+def attribution_columns(runs: pd.DataFrame) -> List[str]:
+    """The attribution columns present in `runs` (attribution_<term>), in stacking order."""
+    return [f"attribution_{t}" for t in ATTRIBUTION_TERMS if f"attribution_{t}" in runs.columns]
+
+
+def plot_attribution(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> AttributionPlot:
+    """"Where the bubble came from": one horizontal stacked bar per run of its attribution
+    terms (fractions of P·T of the median step). Positive terms stack right from 0, negative
+    ones left; a black tick marks the measured bubble fraction, where the terms' sum ends."""
+    cols = attribution_columns(runs)
+    df = runs[runs[cols].notna().any(axis=1)] if cols else runs.iloc[0:0]
+    if "schedule" in df.columns:
+        order = {s: i for i, s in enumerate(_order_schedules(df["schedule"]))}
+        by = [c for c in ("P", "v", "M", "sync") if c in df.columns]
+        df = df.assign(_o=df["schedule"].map(order)).sort_values(["_o"] + by).drop(columns="_o")
+    varying = [a for a in ("P", "M", "v", "sync") if a in df.columns and df[a].nunique() > 1]
+
+    def label(row) -> str:
+        s = str(row.get("schedule", "?"))
+        for a in varying:
+            s += f" {a}={_fmt_val(row[a])}"
+        return s
+
+    labels = [label(r) for _, r in df.iterrows()]
+    n = max(1, len(labels))
+    height = 2.3 + 0.42 * n  # inches: bars, and room for the title and the legend below
+    fig = Figure(figsize=(9.0, height))
+    ax = fig.add_subplot(1, 1, 1)
+    segments = 0
+    for i, (_, row) in enumerate(df.iterrows()):
+        right = left = 0.0
+        for term in ATTRIBUTION_TERMS:
+            x = float(row.get(f"attribution_{term}", float("nan")))
+            if math.isnan(x) or x == 0:
+                continue
+            start = right if x > 0 else left + x
+            ax.barh(i, abs(x), left=start, height=0.62, color=ATTRIBUTION_COLORS[term],
+                    edgecolor="white", lw=0.6)
+            segments += 1
+            if x > 0:
+                right += x
+            else:
+                left += x
+        meas = float(row.get("bubble_fraction_measured", float("nan")))
+        if not math.isnan(meas):
+            ax.plot([meas, meas], [i - 0.38, i + 0.38], "-", color="black", lw=2.2, zorder=5)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels)
+    ax.set_ylim(n - 0.4, -0.6)  # the first run on top
+    ax.set_xlabel("fraction of P·T (T: measured makespan, or period with sync=none)")
+    cfg = config_text(df) if not df.empty else ""
+    ax.set_title("Where the bubble came from" + (f" ({cfg})" if cfg else ""), fontsize=10)
+    handles = [Patch(color=ATTRIBUTION_COLORS[t], label=ATTRIBUTION_LABELS[t])
+               for t in ATTRIBUTION_TERMS]
+    handles.append(Line2D([], [], color="black", lw=2.2, label="measured bubble fraction"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    fig.subplots_adjust(left=0.2, right=0.97, top=1 - 0.45 / height, bottom=1.05 / height)
+    path = _save(fig, out, dpi)
+    return AttributionPlot(fig, ax, path, labels, segments)

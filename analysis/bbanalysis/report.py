@@ -14,8 +14,8 @@ import pandas as pd
 from .compare import SINGLE_STEP, summarize
 from .loader import load_events, load_runs
 from .model import FORMULAS
-from .plots import (_order_schedules, config_text, plot_bubble_vs_m, plot_gantt,
-                    plot_peak_activation)
+from .plots import (ATTRIBUTION_TERMS, _order_schedules, attribution_columns, config_text,
+                    plot_attribution, plot_bubble_vs_m, plot_gantt, plot_peak_activation)
 
 BUBBLE_TABLE = [
     ("schedule", "schedule", None),
@@ -32,7 +32,17 @@ BUBBLE_TABLE = [
     ("meas−model", "diff_measured_model", "diff"),
     ("model vs closed form", "closed_form_check", None),
     ("from events", "bubble_fraction_events", "frac"),
+    ("residual", "attribution_residual", "diff"),
 ]
+#: "Where the bubble came from": the attribution terms of each run's median step.
+ATTRIBUTION_TABLE = [
+    ("schedule", "schedule", None),
+    ("P", "P", "int"),
+    ("M", "M", "int"),
+    ("v", "v", "int"),
+    ("sync", "sync", None),
+    ("measured", "bubble_fraction_measured", "frac"),
+] + [(t, f"attribution_{t}", "diff") for t in ATTRIBUTION_TERMS]
 #: What the "from events" cell of a steady-state run says (compare.py: not computable).
 EVENTS_NA = "n/a"
 RUN_TABLE = [
@@ -214,6 +224,7 @@ class Report:
     gantt: list = field(default_factory=list)  # GanttPlot results
     terminal: str = ""
     config: Optional[Tuple[int, int]] = None
+    attribution: Optional[object] = None  # AttributionPlot, when the runs have the terms
 
 
 def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
@@ -276,6 +287,10 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
         g = plot_gantt(ev, run, out / f"{name}.png", iteration=gantt_iter, dpi=dpi)
         rep.gantt.append((run, g))
         rep.pngs.append(g.path)
+
+    if attribution_columns(summary):
+        rep.attribution = plot_attribution(summary, out / "attribution.png", dpi=dpi)
+        rep.pngs.append(rep.attribution.path)
 
     # Tables.
     header, rows = bubble_table(summary)
@@ -351,6 +366,18 @@ def _markdown(rep: Report, runs, header, rows, bub, mem_plot) -> str:
     md += [markdown_table(header, rows), ""]
     md += ["Cross-checks:", ""] + [f"- {x}" for x in check_lines(s)] + [""]
     md += [f"![Bubble fraction vs M]({bub.path.name})", ""]
+    if rep.attribution is not None:
+        md += ["## Where the bubble came from", "",
+               "Each run's measured bubble fraction split into terms that add up to it (the "
+               "median step's; fractions of P·T). The runtime replays the run's lowered schedule "
+               "four times on its own records: *schedule* is the bubble with one median time "
+               "per action kind and free links; *imbalance* what per-(rank, chunk, kind) "
+               "medians add; *jitter* what every action's own time in the step adds; "
+               "*communication* what the link costs add; *residual* what no replay explains "
+               "(runtime bookkeeping, message progress, launch overhead).", ""]
+        h, r = table_rows(s, ATTRIBUTION_TABLE)
+        md += [markdown_table(h, r), "", f"![Where the bubble came from]"
+               f"({rep.attribution.path.name})", ""]
     md += ["## Runs", ""]
     h, r = table_rows(s, RUN_TABLE)
     md += [markdown_table(h, r), ""]

@@ -79,3 +79,41 @@ def test_bubble_plot_series_split_by_sync(runs, tmp_path):
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
         for sync in runs.loc[runs["schedule"] == sched, "sync"].unique():
             assert any(f"sync={sync}" in lab for lab in labels), (sched, sync, labels)
+
+
+def _attribution_runs():
+    terms = {"1f1b": (0.26, 0.09, 0.0, 0.12, 0.01, 0.04),
+             "zb-v": (0.19, 0.03, 0.34, -0.24, 0.0, 0.06)}
+    return pd.DataFrame([dict(schedule=s, P=2, M=8, v=2, sync="barrier",
+                              bubble_fraction_measured=m, attribution_schedule=a,
+                              attribution_imbalance=b, attribution_jitter=c,
+                              attribution_communication=d, attribution_residual=e)
+                         for s, (m, a, b, c, d, e) in terms.items()])
+
+
+def test_attribution_bars_stack_to_the_measured_fraction(tmp_path):
+    from bbanalysis import plot_attribution
+    runs = _attribution_runs()
+    p = plot_attribution(runs, tmp_path / "attribution.png")
+    assert p.labels == ["1f1b", "zb-v"]
+    assert p.n_segments == 8  # the zero terms (one per run) are not drawn
+    assert len(p.ax.patches) == 8
+    # Positive segments end where the positive terms' sum ends; negative ones start left of 0.
+    for i, (_, row) in enumerate(runs.iterrows()):
+        bars = [r for r in p.ax.patches if abs(r.get_y() + r.get_height() / 2 - i) < 1e-9]
+        pos = sum(float(row[c]) for c in runs.columns
+                  if c.startswith("attribution_") and float(row[c]) > 0)
+        neg = sum(float(row[c]) for c in runs.columns
+                  if c.startswith("attribution_") and float(row[c]) < 0)
+        assert max(r.get_x() + r.get_width() for r in bars) == pytest.approx(pos)
+        assert min(r.get_x() for r in bars) == pytest.approx(min(neg, 0.0))
+        assert pos + neg == pytest.approx(row["bubble_fraction_measured"])
+    assert p.path.stat().st_size > 10_000
+
+
+def test_attribution_without_the_columns_draws_nothing(tmp_path):
+    from bbanalysis import plot_attribution
+    runs = _attribution_runs().drop(columns=[c for c in _attribution_runs().columns
+                                             if c.startswith("attribution_")])
+    p = plot_attribution(runs, tmp_path / "none.png")
+    assert p.labels == [] and p.n_segments == 0
