@@ -12,7 +12,8 @@
 #      extensions (.txt, .json: usually files a run writes);
 #   3. the include rules of design §2.1: the transport (src/runtime/transport.hpp,
 #      mpi_transport.*) includes no CUDA or NCCL header and nothing under runtime/cuda/; the pure
-#      core (src/schedule, src/sim, src/model) includes no MPI, CUDA, NCCL, HDF5 or BLAS header.
+#      core (src/schedule, src/sim, src/model) includes no MPI, CUDA, NCCL, HDF5 or BLAS header;
+#   4. every relative link of a Markdown page (`[text](path)`) leads to a file or folder.
 # Usage: check_refs.sh [REPO_ROOT]   (default: two levels above this script)
 # Prints one line per problem and exits 1 if there is any, else prints a summary and exits 0.
 set -euo pipefail
@@ -163,11 +164,26 @@ for f in existing:
         if rule[0].search(m.group(1)):
             problems.append(f"{f}:{no}: {rule[1]}: {m.group(1)}")
 
+# 4. Relative links of the Markdown pages.
+link = re.compile(r"\]\(([^)\s]+)\)")
+n_links = 0
+for f in existing:
+    if not f.endswith(".md"):
+        continue
+    for no, line in enumerate(open(f, encoding="utf-8").read().splitlines(), 1):
+        for target in link.findall(line):
+            if "://" in target or target.startswith(("#", "mailto:")):
+                continue
+            n_links += 1
+            path = os.path.normpath(os.path.join(os.path.dirname(f), target.split("#")[0]))
+            if path not in tracked and not os.path.isdir(path):
+                problems.append(f"{f}:{no}: the link ({target}) leads nowhere")
+
 for p in problems:
     print(p)
 if problems:
     print(f"check_refs: {len(problems)} problem(s)")
     sys.exit(1)
 print(f"check_refs: ok ({n_refs} section references, {n_paths} paths in comments, "
-      f"{n_includes} includes checked; {len(sections)} sections in {design})")
+      f"{n_includes} includes, {n_links} links checked; {len(sections)} sections in {design})")
 PY

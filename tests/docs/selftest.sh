@@ -18,7 +18,8 @@ cat >"$tmp/docs/design.md" <<'MD'
 ## §1 One
 ### §1.1 One point one
 ## §2 Two
-See §1.1 and §3.
+See §1.1 and §3, [the header](../src/runtime/transport.hpp), [nothing](../src/gone.md),
+[a site](https://example.org/x.md) and [a section](#one).
 MD
 cat >"$tmp/src/runtime/transport.hpp" <<'CPP'
 // The transport (design §1.1, §2), driven by the executor (design §4).
@@ -49,14 +50,15 @@ expect "unknown section of a list" "src/sim/sim.cpp:2: design §2.3 is not" "$tm
 expect "missing test file" "names 'tests/unit/test_transport.cpp'" "$tmp/out"
 expect "missing header" "names 'runtime/cuda/gone.hpp'" "$tmp/out"
 expect "missing script (shell comment)" "names 'tests/unit/missing_script.sh'" "$tmp/out"
-if grep -qE "never\.csv|cuda_runtime_api|staging\.hpp'|design §1\.1 is not|design §2 is not|design §1 is not" "$tmp/out"; then
+if grep -qE "never\.csv|cuda_runtime_api|staging\.hpp'|design §1\.1 is not|design §2 is not|design §1 is not|transport\.hpp\)|example\.org|#one" "$tmp/out"; then
   echo "FAIL: reported something that is fine:"; cat "$tmp/out"; fails=$((fails + 1))
 fi
 expect "transport includes runtime/cuda/" "src/runtime/mpi_transport.cpp:1: the transport includes" "$tmp/out"
 expect "pure core includes mpi.h" "src/sim/sim.cpp:1: the pure core includes" "$tmp/out"
+expect "a link that leads nowhere" "docs/design.md:5: the link (../src/gone.md) leads nowhere" "$tmp/out"
 
 # Repaired: every problem gone, the check passes.
-printf '# design\n## §1 One\n### §1.1 One point one\n## §2 Two\n### §2.3 Three\n## §4 Four\nSee §1.1 and §2.\n' >"$tmp/docs/design.md"
+printf '# design\n## §1 One\n### §1.1 One point one\n## §2 Two\n### §2.3 Three\n## §4 Four\nSee §1.1, §2 and [it](../src/runtime/transport.hpp).\n' >"$tmp/docs/design.md"
 touch "$tmp/tests/unit/test_transport.cpp" "$tmp/src/runtime/cuda/gone.hpp" "$tmp/tests/unit/missing_script.sh"
 printf '#include "runtime/transport.hpp"\n// Staging lives in runtime/cuda/staging.hpp (design §1).\n' >"$tmp/src/runtime/mpi_transport.cpp"
 printf '#include <vector>\n// Pure (design §2.3).\n' >"$tmp/src/sim/sim.cpp"
