@@ -88,7 +88,9 @@ Request MpiTransport::irecv(float* buf, std::size_t count, int peer, int tag) {
     dst = staging_->recv_buffer(t);
   }
   BB_CHECK_MPI(MPI_Irecv(dst, s.count, MPI_FLOAT, peer, tag, comm_, &s.request));
-  return hold(s);
+  const Request r = hold(s);
+  if (staging_) staged_recvs_.push_back(r.id);
+  return r;
 }
 
 void MpiTransport::post_staged_sends() {
@@ -102,20 +104,41 @@ void MpiTransport::post_staged_sends() {
   }
 }
 
+// Every staged receive that MPI has completed goes to the device now, whichever request the
+// caller tests: its copy then starts at once instead of when its consumer asks for it.
+void MpiTransport::deliver_staged_receives() {
+  for (std::size_t i = 0; i < staged_recvs_.size();) {
+    Slot& s = slots_[static_cast<std::size_t>(staged_recvs_[i])];
+    int done = 0;
+    BB_CHECK_MPI(MPI_Test(&s.request, &done, MPI_STATUS_IGNORE));
+    if (!done) {
+      ++i;
+      continue;
+    }
+    HostStaging::Ticket t{s.ticket};
+    staging_->deliver(t);
+    s.ticket = -1;
+    s.delivered = true;
+    staged_recvs_[i] = staged_recvs_.back();
+    staged_recvs_.pop_back();
+  }
+}
+
 bool MpiTransport::test(Request& request) {
   if (!staged_.empty()) post_staged_sends();
+  if (!staged_recvs_.empty()) deliver_staged_receives();
   if (!request.valid()) return true;
   Slot& s = slots_.at(static_cast<std::size_t>(request.id));
   if (s.waiting_copy) return false;
-  int done = 0;
-  BB_CHECK_MPI(MPI_Test(&s.request, &done, MPI_STATUS_IGNORE));
-  if (!done) return false;
-  if (s.ticket >= 0) {
-    HostStaging::Ticket t{s.ticket};
-    if (s.send)
+  if (!s.delivered) {
+    if (!s.send && s.ticket >= 0) return false;  // staged, and MPI has not completed it (above)
+    int done = 0;
+    BB_CHECK_MPI(MPI_Test(&s.request, &done, MPI_STATUS_IGNORE));
+    if (!done) return false;
+    if (s.ticket >= 0) {  // a staged send: its host buffer goes back
+      HostStaging::Ticket t{s.ticket};
       staging_->release(t);
-    else
-      staging_->deliver(t);
+    }
   }
   s = Slot{};
   free_.push_back(request.id);

@@ -5,8 +5,9 @@
 // goes through the backend's HostStaging (runtime/backend.hpp): a send's device-to-host copy
 // is started at isend() and its MPI_Isend posted by a later test() once the copy is done
 // (staged sends are posted strictly in their isend() order, so the per-pair message order is
-// kept); a receive lands in a host buffer that test() delivers to the device once MPI has
-// completed it. The transport itself knows nothing of CUDA (design §2.1).
+// kept); a receive lands in a host buffer that the first test() after MPI has completed it —
+// on any request, not only that receive's — delivers to the device, so the copy overlaps the
+// compute queued before its consumer asks. The transport knows nothing of CUDA (design §2.1).
 //
 // BB_HOST_STAGING=always in the environment stages every message even on a host-memory
 // backend: the staged path then runs (and is tested) without a GPU.
@@ -50,16 +51,19 @@ class MpiTransport final : public Transport {
     bool send = false;
     bool waiting_copy = false;  // staged send whose MPI_Isend is not posted yet
     std::int64_t ticket = -1;   // staging ticket, or -1
+    bool delivered = false;     // staged receive: completed and delivered to the device
     int count = 0, peer = 0, tag = 0;
   };
   Request hold(const Slot& slot);
   void post_staged_sends();
+  void deliver_staged_receives();
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::vector<Slot> slots_;
   std::vector<std::int64_t> free_;
-  std::deque<std::int64_t> staged_;  // slots waiting for their copy, in isend() order
+  std::deque<std::int64_t> staged_;         // slots waiting for their copy, in isend() order
+  std::vector<std::int64_t> staged_recvs_;  // staged receives MPI has not completed yet
   std::unique_ptr<HostStaging> staging_;
 };
 

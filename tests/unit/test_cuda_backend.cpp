@@ -652,6 +652,27 @@ TEST(CudaStaging, RoundTripThroughPinnedMemory) {
   EXPECT_LE(staging.held_bytes(), 3 * n * sizeof(float) + 3 * 4096);  // buffers are reused
 }
 
+// The H2D copy of a receive waits for the readers of its destination enqueued before the
+// receive was posted (they see the old data), not for compute enqueued after it.
+TEST(CudaStaging, DeliverWaitsForEarlierReaders) {
+  BB_REQUIRE_CUDA();
+  cuda::CudaBackend be(0);
+  cuda::PinnedStaging staging(be);
+  const std::size_t n = 100'000;
+  const auto old_data = random_vector(n, 43), new_data = random_vector(n, 44);
+  Buffer dst = upload(be, old_data), seen = be.allocate(n);
+  be.spin_for(0.005);                   // a reader that is late...
+  be.copy(dst.data(), seen.data(), n);  // ...reads dst before the receive is posted
+  HostStaging::Ticket r = staging.stage_recv(dst.data(), n);
+  std::memcpy(staging.recv_buffer(r), new_data.data(), n * sizeof(float));
+  staging.deliver(r);
+  const auto got_seen = download(be, seen), got_dst = download(be, dst);
+  for (std::size_t i = 0; i < n; i += 997) {
+    ASSERT_EQ(got_seen[i], old_data[i]) << i;
+    ASSERT_EQ(got_dst[i], new_data[i]) << i;
+  }
+}
+
 // --- NCCL transport (mpiexec -n 2, two GPUs) -------------------------------------------------
 
 #ifdef BB_HAVE_NCCL

@@ -31,7 +31,8 @@ struct PinnedStaging::Impl {
     std::size_t bytes = 0;  // pinned block size
     std::size_t count = 0;
     float* device = nullptr;
-    cudaEvent_t copied = nullptr;  // send: the D2H copy
+    cudaEvent_t copied = nullptr;   // send: the D2H copy
+    cudaEvent_t readers = nullptr;  // receive: the compute enqueued before it was posted
   };
   struct Pending {
     cudaEvent_t done;
@@ -62,6 +63,7 @@ struct PinnedStaging::Impl {
     }
     for (auto& [id, e] : entries) {
       if (e.copied != nullptr) free_events.push_back(e.copied);
+      if (e.readers != nullptr) free_events.push_back(e.readers);
       (void)cudaFreeHost(e.host);
     }
     for (const auto& [size, p] : free_blocks) (void)cudaFreeHost(p);
@@ -215,6 +217,16 @@ PinnedStaging::Ticket PinnedStaging::stage_recv(float* device_dst, std::size_t c
   e.bytes = bytes;
   e.count = count;
   e.device = device_dst;
+  try {
+    // The destination's earlier readers are what is enqueued now: nothing may read it between
+    // here and deliver() (the Transport contract), so the copy need not wait for more.
+    e.readers = s.take_event();
+    BB_CHECK_CUDA(cudaEventRecord(e.readers, s.backend->stream()));
+  } catch (...) {
+    if (e.readers != nullptr) s.free_events.push_back(e.readers);
+    s.give_back(host, bytes);
+    throw;
+  }
   const std::int64_t id = s.next_id++;
   s.entries.emplace(id, e);
   return Ticket{id};
@@ -231,7 +243,11 @@ void PinnedStaging::deliver(Ticket& ticket) {
   s.entries.erase(ticket.id);
   ticket = Ticket{};
   cudaEvent_t done = s.take_event();
-  s.after_compute(s.h2d);  // earlier readers of the destination first
+  // Earlier readers of the destination first: those enqueued before stage_recv(), not the
+  // compute enqueued since, which the copy overlaps. (A wait captures the event's record of
+  // now, so the event can be recorded again for another message.)
+  BB_CHECK_CUDA(cudaStreamWaitEvent(s.h2d, e.readers, 0));
+  s.free_events.push_back(e.readers);
   if (e.count > 0)
     BB_CHECK_CUDA(
         cudaMemcpyAsync(e.device, e.host, e.count * sizeof(float), cudaMemcpyHostToDevice, s.h2d));

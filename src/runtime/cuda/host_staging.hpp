@@ -12,17 +12,19 @@
 //
 //   irecv(dev, n, peer, tag):  t = staging.stage_recv(dev, n);
 //       MPI_Irecv(staging.recv_buffer(t), n, MPI_FLOAT, peer, tag, ...);
-//   test(recv):  once MPI_Test says done: staging.deliver(t); return true;
-//       (deliver enqueues the H2D copy and makes the compute stream wait for it, so compute
-//       enqueued afterwards reads the data; the pinned buffer is recycled by itself.)
+//   progress (every test(), for every staged receive): once MPI_Test says done,
+//       staging.deliver(t) (deliver enqueues the H2D copy and makes the compute stream wait
+//       for it, so compute enqueued afterwards reads the data; the pinned buffer is recycled
+//       by itself); test(recv) is true once its receive is delivered.
 //
 // Posting a send's MPI_Isend only once its copy has finished changes the order of posts but
 // not the matching (MPI matches by tag), and test() must advance every staged send, not only
 // the one it was asked about, so that no rank waits on a send that nobody posts.
 //
 // Ordering: stage_send copies after everything enqueued so far on the compute stream (the
-// producer); stage_recv's copy waits for the same (earlier readers of the destination). The
-// copies run on two copy streams of their own, so they overlap compute.
+// producer); a receive's copy waits for what was enqueued when stage_recv was called (earlier
+// readers of the destination), not for compute enqueued since. The copies run on two copy
+// streams of their own, so they overlap compute.
 #pragma once
 
 #include <cstddef>
