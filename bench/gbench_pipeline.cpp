@@ -5,10 +5,12 @@
 //       --bb_M=4,8 --bb_v=1,2 --bb_compute=synthetic --bb_t=1ms
 //
 // MPI is initialised before Google Benchmark. Iteration and repetition counts are fixed
-// (--bb_iters, --bb_reps) so that all ranks stay in step; the manual time of an iteration is
-// the step's makespan over all ranks (rank 0 gathers). Only rank 0 reports: the others get a
-// null reporter and their --benchmark_out* flags are dropped. Counters: measured and
-// closed-form bubble fraction, peak activation bytes (max over ranks) and achieved FLOP/s.
+// (--bb_iters, --bb_reps) so that all ranks stay in step; an iteration is the training step
+// of `run` (harness/step.hpp) and its manual time the step's makespan over all ranks, measured
+// as `run` measures it (harness/measure.hpp: rank 0 gathers every rank's own times). Only rank 0
+// reports: the others get a null reporter and their --benchmark_out* flags are dropped. Counters:
+// measured and closed-form bubble fraction, peak activation bytes (max over ranks) and achieved
+// FLOP/s.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -23,6 +25,10 @@
 
 #include "cli/list.hpp"
 #include "common/error.hpp"
+#include "harness/measure.hpp"
+#include "harness/provenance.hpp"
+#include "harness/step.hpp"
+#include "harness/wire.hpp"
 #include "model/closed_form.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/factory.hpp"
@@ -88,6 +94,7 @@ struct World {
   std::unique_ptr<Transport> transport;
   std::unique_ptr<BufferPool> pool;
   int rank = 0, size = 1;
+  harness::ClockMode clock = harness::ClockMode::kShared;  // rank 0: from every rank's host
 };
 
 World* g_world = nullptr;
@@ -115,31 +122,23 @@ void run_benchmark(benchmark::State& state, const std::string& name) {
   Executor ex(lowered, *w.backend, *w.transport, *w.pool, ec);
   StepRecord rec;
   auto step = [&](StepRecord* r) {
-    mpi::barrier(w.coll, w.opt.timeout);
-    ex.run_step(r);
-    ex.sum_partner_gradients();
-    ex.optimizer_step();
-    ex.zero_grads();
-    ex.reset_loss();
+    harness::training_step(ex, r, w.coll,
+                           {.barrier = true, .update = true, .timeout_s = w.opt.timeout});
   };
   step(nullptr);  // warm-up: buffers, first-touch
   ex.reset_peaks();
   std::vector<double> fractions, spans;
   for (auto _ : state) {
     step(&rec);
-    const std::vector<double> mine = {rec.origin + rec.first_start, rec.origin + rec.last_end,
-                                      rec.busy};
-    const auto all = mpi::gather(mine, 0, w.coll, w.opt.timeout);
+    const auto all =
+        mpi::gather(harness::pack_step(harness::step_summary(rec)), 0, w.coll, w.opt.timeout);
     double T = rec.last_end - rec.first_start;
     if (w.rank == 0) {
-      double first = std::numeric_limits<double>::max(), last = -first, busy = 0;
-      for (const auto& r : all) {
-        first = std::min(first, r[0]);
-        last = std::max(last, r[1]);
-        busy += r[2];
-      }
-      T = last - first;
-      fractions.push_back(T > 0 ? (w.size * T - busy) / (w.size * T) : 0);
+      std::vector<harness::StepSummary> ranks;
+      for (const auto& r : all) ranks.push_back(harness::unpack_step(r));
+      const harness::StepBubble b = harness::measure_step(ranks, w.clock);
+      T = b.span_s;
+      fractions.push_back(b.bubble_fraction);
       spans.push_back(T);
     }
     state.SetIterationTime(T);
@@ -214,6 +213,8 @@ int main(int argc, char** argv) {
         bb::make_transport(world.opt.transport.empty() ? bb::default_transport(world.opt.backend)
                                                        : world.opt.transport,
                            world.p2p, *world.backend);
+    world.clock = bb::harness::clock_of_hosts(
+        bb::mpi::gather(bb::harness::host_name(), 0, world.coll, world.opt.timeout));
     world.pool = std::make_unique<bb::BufferPool>(
         *world.backend, static_cast<std::size_t>(world.opt.hidden) * world.opt.mb_size);
   } catch (const std::exception& e) {

@@ -13,6 +13,7 @@ holds its data and its group there, and read from the task file itself when that
 """
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -24,23 +25,16 @@ import pandas as pd
 
 SCHEMA_VERSION = 1
 
+# The run record's field names come from bubblebench's field table (src/harness/fields.cpp),
+# through run_fields.json, which a unit test regenerates and keeps up to date
+# (docs/run-record.md documents every field).
+_RUN_FIELDS = json.loads(Path(__file__).with_name("run_fields.json").read_text(encoding="utf-8"))
 #: Run attributes of design §6, in the order the summary shows them.
-RUN_ATTRS = (
-    "schedule", "P", "M", "v", "backend", "transport", "compute", "hidden", "layers",
-    "mb_size", "dtype", "recompute", "sync", "warmup", "iters", "status", "t_f_s", "t_b_s",
-    "t_w_s", "makespan_s", "period_s", "bubble_fraction_measured", "bubble_fraction_model",
-    "bubble_fraction_sim", "check",
-)
+RUN_ATTRS = tuple(_RUN_FIELDS["summary_attrs"])
 #: Attributes that are NaN rather than missing when absent, so that columns always exist.
-FLOAT_ATTRS = (
-    "t_f_s", "t_b_s", "t_w_s", "makespan_s", "period_s", "bubble_fraction_measured",
-    "bubble_fraction_model", "bubble_fraction_sim",
-)
+FLOAT_ATTRS = tuple(_RUN_FIELDS["float_attrs"])
 EVENT_FIELDS = ("iter", "rank", "chunk", "microbatch", "kind", "t_start_s", "t_end_s")
-RANK_FIELDS = (
-    "rank", "host", "device", "busy_s", "wait_s", "comm_s", "peak_activation_bytes",
-    "peak_device_bytes", "param_bytes", "peak_activation_bytes_model",
-)
+RANK_FIELDS = tuple(_RUN_FIELDS["rank_fields"])
 #: Event kinds that are computation (everything else: waits and communication).
 COMPUTE_KINDS = ("F", "B", "W", "BW", "FB")
 RESULT_SUFFIXES = (".h5", ".hdf5")

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/output.hpp"
+
 namespace bb {
 
 // argv[1] is "run". Returns the process exit code (design §5.3), the same on every rank.
@@ -12,6 +14,6 @@ int run_main(int argc, char** argv);
 
 // Per rank, its host name and GPU index: "ranks 0, 1 and 2 share GPU 0 on node1" for the first
 // GPU that several ranks use, "" when every rank has its own. `run` warns with it.
-std::string shared_gpu_note(const std::vector<std::string>& host, const std::vector<int>& device);
+using harness::shared_gpu_note;
 
 }  // namespace bb

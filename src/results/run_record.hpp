@@ -26,7 +26,16 @@ struct RankRecord {
   std::uint64_t peak_activation_bytes = 0, peak_device_bytes = 0, param_bytes = 0;
   // Extension: the simulator's prediction of peak_activation_bytes for this rank.
   std::uint64_t peak_activation_bytes_model = 0;
+  // Further columns of the ranks table, by name (every rank of a run has the same names).
+  Attrs extra{};
 };
+
+// A column of the ranks table by name: a member above, else an `extra` column (added when
+// missing). Integers go to integer members rounded; std::invalid_argument for a string
+// given to a number member or the reverse.
+void set_rank_column(RankRecord& r, const std::string& name, const AttrValue& value);
+// The value of a column by name (NaN when there is none).
+AttrValue rank_column(const RankRecord& r, const std::string& name);
 
 struct RunRecord {
   std::string key;                  // stable string from the configuration

@@ -1,0 +1,82 @@
+#include "harness/check.hpp"
+
+#include <vector>
+
+#include "harness/step.hpp"
+#include "runtime/mpi_util.hpp"
+#include "runtime/reference.hpp"
+
+namespace bb::harness {
+namespace {
+
+// Rank 0: the gathered per-rank gradient vectors ([layer, dw1..., dw2...] per layer) as one
+// GradientSet.
+GradientSet unpack_gradients(const std::vector<std::vector<float>>& grads, int hidden) {
+  GradientSet got;
+  const std::size_t w = 4 * static_cast<std::size_t>(hidden) * static_cast<std::size_t>(hidden);
+  for (const auto& r : grads)
+    for (std::size_t i = 0; i + 2 * w + 1 <= r.size(); i += 2 * w + 1) {
+      LayerGrads g;
+      g.layer = static_cast<int>(r[i]);
+      g.dw1.assign(r.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                   r.begin() + static_cast<std::ptrdiff_t>(i + 1 + w));
+      g.dw2.assign(r.begin() + static_cast<std::ptrdiff_t>(i + 1 + w),
+                   r.begin() + static_cast<std::ptrdiff_t>(i + 1 + 2 * w));
+      got.layers.push_back(std::move(g));
+    }
+  return got;
+}
+
+}  // namespace
+
+CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const RunSettings& o,
+                       MPI_Comm comm) {
+  training_step(ex, nullptr, comm, {.barrier = true, .update = false, .timeout_s = o.timeout});
+  GradientSet mine = ex.gradients();
+  if (o.perturb_grads_rank == mpi::rank(comm))
+    for (LayerGrads& g : mine.layers) g.dw1[0] += 1.0f;
+  std::vector<float> packed;
+  for (const LayerGrads& g : mine.layers) {
+    packed.push_back(static_cast<float>(g.layer));
+    packed.insert(packed.end(), g.dw1.begin(), g.dw1.end());
+    packed.insert(packed.end(), g.dw2.begin(), g.dw2.end());
+  }
+  const auto grads = mpi::gather(packed, 0, comm, o.timeout);
+  const auto losses = mpi::gather(std::vector<double>{ex.loss_sum()}, 0, comm, o.timeout);
+  ex.zero_grads();
+  ex.reset_loss();
+
+  CheckOutcome out;
+  int pass = 0;
+  if (mpi::rank(comm) == 0) {
+    GradientSet got = unpack_gradients(grads, c.hidden);
+    double loss = 0;
+    for (const auto& l : losses) loss += l.at(0);
+    got.loss = loss;
+    ReferenceConfig rc;
+    rc.hidden = c.hidden;
+    rc.rows = c.mb_size;
+    rc.num_layers = ex.num_layers_total();
+    rc.num_microbatches = c.lowered->M;
+    rc.seed = o.seed;
+    // The reference runs on this rank's backend, so with --dtype bf16 it rounds the same GEMM
+    // operands to bf16 as the pipeline: what differs is only the order in which the fp32
+    // accumulators sum the micro-batches' weight gradients (~1e-7), and any error in the
+    // pipeline's math or data movement shows at O(1). bf16 gets 1e-4 for that margin.
+    const GradientSet ref = run_reference(backend, rc);
+    CompareResult cmp = compare(ref, got, o.dtype == "bf16" ? 1e-4 : 1e-5);
+    if (cmp.pass && static_cast<int>(got.layers.size()) != rc.num_layers) {
+      cmp.pass = false;
+      cmp.message = "gradients of " + std::to_string(got.layers.size()) +
+                    " layers arrived, the model has " + std::to_string(rc.num_layers);
+    }
+    pass = cmp.pass ? 1 : 0;
+    out.max_rel_error = cmp.max_rel_error;
+    out.message = cmp.message;
+  }
+  mpi::broadcast(pass, 0, comm, o.timeout);
+  out.status = pass ? "pass" : "fail";
+  return out;
+}
+
+}  // namespace bb::harness

@@ -1,0 +1,26 @@
+// The gradient check of `run --check`: one extra untimed step whose gradients (before any
+// optimizer update) rank 0 compares with the sequential reference on its backend.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "harness/settings.hpp"
+#include "harness/sweep.hpp"
+#include "runtime/executor.hpp"
+
+namespace bb::harness {
+
+struct CheckOutcome {
+  std::string status = "skipped";  // pass | fail | skipped
+  double max_rel_error = 0;
+  std::string message;
+};
+
+// Collective over COMM; the status is the same on every rank, the error and message are rank
+// 0's.
+CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const RunSettings& o,
+                       MPI_Comm comm);
+
+}  // namespace bb::harness

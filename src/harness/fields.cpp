@@ -1,0 +1,512 @@
+#include "harness/fields.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "harness/table.hpp"
+
+namespace bb::harness {
+namespace {
+
+using json = nlohmann::json;
+
+FieldValue i64(std::int64_t x) {
+  return x;
+}
+FieldValue opt(const std::optional<double>& x) {
+  return x ? FieldValue(*x) : FieldValue(Null{});
+}
+FieldValue text_or_null(const std::string& x) {
+  return x.empty() ? FieldValue(Null{}) : FieldValue(x);
+}
+FieldValue when_checked(const RunSummary& s, FieldValue v) {
+  return s.check == "skipped" ? FieldValue(Omit{}) : v;
+}
+FieldValue when_synthetic(const RunSummary& s, FieldValue v) {
+  return s.synthetic ? v : FieldValue(Omit{});
+}
+
+constexpr unsigned kBoth = kJson | kAttr;
+constexpr unsigned kRankBoth = kJsonArray | kRankColumn;
+
+// The table. Order: the loader shows the kSummary fields first, in this order; the text
+// table orders its columns by Column::order.
+const Field kFields[] = {
+    {"run_key", "", "every setting that changes what a run measures (the HDF5 group name)",
+     FieldType::kText, kBoth, [](const RunSummary& s) -> FieldValue { return s.run_key; }},
+    {"schedule",
+     "",
+     "schedule name, or csv:FILE",
+     FieldType::kText,
+     kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.schedule; },
+     nullptr,
+     {"schedule", 0, Show::kAlways}},
+    {"P",
+     "ranks",
+     "pipeline ranks (the MPI world size)",
+     FieldType::kInt,
+     kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.P); },
+     nullptr,
+     {"P", 1, Show::kAlways}},
+    {"M",
+     "micro-batches",
+     "micro-batches per step",
+     FieldType::kInt,
+     kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.M); },
+     nullptr,
+     {"M", 2, Show::kAlways}},
+    {"v",
+     "chunks",
+     "chunks per rank",
+     FieldType::kInt,
+     kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.v); },
+     nullptr,
+     {"v", 3, Show::kAlways}},
+    {"backend", "", "cpu or cuda", FieldType::kText, kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.backend; }},
+    {"transport", "", "mpi or nccl", FieldType::kText, kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.transport; }},
+    {"compute", "", "gemm (the MLP math) or synthetic (timed waits)", FieldType::kText,
+     kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.compute; }},
+    {"hidden",
+     "",
+     "hidden width h of the MLP blocks",
+     FieldType::kInt,
+     kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.hidden); },
+     nullptr,
+     {"hidden", 4, Show::kIfVaried}},
+    {"layers",
+     "",
+     "MLP blocks per chunk",
+     FieldType::kInt,
+     kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.layers); },
+     nullptr,
+     {"layers", 5, Show::kIfVaried}},
+    {"mb_size",
+     "rows",
+     "rows (tokens) of a micro-batch",
+     FieldType::kInt,
+     kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.mb_size); },
+     nullptr,
+     {"mb_size", 6, Show::kIfVaried}},
+    {"dtype", "", "fp32 or bf16", FieldType::kText, kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.dtype; }},
+    {"recompute",
+     "",
+     "activations recomputed in the backward (HDF5: 0 or 1)",
+     FieldType::kBool,
+     kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.recompute; },
+     nullptr,
+     {"recompute", 7, Show::kAlways}},
+    {"sync", "", "barrier (ranks aligned per step) or none (steps back to back)", FieldType::kText,
+     kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.sync; }},
+    {"warmup", "steps", "untimed steps before the timed ones", FieldType::kInt, kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.warmup); }},
+    {"iters", "steps", "timed steps", FieldType::kInt, kBoth | kSummary,
+     [](const RunSummary& s) { return i64(s.iters); }},
+    {"status", "", "\"complete\" once the run is whole in the file (set by the results file)",
+     FieldType::kText, kAttr | kSummary | kWriterOwned,
+     [](const RunSummary&) -> FieldValue { return Omit{}; }},
+    {"t_f_s", "s", "median F time of a stage (per-kind median over all ranks, stage units)",
+     FieldType::kReal, kBoth | kSummary, [](const RunSummary& s) { return opt(s.t_f_s); }},
+    {"t_b_s", "s", "median B time of a stage (the fused BW where the backward is not split)",
+     FieldType::kReal, kBoth | kSummary, [](const RunSummary& s) { return opt(s.t_b_s); }},
+    {"t_w_s", "s", "median W time of a stage", FieldType::kReal, kBoth | kSummary,
+     [](const RunSummary& s) { return opt(s.t_w_s); }},
+    {"makespan_s",
+     "s",
+     "median over the timed steps of the step's makespan T",
+     FieldType::kReal,
+     kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.makespan_s; },
+     nullptr,
+     {"makespan_ms", 8, Show::kBarrier, 1e3}},
+    {"period_s",
+     "s",
+     "--sync none: median period between consecutive steps' ends",
+     FieldType::kReal,
+     kBoth | kSummary | kJsonOmitsNull,
+     [](const RunSummary& s) { return opt(s.period_s); },
+     nullptr,
+     {"period_ms", 8, Show::kSyncNone, 1e3}},
+    {"bubble_fraction_measured",
+     "",
+     "measured bubble fraction (P·T - Σ busy) / (P·T), median over the timed steps "
+     "(--sync none: of the period)",
+     FieldType::kReal,
+     kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.bubble_fraction_measured; },
+     nullptr,
+     {"measured", 9, Show::kAlways}},
+    {"bubble_fraction_model",
+     "",
+     "the closed form's bubble fraction fed the medians (null: "
+     "no closed form, see model_reason)",
+     FieldType::kReal,
+     kBoth | kSummary,
+     [](const RunSummary& s) { return opt(s.bubble_fraction_model); },
+     nullptr,
+     {"model", 11, Show::kAlways}},
+    {"bubble_fraction_sim",
+     "",
+     "the simulator's bubble fraction of the lowered schedule fed "
+     "the medians",
+     FieldType::kReal,
+     kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.bubble_fraction_sim; },
+     nullptr,
+     {"sim", 10, Show::kAlways}},
+    {"check",
+     "",
+     "--check: pass, fail or skipped",
+     FieldType::kText,
+     kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.check; },
+     nullptr,
+     {"check", 20, Show::kAlways}},
+    {"t_fb_s", "s", "median time of an overlapped F&B pair", FieldType::kReal, kBoth,
+     [](const RunSummary& s) { return opt(s.t_fb_s); }},
+    {"clock", "", "shared (all ranks on one host clock) or per-rank", FieldType::kText, kBoth,
+     [](const RunSummary& s) -> FieldValue { return s.clock; }},
+    {"overhead_us_per_action", "us",
+     "the executor's own bookkeeping per lowered action (median over the steps)", FieldType::kReal,
+     kBoth, [](const RunSummary& s) -> FieldValue { return s.overhead_us_per_action; }},
+    {"model_reason", "", "why the closed form does not apply (absent or \"\" when it does)",
+     FieldType::kText, kBoth | kJsonOmitsNull,
+     [](const RunSummary& s) { return text_or_null(s.model_reason); }},
+    {"check_max_rel_error", "", "--check: largest relative gradient error", FieldType::kReal, kBoth,
+     [](const RunSummary& s) { return when_checked(s, s.check_max_rel_error); }},
+    {"check_message", "", "--check: what differed", FieldType::kText, kBoth,
+     [](const RunSummary& s) { return when_checked(s, s.check_message); }},
+    {"seed", "", "seed of parameters, inputs and targets", FieldType::kInt, kAttr,
+     [](const RunSummary& s) { return i64(static_cast<std::int64_t>(s.seed)); }},
+    {"optimizer", "", "sgd or adam", FieldType::kText, kAttr,
+     [](const RunSummary& s) -> FieldValue { return s.optimizer; }},
+    {"lr", "", "learning rate", FieldType::kReal, kAttr,
+     [](const RunSummary& s) -> FieldValue { return s.lr; }},
+    {"synthetic_t_f_s", "s", "synthetic compute: the F time given", FieldType::kReal, kAttr,
+     [](const RunSummary& s) { return when_synthetic(s, s.synthetic_t_f_s); }},
+    {"synthetic_t_b_s", "s", "synthetic compute: the B time given", FieldType::kReal, kAttr,
+     [](const RunSummary& s) { return when_synthetic(s, s.synthetic_t_b_s); }},
+    {"synthetic_t_w_s", "s", "synthetic compute: the W time given", FieldType::kReal, kAttr,
+     [](const RunSummary& s) { return when_synthetic(s, s.synthetic_t_w_s); }},
+    {"synthetic_t_fb_s", "s", "synthetic compute: the F&B pair time given (NaN: the sum)",
+     FieldType::kReal, kAttr,
+     [](const RunSummary& s) { return when_synthetic(s, opt(s.synthetic_t_fb_s)); }},
+    {"step_time_s", "s", "T of every timed step (HDF5: the step_time_s dataset)", FieldType::kReals,
+     kJson | kDataset, [](const RunSummary& s) -> FieldValue { return s.step_time_s; }},
+    // Per rank.
+    {"rank", "", "the rank", FieldType::kU32, kRankColumn, nullptr,
+     [](const RankResult&, std::size_t r) { return i64(static_cast<std::int64_t>(r)); }},
+    {"host", "", "the rank's host name", FieldType::kText, kRankColumn, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.host; }},
+    {"device", "", "the rank's CUDA device (-1: CPU)", FieldType::kI32, kRankColumn, nullptr,
+     [](const RankResult& x, std::size_t) { return i64(x.device); }},
+    {"busy_s", "s", "compute time in a step (median over the steps)", FieldType::kReal, kRankBoth,
+     nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.busy_s; }},
+    {"wait_s", "s", "time waiting for inputs in a step (median)", FieldType::kReal, kRankBoth,
+     nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.wait_s; }},
+    {"comm_s", "s", "host time posting and completing messages in a step (median)",
+     FieldType::kReal, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.comm_s; }},
+    {"peak_activation_bytes",
+     "bytes",
+     "peak bytes of live activations",
+     FieldType::kU64,
+     kRankBoth,
+     nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_activation_bytes; },
+     {"peak_act_MiB", 14, Show::kAlways, 1.0 / (1 << 20)}},
+    {"peak_activations",
+     "micro-batch-stages",
+     "peak live activations, runtime",
+     FieldType::kReal,
+     kJsonArray,
+     nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_activations; },
+     {"peak_act", 12, Show::kAlways}},
+    {"peak_activations_schedule",
+     "micro-batch-stages",
+     "peak live activations of the schedule (bb::peak_activations)",
+     FieldType::kReal,
+     kJsonArray,
+     nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_activations_schedule; },
+     {"peak_act_sched", 13, Show::kAlways}},
+    {"param_bytes", "bytes", "bytes of the rank's parameters", FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.param_bytes; }},
+    {"peak_device_bytes", "bytes", "peak bytes the backend allocated", FieldType::kU64, kRankBoth,
+     nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_device_bytes; }},
+    {"peak_activation_bytes_model", "bytes", "the simulator's peak_activation_bytes",
+     FieldType::kU64, kRankColumn, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue {
+       return std::round(x.peak_activation_bytes_model);
+     }},
+};
+
+json json_value(const FieldValue& v) {
+  return std::visit(
+      [](const auto& x) -> json {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Omit> || std::is_same_v<T, Null>)
+          return nullptr;
+        else
+          return x;
+      },
+      v);
+}
+
+// A value as an HDF5 attribute / ranks-table cell.
+AttrValue attr_value(const Field& f, const FieldValue& v) {
+  if (std::holds_alternative<Null>(v))
+    return f.type == FieldType::kText ? AttrValue{std::string()} : AttrValue{std::nan("")};
+  if (const auto* b = std::get_if<bool>(&v)) return std::int64_t{*b ? 1 : 0};
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  return std::nan("");
+}
+
+double as_double(const AttrValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  return std::nan("");
+}
+
+}  // namespace
+
+std::span<const Field> fields() {
+  return kFields;
+}
+
+json to_json(const RunSummary& s) {
+  json j = json::object();
+  for (const Field& f : kFields) {
+    if (f.run != nullptr && (f.sinks & kJson)) {
+      const FieldValue v = f.run(s);
+      if (std::holds_alternative<Omit>(v)) continue;
+      if (std::holds_alternative<Null>(v) && (f.sinks & kJsonOmitsNull)) continue;
+      j[std::string(f.name)] = json_value(v);
+    } else if (f.rank != nullptr && (f.sinks & kJsonArray)) {
+      json a = json::array();
+      for (std::size_t r = 0; r < s.ranks.size(); ++r)
+        a.push_back(json_value(f.rank(s.ranks[r], r)));
+      j[std::string(f.name)] = std::move(a);
+    }
+  }
+  return j;
+}
+
+Attrs to_attrs(const RunSummary& s) {
+  Attrs out;
+  for (const Field& f : kFields) {
+    if (f.run == nullptr || !(f.sinks & kAttr)) continue;
+    const FieldValue v = f.run(s);
+    if (!std::holds_alternative<Omit>(v)) out.emplace_back(std::string(f.name), attr_value(f, v));
+  }
+  return out;
+}
+
+std::vector<RankRecord> to_rank_records(const RunSummary& s) {
+  std::vector<RankRecord> out;
+  for (std::size_t r = 0; r < s.ranks.size(); ++r) {
+    RankRecord rr;
+    for (const Field& f : kFields)
+      if (f.rank != nullptr && (f.sinks & kRankColumn))
+        set_rank_column(rr, std::string(f.name), attr_value(f, f.rank(s.ranks[r], r)));
+    out.push_back(std::move(rr));
+  }
+  return out;
+}
+
+RunRecord to_record(const RunSummary& s) {
+  RunRecord run;
+  run.key = s.run_key;
+  run.attrs = to_attrs(s);
+  run.step_time_s = s.step_time_s;
+  run.ranks = to_rank_records(s);
+  return run;
+}
+
+json json_of_record(const RunRecord& r) {
+  json j = json::object();
+  for (const Field& f : kFields) {
+    const std::string name(f.name);
+    if (f.run != nullptr && (f.sinks & kJson) && (f.sinks & kAttr)) {
+      const AttrValue* v = find_attr(r.attrs, name);
+      if (v == nullptr) continue;
+      json x;
+      if (f.type == FieldType::kBool)
+        x = as_double(*v) != 0;
+      else if (const auto* t = std::get_if<std::string>(v))
+        x = t->empty() ? json(nullptr) : json(*t);
+      else if (f.type == FieldType::kReal)
+        x = std::isnan(as_double(*v)) ? json(nullptr) : json(as_double(*v));
+      else
+        x = std::get<std::int64_t>(*v);
+      if (x.is_null() && (f.sinks & kJsonOmitsNull)) continue;
+      j[name] = x;
+    } else if (f.rank != nullptr && (f.sinks & kJsonArray) && (f.sinks & kRankColumn)) {
+      json a = json::array();
+      for (const RankRecord& rr : r.ranks) a.push_back(as_double(rank_column(rr, name)));
+      j[name] = std::move(a);
+    }
+  }
+  j["step_time_s"] = r.step_time_s;
+  return j;
+}
+
+Table to_table(const std::vector<RunSummary>& runs) {
+  std::vector<const Field*> cols;
+  for (const Field& f : kFields)
+    if (!f.column.header.empty()) cols.push_back(&f);
+  std::stable_sort(cols.begin(), cols.end(), [](const Field* a, const Field* b) {
+    return a->column.order < b->column.order;
+  });
+  const bool steady = !runs.empty() && runs.front().sync == "none";
+  // Each cell: a run field as it is; a rank field as its largest value over the ranks.
+  auto cell = [](const Field& f, const RunSummary& s) -> std::string {
+    FieldValue v;
+    if (f.run != nullptr) {
+      v = f.run(s);
+    } else {
+      double m = 0;
+      for (std::size_t r = 0; r < s.ranks.size(); ++r)
+        m = std::max(m, std::get<double>(f.rank(s.ranks[r], r)));
+      v = m;
+    }
+    if (const auto* t = std::get_if<std::string>(&v)) return *t;
+    if (const auto* b = std::get_if<bool>(&v)) return *b ? "on" : "off";
+    if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+    if (const auto* d = std::get_if<double>(&v)) return fmt(*d * f.column.scale);
+    return "n/a";
+  };
+  Table t;
+  std::vector<const Field*> shown;
+  for (const Field* f : cols) {
+    bool show = f->column.show == Show::kAlways || (f->column.show == Show::kBarrier && !steady) ||
+                (f->column.show == Show::kSyncNone && steady);
+    if (f->column.show == Show::kIfVaried)
+      for (const RunSummary& s : runs) show = show || cell(*f, s) != cell(*f, runs.front());
+    if (show) shown.push_back(f);
+  }
+  // The stage model's columns come as a group: all of them when any varies.
+  bool model = false;
+  for (const Field* f : shown) model = model || f->column.show == Show::kIfVaried;
+  if (model) {
+    shown.clear();
+    for (const Field* f : cols)
+      if (f->column.show == Show::kAlways || f->column.show == Show::kIfVaried ||
+          (f->column.show == Show::kBarrier && !steady) ||
+          (f->column.show == Show::kSyncNone && steady))
+        shown.push_back(f);
+  }
+  for (const Field* f : shown) t.headers.emplace_back(f->column.header);
+  for (const RunSummary& s : runs) {
+    t.rows.emplace_back();
+    for (const Field* f : shown) t.rows.back().push_back(cell(*f, s));
+  }
+  return t;
+}
+
+namespace {
+
+const char* type_name(FieldType t) {
+  switch (t) {
+    case FieldType::kInt:
+      return "int";
+    case FieldType::kReal:
+      return "real";
+    case FieldType::kText:
+      return "text";
+    case FieldType::kBool:
+      return "bool";
+    case FieldType::kReals:
+      return "real[]";
+    case FieldType::kU32:
+      return "uint32";
+    case FieldType::kI32:
+      return "int32";
+    case FieldType::kU64:
+      return "uint64";
+  }
+  return "?";
+}
+
+std::string json_place(const Field& f) {
+  if (f.sinks & kJsonArray) return "array over ranks";
+  if (!(f.sinks & kJson)) return "";
+  return (f.sinks & kJsonOmitsNull) ? "key (absent when null)" : "key";
+}
+
+std::string hdf5_place(const Field& f) {
+  if (f.sinks & kRankColumn) return "ranks column";
+  if (f.sinks & kDataset) return "dataset";
+  if (f.sinks & kAttr) return "run attribute";
+  return "";
+}
+
+}  // namespace
+
+std::string fields_markdown() {
+  std::string out =
+      "<!-- Generated from src/harness/fields.cpp by tests/unit/test_harness.cpp: run\n"
+      "     BB_REGENERATE=1 build/unit_tests --gtest_filter='HarnessFields.*' after editing the\n"
+      "     field table. Do not edit by hand. -->\n"
+      "# The run record\n\n"
+      "Every run of `bubblebench run` is one `RunSummary` (src/harness/summary.hpp). One field\n"
+      "table (src/harness/fields.cpp) turns it into the JSON record of `--format json`, the\n"
+      "attributes and the `ranks` table of its group `/runs/<run_key>` in the `--out` results\n"
+      "file (schema_version 1; besides, the `step_time_s` and `events` datasets), the columns\n"
+      "of the text table, this page, and `analysis/bbanalysis/run_fields.json`, from which\n"
+      "the Python loader takes its field names. Adding a field is one entry in that table (and\n"
+      "its member in `RunSummary` or `RankResult`).\n\n"
+      "Null values are JSON `null`, NaN (reals) or `\"\"` (text) in HDF5. Booleans are 0 or 1\n"
+      "in HDF5. Per-rank fields are a JSON array over the ranks and/or a column of the HDF5\n"
+      "`ranks` table. Times are seconds unless the unit says otherwise.\n\n"
+      "| field | unit | type | JSON | HDF5 | column | meaning |\n"
+      "|---|---|---|---|---|---|---|\n";
+  for (const Field& f : kFields) {
+    std::string meaning;  // a '|' would end the cell
+    for (const char ch : f.meaning) meaning += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    out += std::string("| `") + std::string(f.name) + "` | " + std::string(f.unit) + " | " +
+           type_name(f.type) + " | " + json_place(f) + " | " +
+           ((f.sinks & kWriterOwned) ? "run attribute (the writer's)" : hdf5_place(f)) + " | " +
+           (f.column.header.empty() ? std::string()
+                                    : std::string("`") + std::string(f.column.header) + "`") +
+           " | " + meaning + " |\n";
+  }
+  return out;
+}
+
+std::string fields_json() {
+  json j;
+  j["generated_from"] = "src/harness/fields.cpp (see docs/run-record.md)";
+  j["schema_version"] = 1;
+  json run = json::array(), summary = json::array(), floats = json::array(), ranks = json::array();
+  for (const Field& f : kFields) {
+    const std::string name(f.name);
+    if (f.sinks & kAttr) run.push_back(name);
+    if ((f.sinks & kAttr) && (f.sinks & kSummary)) {
+      summary.push_back(name);
+      if (f.type == FieldType::kReal) floats.push_back(name);
+    }
+    if (f.sinks & kRankColumn) ranks.push_back(name);
+  }
+  j["run_attrs"] = run;
+  j["summary_attrs"] = summary;
+  j["float_attrs"] = floats;
+  j["rank_fields"] = ranks;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace bb::harness

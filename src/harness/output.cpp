@@ -1,0 +1,79 @@
+#include "harness/output.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "harness/fields.hpp"
+#include "harness/table.hpp"
+
+namespace bb::harness {
+
+void say(std::string line) {
+  line += '\n';
+  std::fflush(stderr);
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void print_runs(std::ostream& out, const std::vector<RunSummary>& runs, bool json) {
+  if (json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const RunSummary& s : runs) all.push_back(to_json(s));
+    out << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return;
+  }
+  const bool steady = !runs.empty() && runs.front().sync == "none";
+  const Table t = to_table(runs);
+  print_table(out, t.headers, t.rows);
+  out << "measured/sim/model: bubble fraction "
+      << (steady ? "(steady state, period)" : "(single step, makespan)")
+      << "; peak_act: peak live activations per rank (max over ranks) in micro-batch-stage "
+         "units, runtime vs schedule\n";
+  for (const RunSummary& s : runs)
+    if (s.check == "fail")
+      out << "check failed: " << s.schedule << " M=" << s.M << " v=" << s.v << ": "
+          << s.check_message << "\n";
+}
+
+std::string make_trace_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir))
+    throw ConfigError("--trace " + dir + ": cannot create the directory" +
+                      (ec ? " (" + ec.message() + ")" : std::string()));
+  if (access(dir.c_str(), W_OK) != 0)
+    throw ConfigError("--trace " + dir + ": the directory is not writable");
+  return dir;
+}
+
+std::string shared_gpu_note(const std::vector<std::string>& host, const std::vector<int>& device) {
+  const std::size_t n = std::min(host.size(), device.size());
+  for (std::size_t a = 0; a < n; ++a) {
+    std::vector<std::size_t> same{a};
+    for (std::size_t b = a + 1; b < n; ++b)
+      if (host[b] == host[a] && device[b] == device[a]) same.push_back(b);
+    if (same.size() < 2) continue;
+    std::string ranks;
+    for (std::size_t i = 0; i < same.size(); ++i)
+      ranks += (i == 0 ? "" : i + 1 == same.size() ? " and " : ", ") + std::to_string(same[i]);
+    return "ranks " + ranks + " share GPU " + std::to_string(device[a]) + " on " + host[a];
+  }
+  return "";
+}
+
+}  // namespace bb::harness

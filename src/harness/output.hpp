@@ -1,0 +1,28 @@
+// What `run` prints: one-line messages on stderr, the table or JSON of the runs on stdout, and
+// the trace directory it writes into.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/summary.hpp"
+
+namespace bb::harness {
+
+// Writes LINE and its newline to stderr in one write(2), so that lines from ranks that share
+// the stream (mpiexec forwards them all to one file) never interleave mid-line.
+void say(std::string line);
+
+// The table of the runs (columns from the field table) and its legend, or their JSON array.
+void print_runs(std::ostream& out, const std::vector<RunSummary>& runs, bool json);
+
+// Creates the trace directory (and its parents) if missing; throws ConfigError when it cannot
+// be created or written.
+std::string make_trace_dir(const std::string& dir);
+
+// Per rank, its host name and GPU index: "ranks 0, 1 and 2 share GPU 0 on node1" for the first
+// GPU that several ranks use, "" when every rank has its own. `run` warns with it.
+std::string shared_gpu_note(const std::vector<std::string>& host, const std::vector<int>& device);
+
+}  // namespace bb::harness

@@ -1,0 +1,248 @@
+#include "harness/runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "harness/fields.hpp"
+#include "harness/output.hpp"
+#include "harness/step.hpp"
+#include "harness/wire.hpp"
+#include "results/chrome_trace.hpp"
+#include "runtime/mpi_util.hpp"
+#include "schedule/text.hpp"
+
+namespace bb::harness {
+namespace {
+
+// The display name of a lowered action (an FB pair as "(0F4;3BW1)FB").
+std::string action_name(const Schedule& s, int rank, std::size_t index, bool fb) {
+  const auto& acts = s.ranks[static_cast<std::size_t>(rank)];
+  if (index >= acts.size()) return "?";
+  if (fb && index + 1 < acts.size()) {
+    std::string pair = "(";  // appended, not "(" + ...: GCC 12 warns falsely (-Wrestrict)
+    pair += to_string(acts[index]);
+    pair += ';';
+    pair += to_string(acts[index + 1]);
+    pair += ")FB";
+    return pair;
+  }
+  return to_string(acts[index]);
+}
+
+// Chrome trace of the last timed iteration: ranks as processes; compute on thread 0, SEND/RECV
+// on thread 1, the wait of a compute for its inputs (ready -> start, when > 0) on thread 2.
+std::vector<TraceSlice> trace_slices(const Schedule& s, const std::vector<RankSummary>& ranks,
+                                     const std::vector<std::vector<double>>& shift,
+                                     std::size_t last) {
+  std::vector<TraceSlice> slices;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const int pid = static_cast<int>(r);
+    const double sh = shift[r][last];
+    for (const EventSummary& e : ranks[r].events) {
+      if (static_cast<std::size_t>(e.iter) != last) continue;
+      const int kind = static_cast<int>(e.kind);
+      const bool comm = kind >= kFirstCommKind;
+      const std::string name = action_name(s, pid, static_cast<std::size_t>(e.index),
+                                           kind == static_cast<int>(RecordKind::FB));
+      const std::string cat =
+          comm ? (kind == kFirstCommKind || kind == kFirstCommKind + 2 ? "send" : "recv")
+               : kEventKinds[kind];
+      slices.push_back(
+          {pid, comm ? 1 : 0, name, cat, (sh + e.start) * 1e6, (e.end - e.start) * 1e6});
+      if (!comm && e.start > e.ready)
+        slices.push_back(
+            {pid, 2, "wait " + name, "wait", (sh + e.ready) * 1e6, (e.start - e.ready) * 1e6});
+    }
+  }
+  return slices;
+}
+
+// This rank's record of one timed step (ITER: its index among the timed steps).
+void add_step(RankSummary& mine, const StepRecord& rec, bool events) {
+  const double iter = static_cast<double>(mine.steps.size());
+  mine.steps.push_back(step_summary(rec));
+  for (const ActionRecord& a : rec.actions)
+    mine.durations[static_cast<int>(a.kind)].push_back((a.end - a.start) / a.fraction);
+  if (!events) return;
+  for (const ActionRecord& a : rec.actions)
+    mine.events.push_back({iter, static_cast<double>(a.index), static_cast<double>(a.kind),
+                           static_cast<double>(a.chunk), static_cast<double>(a.mb), a.ready,
+                           a.start, a.end});
+  for (const CommRecord& m : rec.comms)
+    mine.events.push_back({iter, static_cast<double>(m.index),
+                           static_cast<double>(kFirstCommKind + static_cast<int>(m.op) -
+                                               static_cast<int>(Op::SEND_F)),
+                           static_cast<double>(m.chunk), static_cast<double>(m.mb), m.start,
+                           m.start, m.end});
+}
+
+void print_records(const StepRecord& rec, int rank, int step) {
+  for (const ActionRecord& a : rec.actions)
+    std::fprintf(
+        stderr,
+        "record rank %d step %d %s chunk %d mb %u ready %.4f start %.4f end %.4f wait %.4f\n", rank,
+        step, record_kind_name(a.kind), a.chunk, a.mb, (rec.origin + a.ready) * 1e3,
+        (rec.origin + a.start) * 1e3, (rec.origin + a.end) * 1e3, a.wait * 1e3);
+}
+
+// The warmup and timed steps of one configuration on this rank.
+RankSummary timed_steps(Executor& ex, RunContext& ctx) {
+  const RunSettings& o = ctx.o;
+  // Events of every timed step for the results file; of the last one for a trace only.
+  // (Every rank knows whether rank 0 has --out / --trace: the same arguments.)
+  const bool all_events = !o.out.empty();
+  const bool last_events = all_events || !o.trace.empty();
+  RankSummary mine;
+  StepRecord rec;
+  for (int step = 0; step < o.warmup + o.iters; ++step) {
+    if (step == o.warmup) {
+      ctx.finish_writing();  // the previous run's files (rank 0)
+      ex.reset_peaks();
+    }
+    training_step(ex, &rec, ctx.comm,
+                  {.barrier = o.barrier() || step == 0, .update = true, .timeout_s = o.timeout});
+    if (step < o.warmup) continue;
+    if (o.debug_records) print_records(rec, ctx.transport.rank(), step);
+    add_step(mine, rec, all_events || (last_events && step == o.warmup + o.iters - 1));
+  }
+  return mine;
+}
+
+// Rank 0: writes the run (results file, trace) on a thread.
+void start_writing(RunContext& ctx, const RunConfig& c, const RunSummary& s,
+                   const std::vector<RankSummary>& ranks) {
+  std::optional<RunRecord> record;
+  const StepSeries m = measure_steps(ranks, ctx.where.clock);  // the shifts
+  if (ctx.results != nullptr) {
+    RunRecord run = to_record(s);
+    std::size_t total = 0;
+    for (const RankSummary& r : ranks) total += r.events.size();
+    run.events.reserve(total);
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+      for (const EventSummary& e : ranks[r].events) {
+        const auto k = static_cast<std::size_t>(e.iter);
+        run.events.push_back({static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(r),
+                              static_cast<std::uint32_t>(e.chunk), static_cast<std::uint32_t>(e.mb),
+                              kEventKinds[static_cast<int>(e.kind)], m.shift[r][k] + e.start,
+                              m.shift[r][k] + e.end});
+      }
+    record = std::move(run);
+  }
+  std::string trace_path;
+  std::vector<TraceSlice> slices;
+  const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
+  if (!ctx.trace_dir.empty() && n > 0) {
+    trace_path = (std::filesystem::path(ctx.trace_dir) / (c.key + ".json")).string();
+    slices = trace_slices(*c.lowered, ranks, m.shift, n - 1);
+  }
+  if (record || !trace_path.empty())
+    ctx.writing = std::async(std::launch::async,
+                             [results = ctx.results, record = std::move(record), trace_path,
+                              slices = std::move(slices), P = c.lowered->P, title = c.label] {
+                               if (record) results->write_run(*record);
+                               if (!trace_path.empty())
+                                 write_chrome_trace(trace_path, slices, P, title);
+                             });
+}
+
+}  // namespace
+
+void RunContext::finish_writing() {
+  if (writing.valid()) writing.get();
+  if (after_writing) {
+    auto then = std::move(after_writing);
+    after_writing = nullptr;
+    then();
+  }
+}
+
+BufferPool& RunContext::pool(std::size_t count) {
+  auto& p = pools[count];
+  if (!p) p = std::make_unique<BufferPool>(backend, count);
+  return *p;
+}
+
+void gather_placement(RunContext& ctx, const std::string& host, int device) {
+  ctx.where.host = mpi::gather(host, 0, ctx.comm, ctx.o.timeout);
+  ctx.where.device.clear();
+  for (const auto& d : mpi::gather(std::vector<double>{double(device)}, 0, ctx.comm, ctx.o.timeout))
+    ctx.where.device.push_back(static_cast<int>(d.at(0)));
+  ctx.where.clock = clock_of_hosts(ctx.where.host);
+}
+
+RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
+  const RunSettings& o = ctx.o;
+  ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  ec.recompute = c.recompute;
+  ec.drop_sends = o.drop_sends_rank == ctx.transport.rank();
+  ctx.backend.reset_peak_allocated();  // peak_device_bytes: this configuration's
+  Executor ex(*c.lowered, ctx.backend, ctx.transport,
+              ctx.pool(static_cast<std::size_t>(c.hidden) * static_cast<std::size_t>(c.mb_size)),
+              ec);
+  CheckOutcome check;
+  if (o.check) check = run_check(ex, ctx.backend, c, o, ctx.comm);
+  RunOutcome out;
+  out.check_failed = check.status == "fail";
+
+  RankSummary mine = timed_steps(ex, ctx);
+  mine.peak_units = ex.peak_activation_units();
+  mine.peak_bytes = static_cast<double>(ex.peak_activation_bytes());
+  mine.param_bytes = static_cast<double>(ex.param_bytes());
+  mine.peak_device_bytes = static_cast<double>(ctx.backend.peak_allocated_bytes());
+  const auto all = mpi::gather(pack(mine), 0, ctx.comm, o.timeout);
+  if (ctx.transport.rank() != 0) return out;
+
+  std::vector<RankSummary> ranks;
+  for (const auto& r : all) ranks.push_back(unpack(r));
+  out.summary = summarize(c, o, std::string(ctx.transport.name()), ranks, ctx.where, check);
+  start_writing(ctx, c, *out.summary, ranks);
+  return out;
+}
+
+SweepOutcome run_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
+                       const std::vector<int>& skip) {
+  const bool root = ctx.transport.rank() == 0;
+  SweepOutcome out;
+  using Clock = std::chrono::steady_clock;
+  const auto sweep_start = Clock::now();
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const std::size_t to_run =
+      configs.size() - static_cast<std::size_t>(std::count(skip.begin(), skip.end(), 1));
+  std::size_t ran = 0;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const RunConfig& c = configs[i];
+    char head[64];
+    std::snprintf(head, sizeof head, "[%zu/%zu] ", i + 1, configs.size());
+    if (skip.at(i)) {
+      if (root) {
+        ctx.finish_writing();  // the lines in order
+        say(head + c.label + ": skipped (complete in " + ctx.o.out + ")");
+      }
+      continue;
+    }
+    const auto run_start = Clock::now();
+    RunOutcome r = run_config(c, ctx);
+    out.check_failed = out.check_failed || r.check_failed;
+    if (!root) continue;
+    out.runs.push_back(std::move(*r.summary));
+    // The progress line once the run is written: the time of the run itself (its write
+    // overlaps the next run's warmup), the elapsed time and the ETA then.
+    ctx.after_writing = [&, line = std::string(head) + c.label, run_s = since(run_start)] {
+      ++ran;
+      const double elapsed = since(sweep_start);
+      char tail[160];
+      std::snprintf(tail, sizeof tail, ": %.2f s, elapsed %.1f s, ETA %.1f s", run_s, elapsed,
+                    elapsed / static_cast<double>(ran) * static_cast<double>(to_run - ran));
+      say(line + tail);
+    };
+    if (!ctx.writing.valid()) ctx.finish_writing();  // nothing to write: the line now
+  }
+  ctx.finish_writing();
+  return out;
+}
+
+}  // namespace bb::harness

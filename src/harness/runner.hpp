@@ -1,0 +1,76 @@
+// One configuration of `run`, end to end on every rank (design §5.1, phase 2): an Executor on
+// this rank; with --check, one extra untimed step whose gradients rank 0 compares with the
+// sequential reference; then --warmup + --iters training steps (harness/step.hpp); the
+// records (and with --out/--trace every compute and SEND/RECV event) go to rank 0, which
+// summarizes them (harness/summarize.hpp) and writes the run to the results file and its
+// trace on a thread, while the next run sets up and warms up (joined before its first timed
+// step).
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/settings.hpp"
+#include "harness/summarize.hpp"
+#include "harness/sweep.hpp"
+#include "results/hdf5_file.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/transport.hpp"
+
+namespace bb::harness {
+
+// What every run shares: the settings, the backend and transport, and on rank 0 the outputs.
+struct RunContext {
+  RunContext(const RunSettings& settings, Backend& b, Transport& t, MPI_Comm c)
+      : o(settings), backend(b), transport(t), comm(c) {}
+  const RunSettings& o;
+  Backend& backend;
+  Transport& transport;
+  MPI_Comm comm;                   // collectives (gathers, barriers)
+  Placement where;                 // rank 0: hosts, devices, the clock verdict
+  ResultsFile* results = nullptr;  // rank 0 with --out
+  std::string trace_dir;           // rank 0 with --trace
+  // Activation buffers, one pool per tensor size (hidden · mb_size), kept across runs.
+  std::map<std::size_t, std::unique_ptr<BufferPool>> pools;
+  // Rank 0: the last run's results-file entry and trace, written by a thread while the next
+  // run builds its executor and warms up (no MPI, and the only HDF5 user at that time), and
+  // what to do once they are written (print its progress line). finish_writing() waits for
+  // both; run_config calls it before the first timed step, so a write never overlaps a timed
+  // step. An IoError of the writer is rethrown there (exit 4).
+  std::future<void> writing;
+  std::function<void()> after_writing;
+
+  void finish_writing();
+  BufferPool& pool(std::size_t count);
+};
+
+// Gathers every rank's host and device into ctx.where (rank 0) and decides the clock.
+void gather_placement(RunContext& ctx, const std::string& host, int device);
+
+struct RunOutcome {
+  bool check_failed = false;          // every rank
+  std::optional<RunSummary> summary;  // rank 0
+};
+
+// Runs one configuration on every rank. On rank 0 it also starts writing the run to the
+// results file and its trace (ctx.writing).
+RunOutcome run_config(const RunConfig& c, RunContext& ctx);
+
+// Every configuration in order (those with SKIP[i] set are complete in the results file
+// already: a line each), with rank 0's progress line per run once it is written.
+struct SweepOutcome {
+  bool check_failed = false;     // every rank
+  std::vector<RunSummary> runs;  // rank 0
+};
+SweepOutcome run_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
+                       const std::vector<int>& skip);
+
+}  // namespace bb::harness

@@ -1,0 +1,37 @@
+// The settings of a `run` sweep that every configuration shares, already parsed and checked
+// (the command line's syntax stays in bench/cli/run.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/executor.hpp"
+
+namespace bb::harness {
+
+struct RunSettings {
+  std::string backend = "cpu";
+  std::string transport = "mpi";  // resolved (default_transport of the backend when not given)
+  std::string compute = "gemm";   // gemm | synthetic
+  double t_f = 1e-3, t_b = 2e-3, t_w = 0, t_fb = -1;  // synthetic stage times, seconds
+  std::string dtype = "fp32";
+  int warmup = 1, iters = 5;
+  std::string sync = "barrier";  // barrier | none
+  bool check = false;
+  double timeout = 600;
+  std::string optimizer = "sgd";
+  double lr = 1e-3;
+  std::uint64_t seed = 1234;
+  std::string out, trace;       // --out FILE, --trace DIR (used by rank 0; known to every rank)
+  int drop_sends_rank = -1;     // testing the watchdog
+  int perturb_grads_rank = -1;  // testing a failing --check
+  bool debug_records = false;   // every timed action's record on stderr
+
+  bool synthetic() const { return compute == "synthetic"; }
+  bool barrier() const { return sync == "barrier"; }
+};
+
+// The executor's configuration of one stage model (hidden, layers, mb_size) under SETTINGS.
+ExecutorConfig executor_config(const RunSettings& settings, int hidden, int layers, int mb_size);
+
+}  // namespace bb::harness

@@ -1,0 +1,153 @@
+#include "harness/summarize.hpp"
+
+#include <cmath>
+
+#include "model/closed_form.hpp"
+#include "runtime/executor.hpp"
+#include "sim/sim.hpp"
+
+namespace bb::harness {
+namespace {
+
+// Per-kind medians (stage units) over every rank's timed actions.
+struct KindTimes {
+  std::optional<double> f, b, w, fb;  // b: B, or the fused BW where the backward is not split
+};
+
+KindTimes kind_times(const std::vector<RankSummary>& ranks) {
+  double m[kKinds];
+  for (int k = 0; k < kKinds; ++k) {
+    std::vector<double> d;
+    for (const RankSummary& r : ranks)
+      d.insert(d.end(), r.durations[k].begin(), r.durations[k].end());
+    m[k] = median(d);
+  }
+  auto get = [&](RecordKind k) {
+    const double x = m[static_cast<int>(k)];
+    return std::isnan(x) ? std::nullopt : std::optional<double>(x);
+  };
+  KindTimes t;
+  t.f = get(RecordKind::F);
+  if (const auto b = get(RecordKind::B)) {
+    t.b = b;
+    t.w = get(RecordKind::W).value_or(0);
+  } else {
+    t.b = get(RecordKind::BW);
+  }
+  t.fb = get(RecordKind::FB);
+  return t;
+}
+
+void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
+                       const std::string& transport) {
+  const Schedule& sched = *c.lowered;
+  s.run_key = c.key;
+  s.schedule = c.schedule;
+  s.P = sched.P;
+  s.M = sched.M;
+  s.v = sched.v;
+  s.recompute = c.recompute;
+  s.backend = o.backend;
+  s.transport = transport;
+  s.compute = o.compute;
+  s.dtype = o.dtype;
+  s.sync = o.sync;
+  s.optimizer = o.optimizer;
+  s.hidden = c.hidden;
+  s.layers = c.layers;
+  s.mb_size = c.mb_size;
+  s.warmup = o.warmup;
+  s.iters = o.iters;
+  s.seed = o.seed;
+  s.lr = o.lr;
+  s.synthetic = o.synthetic();
+  s.synthetic_t_f_s = o.t_f;
+  s.synthetic_t_b_s = o.t_b;
+  s.synthetic_t_w_s = o.t_w;
+  if (o.t_fb >= 0) s.synthetic_t_fb_s = o.t_fb;
+}
+
+}  // namespace
+
+RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string& transport,
+                     const std::vector<RankSummary>& ranks, const Placement& where,
+                     const CheckOutcome& check) {
+  const Schedule& sched = *c.lowered;
+  RunSummary s;
+  set_configuration(s, c, o, transport);
+  const StepSeries m = measure_steps(ranks, where.clock);
+  s.step_time_s = m.step_time;
+  s.makespan_s = median(m.step_time);
+  s.bubble_fraction_measured = o.barrier() ? median(m.fraction) : median(m.fraction_steady);
+  if (!o.barrier()) s.period_s = median(m.period);
+  s.clock = clock_name(where.clock);
+  s.overhead_us_per_action = median(m.overhead) * 1e6;
+
+  const KindTimes k = kind_times(ranks);
+  s.t_f_s = k.f;
+  s.t_b_s = k.b;
+  s.t_w_s = k.w;
+  s.t_fb_s = k.fb;
+  // Stage-unit times for the simulator and the closed form: B and W where the backward is
+  // split somewhere in the schedule, else the fused BW as B with W = 0.
+  const double t_f = k.f.value_or(0), t_b = k.b.value_or(0), t_w = k.w.value_or(0);
+  const double t_fb = k.fb.value_or(-1);
+  // The model's activation bytes of one micro-batch-stage: the F-time footprint of a chunk,
+  // 9·L·b·h floats (the chunk input with recompute: b·h), divided by the chunk's fraction of
+  // a stage. (After B a chunk holds 10·L·b·h until W: the runtime's peak lies between.)
+  const double bh = static_cast<double>(c.hidden) * c.mb_size;
+  const double chunk_bytes = 4.0 * (c.recompute ? bh : 9.0 * c.layers * bh);
+  SimConfig sc;
+  sc.t_f = {t_f};
+  sc.t_b = {t_b};
+  sc.t_w = {t_w};
+  sc.t_fb = t_fb;
+  sc.act_bytes = chunk_bytes / sched.chunk_fraction(0);
+  const SimResult sim = simulate(sched, sc);
+  ModelInput mi;
+  mi.schedule = c.schedule;
+  mi.P = sched.P;
+  mi.M = sched.M;
+  mi.v = sched.v;
+  mi.t_f = t_f;
+  mi.t_b = t_b;
+  mi.t_w = t_w;
+  mi.t_fb = t_fb;
+  const ModelResult model = closed_form(mi);
+  s.bubble_fraction_sim = o.barrier() ? sim.single.bubble_fraction : sim.steady.bubble_fraction;
+  if (model.applies)
+    s.bubble_fraction_model =
+        o.barrier() ? model.single.bubble_fraction : model.steady.bubble_fraction;
+  else
+    s.model_reason = model.reason;
+  s.check = check.status;
+  s.check_max_rel_error = check.max_rel_error;
+  s.check_message = check.message;
+
+  const std::vector<double> schedule_peaks = peak_activations(sched);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const RankSummary& x = ranks[r];
+    std::vector<double> b, w, cm;
+    for (const StepSummary& st : x.steps) {
+      b.push_back(st.busy);
+      w.push_back(st.wait);
+      cm.push_back(st.comm);
+    }
+    RankResult rr;
+    rr.host = r < where.host.size() ? where.host[r] : "";
+    rr.device = r < where.device.size() ? where.device[r] : -1;
+    rr.busy_s = median(b);
+    rr.wait_s = median(w);
+    rr.comm_s = median(cm);
+    rr.peak_activations = x.peak_units;
+    rr.peak_activations_schedule = r < schedule_peaks.size() ? schedule_peaks[r] : 0;
+    rr.peak_activation_bytes = x.peak_bytes;
+    rr.param_bytes = x.param_bytes;
+    rr.peak_device_bytes = x.peak_device_bytes;
+    rr.peak_activation_bytes_model = sim.ranks.at(r).peak_activation_bytes;
+    s.ranks.push_back(std::move(rr));
+  }
+  return s;
+}
+
+}  // namespace bb::harness

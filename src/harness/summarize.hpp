@@ -1,0 +1,29 @@
+// Rank 0's summary of a configuration: the measured bubble (harness/measure.hpp) and the
+// models (simulator, closed form) fed the run's own per-kind medians, as a RunSummary.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/check.hpp"
+#include "harness/measure.hpp"
+#include "harness/settings.hpp"
+#include "harness/summary.hpp"
+#include "harness/sweep.hpp"
+#include "harness/wire.hpp"
+
+namespace bb::harness {
+
+// Who ran where (rank 0's gathered view; per rank).
+struct Placement {
+  std::vector<std::string> host;
+  std::vector<int> device;
+  ClockMode clock = ClockMode::kShared;
+};
+
+// RANKS: every rank's unpacked record of the configuration C (the same on every rank order).
+RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string& transport,
+                     const std::vector<RankSummary>& ranks, const Placement& where,
+                     const CheckOutcome& check);
+
+}  // namespace bb::harness

@@ -1,0 +1,58 @@
+// The typed record of one run (what google/benchmark's `Run` is to a benchmark): everything
+// `run` reports about a configuration. The JSON record, the HDF5 run attributes and ranks
+// table, and the table columns are all produced from it through the field table
+// (harness/fields.hpp); to add a field, add a member here and one entry there.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bb::harness {
+
+// What one rank reports (medians over the timed steps where it varies per step).
+struct RankResult {
+  std::string host;  // gethostname()
+  int device = -1;   // CUDA device, -1 on CPU
+  double busy_s = 0, wait_s = 0, comm_s = 0;
+  double peak_activations = 0;           // runtime, micro-batch-stage units
+  double peak_activations_schedule = 0;  // the schedule's (bb::peak_activations)
+  double peak_activation_bytes = 0, param_bytes = 0, peak_device_bytes = 0;
+  double peak_activation_bytes_model = 0;  // the simulator's prediction
+};
+
+struct RunSummary {
+  // The configuration.
+  std::string run_key, schedule;
+  int P = 0, M = 0, v = 1;
+  bool recompute = false;
+  std::string backend, transport, compute, dtype, sync, optimizer;
+  int hidden = 0, layers = 0, mb_size = 0, warmup = 0, iters = 0;
+  std::uint64_t seed = 0;
+  double lr = 0;
+  bool synthetic = false;
+  double synthetic_t_f_s = 0, synthetic_t_b_s = 0, synthetic_t_w_s = 0;
+  std::optional<double> synthetic_t_fb_s;
+  // The measurement (harness/measure.hpp).
+  std::vector<double> step_time_s;  // per timed step
+  double makespan_s = 0;            // median of step_time_s
+  std::optional<double> period_s;   // --sync none: median period between steps
+  double bubble_fraction_measured = 0;
+  std::string clock;  // shared | per-rank
+  double overhead_us_per_action = 0;
+  // Per-kind medians in stage units (absent when the schedule has no such action).
+  std::optional<double> t_f_s, t_b_s, t_w_s, t_fb_s;
+  // The models fed those medians.
+  double bubble_fraction_sim = 0;
+  std::optional<double> bubble_fraction_model;
+  std::string model_reason;  // why the closed form does not apply ("" when it does)
+  // --check.
+  std::string check = "skipped";
+  double check_max_rel_error = 0;
+  std::string check_message;
+
+  std::vector<RankResult> ranks;
+};
+
+}  // namespace bb::harness

@@ -1,0 +1,387 @@
+// The harness room without mpiexec: the sweep's configurations and run keys, the measured
+// bubble on constructed records (one definition for `run` and gbench_pipeline, whatever the
+// ranks' clocks), and the field table (JSON <-> HDF5 round trip, generated files up to date).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "harness/fields.hpp"
+#include "harness/measure.hpp"
+#include "harness/sweep.hpp"
+#include "harness/wire.hpp"
+#include "results/hdf5_file.hpp"
+#include "schedule/generators.hpp"
+
+namespace bb::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+RunSettings synthetic_settings() {
+  RunSettings s;
+  s.compute = "synthetic";
+  s.t_f = 0.001;
+  s.t_b = 0.002;
+  s.t_w = 0;
+  return s;
+}
+
+std::vector<NamedSchedule> named(std::initializer_list<const char*> names, int P, int M) {
+  std::vector<NamedSchedule> out;
+  for (const char* n : names) out.push_back({n, generate(n, ScheduleParams{P, M, 1})});
+  return out;
+}
+
+TEST(HarnessSweep, CrossesSchedulesWithTheModelListsInOrder) {
+  ModelLists lists;
+  lists.hidden = {64, 128};
+  lists.recompute = {false, true};
+  const auto configs = make_configs(named({"gpipe", "1f1b"}, 2, 4), lists, RunSettings{}, 2);
+  ASSERT_EQ(configs.size(), 8u);
+  EXPECT_EQ(configs[0].schedule, "gpipe");
+  EXPECT_EQ(configs[0].hidden, 64);
+  EXPECT_FALSE(configs[0].recompute);
+  EXPECT_TRUE(configs[1].recompute);
+  EXPECT_EQ(configs[2].hidden, 128);
+  EXPECT_EQ(configs[4].schedule, "1f1b");
+  EXPECT_EQ(configs[0].label, "gpipe P=2 M=4 v=1 h=64 L=1 b=8");
+  EXPECT_EQ(configs[1].label, "gpipe P=2 M=4 v=1 h=64 L=1 b=8 recompute");
+  ASSERT_TRUE(configs[0].lowered->lowered);
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    for (std::size_t j = i + 1; j < configs.size(); ++j) EXPECT_NE(configs[i].key, configs[j].key);
+}
+
+TEST(HarnessSweep, ASchedulesNamedTwiceRunsOnce) {
+  const auto configs = make_configs(named({"1f1b", "1f1b"}, 2, 4), ModelLists{}, RunSettings{}, 2);
+  ASSERT_EQ(configs.size(), 1u);
+  EXPECT_EQ(configs[0].label, "1f1b P=2 M=4 v=1");  // no model sweep: no h= in the label
+}
+
+TEST(HarnessSweep, RunKeyNamesEverySettingThatChangesTheMeasurement) {
+  const auto gemm = make_configs(named({"1f1b"}, 2, 8), ModelLists{}, RunSettings{}, 2);
+  EXPECT_EQ(gemm.at(0).key,
+            "1f1b_P=2_M=8_v=1_cpu_mpi_gemm_h=64_L=1_b=8_fp32_recompute=0_sync=barrier_warmup=1_"
+            "iters=5");
+  RunSettings syn = synthetic_settings();
+  auto configs = make_configs(named({"1f1b"}, 2, 8), ModelLists{}, syn, 2);
+  EXPECT_EQ(configs.at(0).key,
+            "1f1b_P=2_M=8_v=1_cpu_mpi_synthetic_h=64_L=1_b=8_fp32_recompute=0_sync=barrier_"
+            "warmup=1_iters=5_tf=0.001_tb=0.002_tw=0");
+  syn.t_fb = 0.0025;
+  syn.sync = "none";
+  configs = make_configs(named({"1f1b"}, 2, 8), ModelLists{}, syn, 2);
+  EXPECT_EQ(configs.at(0).key,
+            "1f1b_P=2_M=8_v=1_cpu_mpi_synthetic_h=64_L=1_b=8_fp32_recompute=0_sync=none_"
+            "warmup=1_iters=5_tf=0.001_tb=0.002_tw=0_tfb=0.0025");
+}
+
+TEST(HarnessSweep, FingerprintFollowsTheKeysAndTheirOrder) {
+  const auto a = make_configs(named({"gpipe", "1f1b"}, 2, 4), ModelLists{}, RunSettings{}, 2);
+  const auto b = make_configs(named({"1f1b", "gpipe"}, 2, 4), ModelLists{}, RunSettings{}, 2);
+  const auto c = make_configs(named({"gpipe", "1f1b"}, 2, 4), ModelLists{}, RunSettings{}, 2);
+  EXPECT_EQ(sweep_fingerprint(a), sweep_fingerprint(c));
+  EXPECT_NE(sweep_fingerprint(a), sweep_fingerprint(b));
+  EXPECT_GE(sweep_fingerprint(a), 0);
+}
+
+TEST(HarnessSweep, ACsvScheduleMustMatchTheWorldAndIsKeyedByItsContents) {
+  char tmpl[] = "/tmp/bb-harness-XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const std::string path = (dir / "s.csv").string();
+  std::ofstream(path) << "anything\n";
+  const std::string h1 = file_hash(path);
+  std::ofstream(path) << "something else\n";
+  EXPECT_NE(file_hash(path), h1);
+  EXPECT_EQ(file_hash(path).size(), 16u);
+  std::vector<NamedSchedule> csv;
+  csv.push_back({"csv:" + path, generate("1f1b", ScheduleParams{2, 4, 1})});
+  EXPECT_THROW(make_configs(std::move(csv), ModelLists{}, RunSettings{}, 4), ConfigError);
+  csv.clear();
+  csv.push_back({"csv:" + path, generate("1f1b", ScheduleParams{2, 4, 1})});
+  const auto configs = make_configs(std::move(csv), ModelLists{}, RunSettings{}, 2);
+  EXPECT_NE(configs.at(0).key.find("_hash=" + file_hash(path) + "_P=2"), std::string::npos);
+  EXPECT_THROW(file_hash((dir / "missing.csv").string()), ConfigError);
+  fs::remove_all(dir);
+}
+
+// --- The measured bubble ---------------------------------------------------------------------
+
+StepSummary step(double origin, double first, double last, double busy) {
+  StepSummary s;
+  s.origin = origin;
+  s.first_start = first;
+  s.last_end = last;
+  s.busy = busy;
+  s.actions = 4;
+  s.bookkeeping = 4e-6;
+  return s;
+}
+
+TEST(HarnessMeasure, OneStepOnASharedClock) {
+  // Rank 0 computes 3 s in [0, 4], rank 1 2 s in [1.5, 4.5] after leaving the barrier 0.5 s
+  // later: T = 4.5, fraction (2·4.5 - 5) / 9.
+  const StepBubble b = measure_step({step(100, 0, 4, 3), step(100.5, 1, 4, 2)}, ClockMode::kShared);
+  EXPECT_DOUBLE_EQ(b.span_s, 4.5);
+  EXPECT_DOUBLE_EQ(b.bubble_fraction, (2 * 4.5 - 5) / 9);
+}
+
+TEST(HarnessMeasure, PerRankClocksCountFromEachRanksOwnBarrierExit) {
+  // The same records with rank 1's clock 1000 s off: per rank, T = the latest end after a
+  // rank's own barrier exit (4), whatever the offset.
+  const StepBubble a =
+      measure_step({step(100, 0, 4, 3), step(100.5, 1, 4, 2)}, ClockMode::kPerRank);
+  const StepBubble b =
+      measure_step({step(100, 0, 4, 3), step(1100.5, 1, 4, 2)}, ClockMode::kPerRank);
+  EXPECT_DOUBLE_EQ(a.span_s, 4);
+  EXPECT_DOUBLE_EQ(a.bubble_fraction, (2 * 4.0 - 5) / 8);
+  EXPECT_EQ(a.span_s, b.span_s);
+  EXPECT_EQ(a.bubble_fraction, b.bubble_fraction);
+  EXPECT_EQ(measure_step({}, ClockMode::kShared).bubble_fraction, 0);
+  EXPECT_EQ(measure_step({step(0, 0, 0, 0)}, ClockMode::kShared).bubble_fraction, 0);  // T = 0
+}
+
+TEST(HarnessMeasure, ClockFromHosts) {
+  EXPECT_EQ(clock_of_hosts({"a", "a"}), ClockMode::kShared);
+  EXPECT_EQ(clock_of_hosts({"a", "b"}), ClockMode::kPerRank);
+  EXPECT_EQ(clock_of_hosts({}), ClockMode::kShared);
+  EXPECT_STREQ(clock_name(ClockMode::kPerRank), "per-rank");
+}
+
+// Two ranks, three steps; rank 1's clock starts at OFFSET.
+std::vector<RankSummary> records(double offset) {
+  std::vector<RankSummary> r(2);
+  for (int k = 0; k < 3; ++k) {
+    r[0].steps.push_back(step(10.0 * k, 0.001, 5 + 0.25 * k, 4));
+    r[1].steps.push_back(step(offset + 10.0 * k + 0.002, 0.75, 5.5, 3.5 + 0.1 * k));
+  }
+  r[0].durations[0] = {1, 2};
+  r[1].events.push_back({0, 1, 0, 0, 0, 0.5, 0.75, 1.5});
+  return r;
+}
+
+// `run`'s path: each rank's whole record over the wire, then every step at once.
+std::vector<double> run_path(const std::vector<RankSummary>& ranks, ClockMode clock) {
+  std::vector<RankSummary> got;
+  for (const RankSummary& r : ranks) got.push_back(unpack(pack(r)));
+  return measure_steps(got, clock).fraction;
+}
+
+// gbench_pipeline's path: one step of every rank over the wire per iteration.
+std::vector<double> gbench_path(const std::vector<RankSummary>& ranks, ClockMode clock) {
+  std::vector<double> out;
+  for (std::size_t k = 0; k < ranks[0].steps.size(); ++k) {
+    std::vector<StepSummary> step;
+    for (const RankSummary& r : ranks) step.push_back(unpack_step(pack_step(r.steps[k])));
+    out.push_back(measure_step(step, clock).bubble_fraction);
+  }
+  return out;
+}
+
+TEST(HarnessMeasure, RunAndGbenchGetTheSameNumberAcrossOffsetClocks) {
+  const auto same = records(0), offset = records(12345.678);
+  const auto want = run_path(same, ClockMode::kPerRank);
+  ASSERT_EQ(want.size(), 3u);
+  EXPECT_EQ(gbench_path(same, ClockMode::kPerRank), want);
+  EXPECT_EQ(run_path(offset, ClockMode::kPerRank), want);
+  EXPECT_EQ(gbench_path(offset, ClockMode::kPerRank), want);
+  // Step 0 by hand: T = max(5, 5.5) = 5.5 from each rank's barrier exit, busy 7.5.
+  EXPECT_DOUBLE_EQ(want[0], (2 * 5.5 - 7.5) / 11);
+  // On one host clock both paths agree too (there rank 1's 2 ms later start counts).
+  const auto shared = run_path(same, ClockMode::kShared);
+  const auto g = gbench_path(same, ClockMode::kShared);
+  for (std::size_t k = 0; k < shared.size(); ++k) EXPECT_NEAR(g[k], shared[k], 1e-12);
+  EXPECT_DOUBLE_EQ(shared[0], (2 * (5.502 - 0.001) - 7.5) / (2 * (5.502 - 0.001)));
+}
+
+TEST(HarnessMeasure, SteadyStatePeriodIsOffsetFree) {
+  const StepSeries a = measure_steps(records(0), ClockMode::kPerRank);
+  const StepSeries b = measure_steps(records(777), ClockMode::kPerRank);
+  ASSERT_EQ(a.period.size(), 2u);
+  EXPECT_EQ(a.period, b.period);
+  EXPECT_EQ(a.fraction_steady, b.fraction_steady);
+  // Ends: rank 1's 5.5 + 10 k: periods of 10.
+  EXPECT_DOUBLE_EQ(a.period[0], 10);
+  EXPECT_DOUBLE_EQ(a.overhead[0], 1e-6);
+}
+
+TEST(HarnessWire, PackUnpackRoundTripsAndRefusesTruncation) {
+  const auto r = records(3)[1];
+  const auto v = pack(r);
+  const RankSummary back = unpack(v);
+  EXPECT_EQ(pack(back), v);
+  EXPECT_EQ(back.events.size(), 1u);
+  EXPECT_THROW(unpack(std::vector<double>(v.begin(), v.end() - 1)), std::out_of_range);
+}
+
+// --- The field table ---------------------------------------------------------------------------
+
+RunSummary sample(bool steady) {
+  RunSummary s;
+  s.run_key = steady ? "k_none" : "k_barrier";
+  s.schedule = "1f1b";
+  s.P = 2;
+  s.M = 4;
+  s.v = 1;
+  s.recompute = steady;
+  s.backend = "cpu";
+  s.transport = "mpi";
+  s.compute = steady ? "synthetic" : "gemm";
+  s.dtype = "fp32";
+  s.sync = steady ? "none" : "barrier";
+  s.optimizer = "sgd";
+  s.hidden = 64;
+  s.layers = 2;
+  s.mb_size = 8;
+  s.warmup = 1;
+  s.iters = 3;
+  s.seed = 7;
+  s.lr = 0.001;
+  s.synthetic = steady;
+  s.synthetic_t_f_s = 0.001;
+  s.synthetic_t_b_s = 0.002;
+  s.step_time_s = {0.5, 0.25, 0.75};
+  s.makespan_s = 0.5;
+  if (steady) s.period_s = 0.4;
+  s.bubble_fraction_measured = 0.125;
+  s.clock = "shared";
+  s.overhead_us_per_action = 3.5;
+  s.t_f_s = 0.001;
+  s.t_b_s = 0.002;
+  if (steady) s.t_w_s = 0.0;
+  s.bubble_fraction_sim = 0.1;
+  if (steady)
+    s.model_reason = "no closed form";
+  else
+    s.bubble_fraction_model = 0.2;
+  s.check = steady ? "skipped" : "pass";
+  s.check_max_rel_error = 1e-7;
+  s.check_message = steady ? "" : "ok";
+  for (int r = 0; r < 2; ++r) {
+    RankResult x;
+    x.host = "h" + std::to_string(r);
+    x.device = -1;
+    x.busy_s = 0.25 + r;
+    x.wait_s = 0.125;
+    x.comm_s = 0.0625;
+    x.peak_activations = 2 - r;
+    x.peak_activations_schedule = 2 - r;
+    x.peak_activation_bytes = 4096.0 * (2 - r);
+    x.param_bytes = 1024;
+    x.peak_device_bytes = 8192;
+    x.peak_activation_bytes_model = 4000.4;
+    s.ranks.push_back(x);
+  }
+  return s;
+}
+
+TEST(HarnessFields, JsonRecordKeepsItsKeys) {
+  const auto j = to_json(sample(false));
+  EXPECT_EQ(j["P"], 2);
+  EXPECT_EQ(j["recompute"], false);
+  EXPECT_FALSE(j.contains("period_s"));
+  EXPECT_FALSE(j.contains("model_reason"));
+  EXPECT_FALSE(j.contains("seed"));  // HDF5 only
+  EXPECT_TRUE(j["t_w_s"].is_null());
+  EXPECT_EQ(j["check_message"], "ok");
+  EXPECT_EQ(j["busy_s"].size(), 2u);
+  const auto k = to_json(sample(true));
+  EXPECT_EQ(k["period_s"], 0.4);
+  EXPECT_TRUE(k["bubble_fraction_model"].is_null());
+  EXPECT_EQ(k["model_reason"], "no closed form");
+  EXPECT_FALSE(k.contains("check_max_rel_error"));
+}
+
+TEST(HarnessFields, AttributesKeepTheirForm) {
+  const Attrs a = to_attrs(sample(false));
+  EXPECT_EQ(std::get<std::int64_t>(*find_attr(a, "recompute")), 0);
+  EXPECT_TRUE(std::isnan(std::get<double>(*find_attr(a, "period_s"))));
+  EXPECT_EQ(std::get<std::string>(*find_attr(a, "model_reason")), "");
+  EXPECT_EQ(find_attr(a, "synthetic_t_f_s"), nullptr);
+  EXPECT_EQ(find_attr(a, "status"), nullptr);  // the writer's
+  const Attrs b = to_attrs(sample(true));
+  EXPECT_TRUE(std::isnan(std::get<double>(*find_attr(b, "synthetic_t_fb_s"))));
+  EXPECT_TRUE(std::isnan(std::get<double>(*find_attr(b, "bubble_fraction_model"))));
+  EXPECT_EQ(find_attr(b, "check_message"), nullptr);
+  const auto ranks = to_rank_records(sample(true));
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[1].rank, 1u);
+  EXPECT_EQ(ranks[1].host, "h1");
+  EXPECT_EQ(ranks[0].peak_activation_bytes, 8192u);
+  EXPECT_EQ(ranks[0].peak_activation_bytes_model, 4000u);
+}
+
+TEST(HarnessFields, RoundTripJsonThroughHdf5) {
+  char tmpl[] = "/tmp/bb-harness-XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const std::string path = (dir / "r.h5").string();
+  for (bool steady : {false, true}) {
+    const RunSummary s = sample(steady);
+    {
+      ResultsFile f(path, OpenMode::kForce, {});
+      f.write_run(to_record(s));
+    }
+    nlohmann::json want = to_json(s);
+    for (const Field& f : fields()) {
+      const bool json_only = ((f.sinks & kJson) && !(f.sinks & (kAttr | kDataset))) ||
+                             ((f.sinks & kJsonArray) && !(f.sinks & kRankColumn));
+      if (json_only) want.erase(std::string(f.name));
+    }
+    EXPECT_EQ(json_of_record(read_run(path, s.run_key)), want) << "steady " << steady;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(HarnessFields, TableColumnsFollowTheSweep) {
+  std::vector<RunSummary> runs{sample(false), sample(false)};
+  Table t = to_table(runs);
+  const std::vector<std::string> cols = {
+      "schedule", "P",   "M",     "v",        "recompute",      "makespan_ms",
+      "measured", "sim", "model", "peak_act", "peak_act_sched", "peak_act_MiB",
+      "check"};
+  EXPECT_EQ(t.headers, cols);
+  EXPECT_EQ(t.rows.at(0).at(5), "500");  // ms
+  EXPECT_EQ(t.rows.at(0).at(12), "pass");
+  EXPECT_EQ(t.rows.at(0).at(11), "0.007812");  // 8192 B in MiB, 4 digits
+  runs[1].hidden = 128;
+  t = to_table(runs);
+  EXPECT_EQ(t.headers.at(4), "hidden");
+  EXPECT_EQ(t.headers.at(6), "mb_size");
+  runs = {sample(true)};
+  t = to_table(runs);
+  EXPECT_EQ(t.headers.at(5), "period_ms");
+  EXPECT_EQ(t.rows.at(0).at(8), "n/a");  // no closed form
+  EXPECT_EQ(t.rows.at(0).at(4), "on");
+}
+
+// The generated files: up to date with the table (BB_REGENERATE=1 rewrites them).
+void expect_generated(const std::string& rel, const std::string& text) {
+  const fs::path path = fs::path(BB_SOURCE_DIR) / rel;
+  if (const char* r = std::getenv("BB_REGENERATE"); r != nullptr && std::string(r) == "1") {
+    std::ofstream(path, std::ios::binary) << text;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream have;
+  have << in.rdbuf();
+  EXPECT_EQ(have.str(), text) << rel << " is stale: run BB_REGENERATE=1 build/unit_tests "
+                              << "--gtest_filter='HarnessFields.*' and commit it";
+}
+
+TEST(HarnessFields, GeneratedFilesAreUpToDate) {
+  expect_generated("docs/run-record.md", fields_markdown());
+  expect_generated("analysis/bbanalysis/run_fields.json", fields_json());
+}
+
+TEST(HarnessFields, NamesAreUnique) {
+  std::set<std::string> seen;
+  for (const Field& f : fields()) EXPECT_TRUE(seen.insert(std::string(f.name)).second) << f.name;
+}
+
+}  // namespace
+}  // namespace bb::harness
