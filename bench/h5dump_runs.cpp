@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
         r["events"].push_back(
             {e.iter, e.rank, e.chunk, e.microbatch, e.kind, e.t_start_s, e.t_end_s});
       r["ranks"] = nlohmann::json::array();
-      for (const bb::RankRecord& k : run.ranks)
+      for (const bb::RankRecord& k : run.ranks) {
         r["ranks"].push_back({{"rank", k.rank},
                               {"host", k.host},
                               {"device", k.device},
@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
                               {"peak_device_bytes", k.peak_device_bytes},
                               {"param_bytes", k.param_bytes},
                               {"peak_activation_bytes_model", k.peak_activation_bytes_model}});
+        for (const auto& [name, v] : k.extra)  // further columns (bb::set_rank_column)
+          std::visit([&, n = name](const auto& x) { r["ranks"].back()[n] = x; }, v);
+      }
       doc["runs"][key] = std::move(r);
     }
     std::cout << doc.dump() << "\n";

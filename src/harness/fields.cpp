@@ -337,6 +337,19 @@ RunRecord to_record(const RunSummary& s) {
   return run;
 }
 
+namespace {
+
+// An HDF5 value of field F as its JSON (null where the attribute holds NaN or "").
+json json_of_attr(const Field& f, const AttrValue& v) {
+  if (f.type == FieldType::kBool) return as_double(v) != 0;
+  if (const auto* t = std::get_if<std::string>(&v)) return t->empty() ? json(nullptr) : json(*t);
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
+  const double x = as_double(v);
+  return std::isnan(x) ? json(nullptr) : json(x);
+}
+
+}  // namespace
+
 json json_of_record(const RunRecord& r) {
   json j = json::object();
   for (const Field& f : kFields) {
@@ -344,20 +357,12 @@ json json_of_record(const RunRecord& r) {
     if (f.run != nullptr && (f.sinks & kJson) && (f.sinks & kAttr)) {
       const AttrValue* v = find_attr(r.attrs, name);
       if (v == nullptr) continue;
-      json x;
-      if (f.type == FieldType::kBool)
-        x = as_double(*v) != 0;
-      else if (const auto* t = std::get_if<std::string>(v))
-        x = t->empty() ? json(nullptr) : json(*t);
-      else if (f.type == FieldType::kReal)
-        x = std::isnan(as_double(*v)) ? json(nullptr) : json(as_double(*v));
-      else
-        x = std::get<std::int64_t>(*v);
+      const json x = json_of_attr(f, *v);
       if (x.is_null() && (f.sinks & kJsonOmitsNull)) continue;
       j[name] = x;
     } else if (f.rank != nullptr && (f.sinks & kJsonArray) && (f.sinks & kRankColumn)) {
       json a = json::array();
-      for (const RankRecord& rr : r.ranks) a.push_back(as_double(rank_column(rr, name)));
+      for (const RankRecord& rr : r.ranks) a.push_back(json_of_attr(f, rank_column(rr, name)));
       j[name] = std::move(a);
     }
   }

@@ -151,8 +151,13 @@ hid_t event_type(hid_t str) {
   return t;
 }
 
-hid_t rank_type(hid_t str) {
-  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(RankMem));
+// The ranks table's row: RankMem, then one 8-byte cell per column of EXTRA (int64, double,
+// or a vlen string's char*), in its order.
+constexpr std::size_t kExtraCell = 8;
+static_assert(sizeof(RankMem) % kExtraCell == 0);
+
+hid_t rank_type(hid_t str, const Attrs& extra = {}) {
+  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(RankMem) + kExtraCell * extra.size());
   H5Tinsert(t, "rank", HOFFSET(RankMem, rank), H5T_NATIVE_UINT32);
   H5Tinsert(t, "host", HOFFSET(RankMem, host), str);
   H5Tinsert(t, "device", HOFFSET(RankMem, device), H5T_NATIVE_INT32);
@@ -164,7 +169,108 @@ hid_t rank_type(hid_t str) {
   H5Tinsert(t, "param_bytes", HOFFSET(RankMem, param_bytes), H5T_NATIVE_UINT64);
   H5Tinsert(t, "peak_activation_bytes_model", HOFFSET(RankMem, peak_activation_bytes_model),
             H5T_NATIVE_UINT64);
+  for (std::size_t i = 0; i < extra.size(); ++i) {
+    const AttrValue& v = extra[i].second;
+    const hid_t type = std::holds_alternative<std::int64_t>(v) ? H5T_NATIVE_INT64
+                       : std::holds_alternative<double>(v)     ? H5T_NATIVE_DOUBLE
+                                                               : str;
+    H5Tinsert(t, extra[i].first.c_str(), sizeof(RankMem) + kExtraCell * i, type);
+  }
   return t;
+}
+
+// The ranks table's rows (RankMem and the extra cells), pointing into RANKS' strings.
+std::vector<unsigned char> rank_rows(const std::vector<RankRecord>& ranks,
+                                     const std::string& path) {
+  const Attrs none;
+  const Attrs& cols = ranks.empty() ? none : ranks[0].extra;
+  const std::size_t stride = sizeof(RankMem) + kExtraCell * cols.size();
+  std::vector<unsigned char> rows(stride * ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankRecord& r = ranks[i];
+    const RankMem m = {r.rank,
+                       r.host.c_str(),
+                       r.device,
+                       r.busy_s,
+                       r.wait_s,
+                       r.comm_s,
+                       r.peak_activation_bytes,
+                       r.peak_device_bytes,
+                       r.param_bytes,
+                       r.peak_activation_bytes_model};
+    unsigned char* row = rows.data() + i * stride;
+    std::memcpy(row, &m, sizeof m);
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      const AttrValue* v = find_attr(r.extra, cols[c].first);
+      if (v == nullptr || v->index() != cols[c].second.index())
+        io_fail(path, "rank " + std::to_string(i) + " has no column " + cols[c].first +
+                          " of rank 0's type");
+      unsigned char* cell = row + sizeof(RankMem) + kExtraCell * c;
+      if (const auto* x = std::get_if<std::int64_t>(v)) std::memcpy(cell, x, kExtraCell);
+      if (const auto* x = std::get_if<double>(v)) std::memcpy(cell, x, kExtraCell);
+      if (const auto* x = std::get_if<std::string>(v)) {
+        const char* p = x->c_str();
+        std::memcpy(cell, &p, sizeof p);
+      }
+    }
+  }
+  return rows;
+}
+
+// The ranks table's columns beyond RankMem's into each rank's `extra`.
+void read_extra_columns(hid_t ds, hid_t str, std::vector<RankRecord>& ranks,
+                        const std::string& path) {
+  static const std::set<std::string> fixed = {"rank",
+                                              "host",
+                                              "device",
+                                              "busy_s",
+                                              "wait_s",
+                                              "comm_s",
+                                              "peak_activation_bytes",
+                                              "peak_device_bytes",
+                                              "param_bytes",
+                                              "peak_activation_bytes_model"};
+  Handle ft(H5Dget_type(ds), H5Tclose);
+  const int members = H5Tget_nmembers(ft.get());
+  for (int m = 0; m < members; ++m) {
+    char* raw = H5Tget_member_name(ft.get(), static_cast<unsigned>(m));
+    const std::string name = raw != nullptr ? raw : "";
+    H5free_memory(raw);
+    if (name.empty() || fixed.count(name) != 0) continue;
+    const H5T_class_t cls = H5Tget_member_class(ft.get(), static_cast<unsigned>(m));
+    const hid_t mem = cls == H5T_INTEGER  ? H5T_NATIVE_INT64
+                      : cls == H5T_FLOAT  ? H5T_NATIVE_DOUBLE
+                      : cls == H5T_STRING ? str
+                                          : -1;
+    if (mem < 0) continue;  // a column of another kind: not ours
+    Handle t(H5Tcreate(H5T_COMPOUND, kExtraCell), H5Tclose);
+    H5Tinsert(t.get(), name.c_str(), 0, mem);
+    std::vector<unsigned char> cells(kExtraCell * ranks.size());
+    check(H5Dread(ds, t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, cells.data()), path,
+          "read a ranks column");
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const unsigned char* cell = cells.data() + kExtraCell * i;
+      AttrValue v;
+      if (cls == H5T_INTEGER) {
+        std::int64_t x;
+        std::memcpy(&x, cell, sizeof x);
+        v = x;
+      } else if (cls == H5T_FLOAT) {
+        double x;
+        std::memcpy(&x, cell, sizeof x);
+        v = x;
+      } else {
+        const char* p;
+        std::memcpy(&p, cell, sizeof p);
+        v = std::string(p != nullptr ? p : "");
+      }
+      ranks[i].extra.emplace_back(name, std::move(v));
+    }
+    if (cls == H5T_STRING) {
+      Handle space(H5Dget_space(ds), H5Sclose);
+      H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, cells.data());
+    }
+  }
 }
 
 // A 1-D dataset, chunked and compressed.
@@ -260,7 +366,12 @@ std::uint64_t room_for(const RunRecord& run) {
     b += 160 + k.size() +
          (std::holds_alternative<std::string>(v) ? std::get<std::string>(v).size() : 0);
   for (const EventRecord& e : run.events) b += 64 + e.kind.size();
-  for (const RankRecord& r : run.ranks) b += 160 + r.host.size();
+  for (const RankRecord& r : run.ranks) {
+    b += 160 + r.host.size();
+    for (const auto& [k, v] : r.extra)
+      b += 16 + k.size() +
+           (std::holds_alternative<std::string>(v) ? std::get<std::string>(v).size() : 0);
+  }
   return 128 * 1024 + 2 * b;
 }
 
@@ -296,22 +407,9 @@ void write_run_objects(hid_t g, const RunRecord& run, const std::string& path) {
     Handle t(event_type(str.get()), H5Tclose);
     write_dataset(g, "events", t.get(), ev.data(), ev.size(), path);
   }
-  std::vector<RankMem> rk(run.ranks.size());
-  for (std::size_t i = 0; i < rk.size(); ++i) {
-    const RankRecord& r = run.ranks[i];
-    rk[i] = {r.rank,
-             r.host.c_str(),
-             r.device,
-             r.busy_s,
-             r.wait_s,
-             r.comm_s,
-             r.peak_activation_bytes,
-             r.peak_device_bytes,
-             r.param_bytes,
-             r.peak_activation_bytes_model};
-  }
-  Handle t(rank_type(str.get()), H5Tclose);
-  write_dataset(g, "ranks", t.get(), rk.data(), rk.size(), path);
+  const std::vector<unsigned char> rows = rank_rows(run.ranks, path);
+  Handle t(rank_type(str.get(), run.ranks.empty() ? Attrs{} : run.ranks[0].extra), H5Tclose);
+  write_dataset(g, "ranks", t.get(), rows.data(), run.ranks.size(), path);
 }
 
 }  // namespace
@@ -575,6 +673,7 @@ RunRecord read_run(const std::string& path, const std::string& key) {
                              r.peak_activation_bytes_model});
       Handle space(H5Dget_space(ds.get()), H5Sclose);
       H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, rk.data());
+      read_extra_columns(ds.get(), str.get(), run.ranks, path);
     }
   }
   return run;

@@ -337,6 +337,40 @@ TEST(HarnessFields, RoundTripJsonThroughHdf5) {
   fs::remove_all(dir);
 }
 
+TEST(HarnessFields, FurtherRankColumnsRoundTripThroughHdf5) {
+  // A rank field the fixed RankRecord members do not know goes to the ranks table as a column
+  // of its own (text, integer or real) and comes back by name.
+  char tmpl[] = "/tmp/bb-harness-XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const std::string path = (dir / "r.h5").string();
+  RunRecord run = to_record(sample(false));
+  for (std::size_t r = 0; r < run.ranks.size(); ++r) {
+    set_rank_column(run.ranks[r], "cpus", std::string(r == 0 ? "0-1" : "2,3"));
+    set_rank_column(run.ranks[r], "gpu_mps", std::int64_t{static_cast<std::int64_t>(r)});
+    set_rank_column(run.ranks[r], "share", 0.5 * static_cast<double>(r));
+  }
+  {
+    ResultsFile f(path, OpenMode::kForce, {});
+    f.write_run(run);
+  }
+  const RunRecord back = read_run(path, run.key);
+  ASSERT_EQ(back.ranks.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(rank_column(back.ranks[1], "cpus")), "2,3");
+  EXPECT_EQ(std::get<std::int64_t>(rank_column(back.ranks[1], "gpu_mps")), 1);
+  EXPECT_EQ(std::get<double>(rank_column(back.ranks[1], "share")), 0.5);
+  EXPECT_EQ(back.ranks[1].host, "h1");
+  EXPECT_EQ(back.ranks[0].extra.size(), 3u);
+  // A rank without rank 0's columns is refused, and the file keeps what it held.
+  run.ranks[1].extra.clear();
+  run.key = "other";
+  {
+    ResultsFile f(path, OpenMode::kResume, {});
+    EXPECT_THROW(f.write_run(run), IoError);
+  }
+  EXPECT_EQ(read_complete_keys(path), (std::set<std::string>{"k_barrier"}));
+  fs::remove_all(dir);
+}
+
 TEST(HarnessFields, TableColumnsFollowTheSweep) {
   std::vector<RunSummary> runs{sample(false), sample(false)};
   Table t = to_table(runs);
