@@ -1,6 +1,7 @@
-// Compute backend: device memory, the kernels the MLP stage model needs (design §3), a
-// clock and the waits of the synthetic compute mode. CpuBackend implements it on OpenBLAS;
-// a CUDA backend implements the same interface on cuBLAS.
+// Compute backend: device memory, the kernels of the stage models (design §3's MLP and the
+// transformer block of docs/transformer.md), a clock and the waits of the synthetic compute
+// mode. CpuBackend implements it on OpenBLAS; a CUDA backend implements the same interface
+// on cuBLAS.
 //
 // All float pointers taken by the kernels are device pointers (host memory on CPU). A
 // caller may offset a device pointer inside a buffer it owns, and nothing else: data moves
@@ -180,6 +181,38 @@ class Backend {
   // x[i] = scale · seeded_uniform_value(seeded_key(seed, stream), i)
   virtual void seeded_uniform(float* x, std::size_t count, std::uint64_t seed, std::uint64_t stream,
                               float scale) = 0;
+
+  // --- Kernels of the transformer block (docs/transformer.md) --------------------------
+  // For i in [0, batch): C_i = alpha·op(A_i)·op(B_i) + beta·C_i with X_i = x + i·stride_x
+  // (row-major, as gemm()). The C_i must not overlap. Attention runs its heads as one batch.
+  virtual void gemm_strided_batched(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
+                                    const float* a, int lda, std::int64_t stride_a, const float* b,
+                                    int ldb, std::int64_t stride_b, float beta, float* c, int ldc,
+                                    std::int64_t stride_c, int batch) = 0;
+  // Softmax of each row of the dense rows×cols matrix x into y (y may alias x). causal: rows
+  // come in cols×cols blocks (query × key of one head) and row r sees only the columns
+  // j <= r mod cols; the others get probability 0. rows must then be a multiple of cols.
+  virtual void softmax(const float* x, float* y, int rows, int cols, bool causal) = 0;
+  // dx = y ⊙ (dy − rowsum(y ⊙ dy)), the input gradient of softmax from its output y. dx may
+  // alias dy. Masked entries (y = 0) get 0.
+  virtual void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) = 0;
+  // Per row of x (rows×cols): mean, rstd = 1/sqrt(var + eps) (biased variance), and
+  // y = (x − mean)·rstd ⊙ gamma + beta. mean and rstd hold `rows` floats each.
+  virtual void layernorm(const float* x, const float* gamma, const float* beta, float* y,
+                         float* mean, float* rstd, int rows, int cols, float eps) = 0;
+  // Input gradient of layernorm, ADDED to dx (the residual stream's gradient is there):
+  // with x̂ = (x − mean)·rstd and g = dy ⊙ gamma, dx += rstd·(g − mean(g) − x̂·mean(g ⊙ x̂)).
+  virtual void layernorm_backward_input(const float* x, const float* gamma, const float* mean,
+                                        const float* rstd, const float* dy, float* dx, int rows,
+                                        int cols) = 0;
+  // Parameter gradients of layernorm, accumulated: dgamma += Σ_rows dy ⊙ x̂, dbeta += Σ_rows dy.
+  virtual void layernorm_backward_params(const float* x, const float* mean, const float* rstd,
+                                         const float* dy, float* dgamma, float* dbeta, int rows,
+                                         int cols) = 0;
+  // y[r][c] += bias[c] for the dense rows×cols matrix y.
+  virtual void add_bias(float* y, const float* bias, int rows, int cols) = 0;
+  // out[c] += Σ_r x[r][c] (a bias's gradient) for the dense rows×cols matrix x.
+  virtual void column_sums(const float* x, float* out, int rows, int cols) = 0;
 
   // --- Time ---------------------------------------------------------------------------
   // Waits until every enqueued kernel has finished.

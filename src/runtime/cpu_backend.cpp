@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -214,6 +215,109 @@ void CpuBackend::seeded_uniform(float* x, std::size_t count, std::uint64_t seed,
                                 std::uint64_t stream, float scale) {
   const std::uint64_t key = seeded_key(seed, stream);
   for (std::size_t i = 0; i < count; ++i) x[i] = scale * seeded_uniform_value(key, i);
+}
+
+void CpuBackend::gemm_strided_batched(Trans trans_a, Trans trans_b, int m, int n, int k,
+                                      float alpha, const float* a, int lda, std::int64_t stride_a,
+                                      const float* b, int ldb, std::int64_t stride_b, float beta,
+                                      float* c, int ldc, std::int64_t stride_c, int batch) {
+  for (int i = 0; i < batch; ++i)
+    gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+         c + i * stride_c, ldc);
+}
+
+void CpuBackend::softmax(const float* x, float* y, int rows, int cols, bool causal) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * n;
+    float* yr = y + static_cast<std::size_t>(r) * n;
+    const std::size_t valid = causal ? static_cast<std::size_t>(r % cols) + 1 : n;
+    float mx = xr[0];
+    for (std::size_t j = 1; j < valid; ++j) mx = std::max(mx, xr[j]);
+    float sum = 0.0f;
+    for (std::size_t j = 0; j < valid; ++j) {
+      yr[j] = std::exp(xr[j] - mx);
+      sum += yr[j];
+    }
+    const float inv = 1.0f / sum;
+    for (std::size_t j = 0; j < valid; ++j) yr[j] *= inv;
+    for (std::size_t j = valid; j < n; ++j) yr[j] = 0.0f;
+  }
+}
+
+void CpuBackend::softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t o = static_cast<std::size_t>(r) * n;
+    float dot = 0.0f;
+    for (std::size_t j = 0; j < n; ++j) dot += y[o + j] * dy[o + j];
+    for (std::size_t j = 0; j < n; ++j) dx[o + j] = y[o + j] * (dy[o + j] - dot);
+  }
+}
+
+void CpuBackend::layernorm(const float* x, const float* gamma, const float* beta, float* y,
+                           float* mean, float* rstd, int rows, int cols, float eps) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * n;
+    float* yr = y + static_cast<std::size_t>(r) * n;
+    float sum = 0.0f;
+    for (std::size_t j = 0; j < n; ++j) sum += xr[j];
+    const float mu = sum / static_cast<float>(cols);
+    float var = 0.0f;
+    for (std::size_t j = 0; j < n; ++j) var += (xr[j] - mu) * (xr[j] - mu);
+    const float rs = 1.0f / std::sqrt(var / static_cast<float>(cols) + eps);
+    for (std::size_t j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+void CpuBackend::layernorm_backward_input(const float* x, const float* gamma, const float* mean,
+                                          const float* rstd, const float* dy, float* dx, int rows,
+                                          int cols) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t o = static_cast<std::size_t>(r) * n;
+    const float mu = mean[r], rs = rstd[r];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (std::size_t j = 0; j < n; ++j) {
+      const float g = dy[o + j] * gamma[j];
+      sum_g += g;
+      sum_gx += g * (x[o + j] - mu) * rs;
+    }
+    const float mean_g = sum_g / static_cast<float>(cols);
+    const float mean_gx = sum_gx / static_cast<float>(cols);
+    for (std::size_t j = 0; j < n; ++j) {
+      const float xhat = (x[o + j] - mu) * rs;
+      dx[o + j] += rs * (dy[o + j] * gamma[j] - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+void CpuBackend::layernorm_backward_params(const float* x, const float* mean, const float* rstd,
+                                           const float* dy, float* dgamma, float* dbeta, int rows,
+                                           int cols) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t o = static_cast<std::size_t>(r) * n;
+    for (std::size_t j = 0; j < n; ++j) {
+      dgamma[j] += dy[o + j] * (x[o + j] - mean[r]) * rstd[r];
+      dbeta[j] += dy[o + j];
+    }
+  }
+}
+
+void CpuBackend::add_bias(float* y, const float* bias, int rows, int cols) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < n; ++j) y[static_cast<std::size_t>(r) * n + j] += bias[j];
+}
+
+void CpuBackend::column_sums(const float* x, float* out, int rows, int cols) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < n; ++j) out[j] += x[static_cast<std::size_t>(r) * n + j];
 }
 
 double CpuBackend::now() {

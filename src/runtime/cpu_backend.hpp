@@ -38,6 +38,22 @@ class CpuBackend : public Backend {
                    const AdamParams& params, std::int64_t step) override;
   void seeded_uniform(float* x, std::size_t count, std::uint64_t seed, std::uint64_t stream,
                       float scale) override;
+  void gemm_strided_batched(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
+                            const float* a, int lda, std::int64_t stride_a, const float* b, int ldb,
+                            std::int64_t stride_b, float beta, float* c, int ldc,
+                            std::int64_t stride_c, int batch) override;
+  void softmax(const float* x, float* y, int rows, int cols, bool causal) override;
+  void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) override;
+  void layernorm(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                 float* rstd, int rows, int cols, float eps) override;
+  void layernorm_backward_input(const float* x, const float* gamma, const float* mean,
+                                const float* rstd, const float* dy, float* dx, int rows,
+                                int cols) override;
+  void layernorm_backward_params(const float* x, const float* mean, const float* rstd,
+                                 const float* dy, float* dgamma, float* dbeta, int rows,
+                                 int cols) override;
+  void add_bias(float* y, const float* bias, int rows, int cols) override;
+  void column_sums(const float* x, float* out, int rows, int cols) override;
 
   void synchronize() override {}
   double now() override;

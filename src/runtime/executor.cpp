@@ -67,6 +67,39 @@ int BufferPool::acquire() {
 
 // --- Executor ------------------------------------------------------------------------------
 
+std::size_t activation_count(const ExecutorConfig& config) {
+  const std::size_t rows =
+      static_cast<std::size_t>(config.mb_size) *
+      (config.transformer ? static_cast<std::size_t>(config.transformer->seq) : 1);
+  return rows * static_cast<std::size_t>(config.hidden);
+}
+
+std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
+                                       ActivationMeter* meter) {
+  std::optional<SyntheticTimes> synthetic;
+  if (config.synthetic) synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
+  if (config.transformer) {
+    TransformerConfig tc = *config.transformer;
+    tc.hidden = config.hidden;
+    tc.rows = config.mb_size;
+    tc.first_layer = stage * config.layers;
+    tc.num_layers = config.layers;
+    tc.seed = config.seed;
+    tc.recompute = config.recompute;
+    tc.synthetic = synthetic;
+    return std::make_unique<TransformerStage>(backend, tc, meter);
+  }
+  StageConfig sc;
+  sc.hidden = config.hidden;
+  sc.rows = config.mb_size;
+  sc.first_layer = stage * config.layers;
+  sc.num_layers = config.layers;
+  sc.seed = config.seed;
+  sc.recompute = config.recompute;
+  sc.synthetic = synthetic;
+  return std::make_unique<Stage>(backend, sc, meter);
+}
+
 Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transport,
                    BufferPool& pool, const ExecutorConfig& config)
     : lowered_(lowered), backend_(backend), transport_(transport), pool_(pool), config_(config) {
@@ -76,7 +109,7 @@ Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transpo
                                 " ranks, the schedule " + std::to_string(lowered.P));
   if (config.hidden <= 0 || config.layers <= 0 || config.mb_size <= 0)
     throw std::invalid_argument("Executor: hidden, layers and mb_size must be positive");
-  if (pool.count() != static_cast<std::size_t>(config.hidden) * config.mb_size)
+  if (pool.count() != activation_count(config))
     throw std::invalid_argument("Executor: buffer pool of the wrong tensor size");
   rank_ = transport.rank();
   const int C = lowered.num_chunks();
@@ -104,15 +137,7 @@ Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transpo
   for (int c = 0; c < C; ++c) {
     if (lowered.chunk_rank[c] != rank_) continue;
     local_chunks_.push_back(c);
-    StageConfig sc;
-    sc.hidden = config.hidden;
-    sc.rows = config.mb_size;
-    sc.first_layer = lowered.chunk_stage[c] * config.layers;
-    sc.num_layers = config.layers;
-    sc.seed = config.seed;
-    sc.recompute = config.recompute;
-    if (config.synthetic) sc.synthetic = SyntheticTimes{};  // accounting only: we sleep
-    auto st = std::make_unique<Stage>(backend, sc, &meter_);
+    std::unique_ptr<ChunkModel> st = make_chunk(backend, config, lowered.chunk_stage[c], &meter_);
     st->reserve(max_fwd[static_cast<std::size_t>(c)], max_bwd[static_cast<std::size_t>(c)]);
     stages_[static_cast<std::size_t>(c)] = std::move(st);
   }
@@ -262,7 +287,7 @@ void Executor::reset_peaks() {
 void Executor::compute_forward(const Action& a) {
   const int c = a.chunk, m = static_cast<int>(a.mb);
   const Route& route = lowered_.routes[static_cast<std::size_t>(m)];
-  Stage& st = stage(c);
+  ChunkModel& st = stage(c);
   int x;
   if (c == route.first) {
     x = pool_.acquire();
@@ -294,7 +319,7 @@ void Executor::compute_forward(const Action& a) {
 void Executor::compute_backward(const Action& a) {
   const int c = a.chunk, m = static_cast<int>(a.mb);
   const Route& route = lowered_.routes[static_cast<std::size_t>(m)];
-  Stage& st = stage(c);
+  ChunkModel& st = stage(c);
   Tensor& g = inputs_[key(1, c, m)];
   const int dy = g.buffer;
   g = Tensor{};
@@ -521,7 +546,7 @@ void Executor::sum_partner_gradients() {
   for (int c : remote) {
     const int peer = lowered_.chunk_rank[partner_[static_cast<std::size_t>(c)]];
     const int tag = kGradientTagBase + lowered_.chunk_stage[c] % (32767 - kGradientTagBase);
-    Stage& st = stage(c);
+    ChunkModel& st = stage(c);
     reqs.push_back(transport_.isend(st.grads(), st.param_count(), peer, tag));
     reqs.push_back(transport_.irecv(partner_recv_[static_cast<std::size_t>(c)].data(),
                                     st.param_count(), peer, tag));
@@ -539,7 +564,7 @@ void Executor::sum_partner_gradients() {
                });
   }
   for (int c : remote) {
-    Stage& st = stage(c);
+    ChunkModel& st = stage(c);
     backend_.axpy(1.0f, partner_recv_[static_cast<std::size_t>(c)].data(), st.grads(),
                   st.param_count());
   }

@@ -1,4 +1,4 @@
-// The executor: runs one rank's lowered action list (bb::lower) step after step, with the MLP
+// The executor: runs one rank's lowered action list (bb::lower) step after step, with the chunk
 // stage model of design §3 on a Backend and the rank's messages on a Transport.
 //
 // Model and layers: every chunk holds `layers` MLP blocks; chunk c holds the stage
@@ -27,12 +27,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/backend.hpp"
+#include "runtime/chunk_model.hpp"
 #include "runtime/reference.hpp"
 #include "runtime/stage.hpp"
+#include "runtime/transformer_stage.hpp"
 #include "runtime/transport.hpp"
 #include "schedule/schedule.hpp"
 
@@ -59,13 +62,17 @@ class BufferPool {
 
 struct ExecutorConfig {
   int hidden = 16;
-  int layers = 1;   // MLP blocks per chunk
+  int layers = 1;   // blocks per chunk
   int mb_size = 4;  // rows of a micro-batch
   std::uint64_t seed = 1234;
   bool recompute = false;
   bool synthetic = false;
   // Synthetic times of one stage for one micro-batch, seconds.
   double t_f = 0, t_b = 0, t_w = 0, t_fb = -1;
+  // Set: the blocks are pre-LN transformer blocks (runtime/transformer_stage.hpp) on mb_size
+  // sequences of transformer->seq tokens; only its heads, seq, ffn and causal are read.
+  // Unset: MLP blocks on mb_size rows.
+  std::optional<TransformerConfig> transformer;
   OptimizerConfig optimizer;
   double timeout_s = 600;   // watchdog of every wait
   bool drop_sends = false;  // testing only: skip SEND actions (the watchdog must fire)
@@ -73,6 +80,12 @@ struct ExecutorConfig {
   // of this rank, inside its record (a known slow rank for the attribution's tests).
   double debug_delay_s = 0;
 };
+
+// Floats of one activation message (the BufferPool's tensor size) under `config`.
+std::size_t activation_count(const ExecutorConfig& config);
+// The model of chunk `stage` (global layers [stage·layers, (stage+1)·layers)) under `config`.
+std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
+                                       ActivationMeter* meter);
 
 // What one compute action record describes. FB: an overlapped pair as one record.
 enum class RecordKind : std::uint8_t { F, B, W, BW, FB };
@@ -177,7 +190,7 @@ class Executor {
                2 +
            static_cast<std::size_t>(dir);
   }
-  Stage& stage(int chunk) { return *stages_[static_cast<std::size_t>(chunk)]; }
+  ChunkModel& stage(int chunk) { return *stages_[static_cast<std::size_t>(chunk)]; }
   double fraction(int chunk) const { return fractions_[static_cast<std::size_t>(chunk)]; }
 
   void post_recv(const Action& a);
@@ -205,8 +218,8 @@ class Executor {
   int rank_ = 0;
   int num_stages_ = 0;
   std::vector<int> local_chunks_;
-  std::vector<double> fractions_;               // per chunk
-  std::vector<std::unique_ptr<Stage>> stages_;  // per chunk, null when not local
+  std::vector<double> fractions_;                    // per chunk
+  std::vector<std::unique_ptr<ChunkModel>> stages_;  // per chunk, null when not local
   ActivationMeter meter_;
   double peak_units_ = 0;
   std::vector<Tensor> inputs_;  // key(dir, chunk, mb): 0 forward input, 1 output gradient

@@ -86,13 +86,43 @@ GradientSet run_reference(Backend& be, const ReferenceConfig& c,
   return out;
 }
 
-void append_gradients(const Stage& stage, GradientSet& out) {
-  const StageConfig& c = stage.config();
-  if (stage.grads() == nullptr) throw std::logic_error("append_gradients: synthetic stage");
-  for (int i = 0; i < c.num_layers; ++i)
-    out.layers.push_back({c.first_layer + i,
-                          stage.backend().download(stage.dw1(i), stage.w1_count()),
-                          stage.backend().download(stage.dw2(i), stage.w1_count())});
+GradientSet run_transformer_reference(Backend& be, const TransformerConfig& model, int num_layers,
+                                      int num_microbatches, const std::vector<int>& keep_layers) {
+  if (num_layers <= 0 || num_microbatches <= 0)
+    throw std::invalid_argument("run_transformer_reference: sizes must be positive");
+  TransformerConfig c = model;
+  c.first_layer = 0;
+  c.num_layers = num_layers;
+  c.recompute = false;
+  c.synthetic.reset();
+  TransformerStage whole(be, c);
+  Buffer x = be.allocate(whole.activation_count()), y = be.allocate(whole.activation_count());
+  for (int mb = 0; mb < num_microbatches; ++mb) {
+    whole.make_input(mb, x.data());
+    whole.forward(mb, x.data(), y.data());
+    whole.loss(mb, num_microbatches, y.data(), y.data());
+    whole.backward_full(mb, y.data(), nullptr);
+  }
+  GradientSet all;
+  all.loss = whole.loss_sum();
+  append_gradients(whole, all);
+  GradientSet out;
+  out.loss = all.loss;
+  for (LayerGrads& g : all.layers)
+    if (keep_layers.empty() ||
+        std::find(keep_layers.begin(), keep_layers.end(), g.layer) != keep_layers.end())
+      out.layers.push_back(std::move(g));
+  return out;
+}
+
+void append_gradients(const ChunkModel& chunk, GradientSet& out) {
+  if (chunk.grads() == nullptr) throw std::logic_error("append_gradients: synthetic stage");
+  const std::size_t per_layer = chunk.layer_param_count(), split = chunk.gradient_split();
+  for (int i = 0; i < chunk.num_layers(); ++i) {
+    const float* g = chunk.grads() + per_layer * static_cast<std::size_t>(i);
+    out.layers.push_back({chunk.first_layer() + i, chunk.backend().download(g, split),
+                          chunk.backend().download(g + split, per_layer - split)});
+  }
 }
 
 double relative_error(const std::vector<float>& ref, const std::vector<float>& got) {

@@ -9,11 +9,15 @@
 #include <vector>
 
 #include "runtime/backend.hpp"
+#include "runtime/chunk_model.hpp"
 #include "runtime/stage.hpp"
+#include "runtime/transformer_stage.hpp"
 
 namespace bb {
 
-// Host copies of global layer `layer`'s weight gradients (h×4h and 4h×h, row-major).
+// Host copies of global layer `layer`'s weight gradients, as two tensors: the MLP's W1 (h×4h)
+// and W2 (4h×h), row-major; a transformer block's attention part and MLP part
+// (transformer_param_tensors()).
 struct LayerGrads {
   int layer = 0;
   std::vector<float> dw1;
@@ -40,8 +44,17 @@ struct ReferenceConfig {
 GradientSet run_reference(Backend& backend, const ReferenceConfig& config,
                           const std::vector<int>& keep_layers = {});
 
-// Appends a stage's gradients (global layer indices) to `out`; does not touch out.loss.
-void append_gradients(const Stage& stage, GradientSet& out);
+// The transformer's sequential reference: the whole model as one TransformerStage holding
+// layers [0, num_layers) of `model` (whose first_layer and num_layers are ignored), F then BW
+// of each micro-batch in order, the same seeded inputs, targets and loss as the pipeline. It
+// checks what a pipeline adds (splitting, messages, B/W order, recompute, copies); the
+// block's own math is checked against finite differences (tests/unit/test_transformer_stage).
+GradientSet run_transformer_reference(Backend& backend, const TransformerConfig& model,
+                                      int num_layers, int num_microbatches,
+                                      const std::vector<int>& keep_layers = {});
+
+// Appends a chunk's gradients (global layer indices) to `out`; does not touch out.loss.
+void append_gradients(const ChunkModel& chunk, GradientSet& out);
 
 struct CompareResult {
   bool pass = false;

@@ -125,7 +125,7 @@ std::vector<RankResult> run_threads(const Schedule& lowered, const ExecutorConfi
       try {
         CpuBackend backend;
         ThreadTransport transport(hub, r, lowered.P, send_latency_s);
-        BufferPool pool(backend, static_cast<std::size_t>(cfg.hidden) * cfg.mb_size);
+        BufferPool pool(backend, activation_count(cfg));
         Executor ex(lowered, backend, transport, pool, cfg);
         for (int s = 0; s < steps; ++s) ex.run_step(record ? &res.record : nullptr);
         ex.sum_partner_gradients();
@@ -216,6 +216,53 @@ TEST(Executor, EverySchedulesGradientsMatchTheReference) {
       ++checked;
     }
   EXPECT_GT(checked, 100);
+}
+
+// Transformer chunks (runtime/transformer_stage.hpp) on every schedule, against the
+// transformer's sequential reference.
+TEST(Executor, EverySchedulesTransformerGradientsMatchTheReference) {
+  int checked = 0;
+  for (const auto& name : schedule_names())
+    for (int P : {2, 3}) {
+      const int M = 2 * P, v = schedule_takes_v(name) ? 2 : 1;
+      try {
+        generate(name, {P, M, v});
+      } catch (const std::exception&) {
+        continue;
+      }
+      const bool recompute = P == 3;
+      SCOPED_TRACE(name + " P=" + std::to_string(P) + (recompute ? " recompute" : ""));
+      const Schedule s = lowered_schedule(name, P, M, v);
+      ExecutorConfig cfg = gemm_config(recompute);
+      cfg.layers = 1;
+      cfg.mb_size = 2;
+      TransformerConfig tc;
+      tc.heads = 2;
+      tc.seq = 4;
+      tc.ffn = 12;
+      tc.causal = true;
+      cfg.transformer = tc;
+      const auto ranks = run_threads(s, cfg, 1, false);
+      GradientSet got;
+      double loss = 0;
+      for (const auto& r : ranks) {
+        ASSERT_EQ(r.error, "");
+        loss += r.loss;
+        got.layers.insert(got.layers.end(), r.grads.layers.begin(), r.grads.layers.end());
+      }
+      got.loss = loss;
+      CpuBackend be;
+      TransformerConfig model = tc;
+      model.hidden = cfg.hidden;
+      model.rows = cfg.mb_size;
+      model.seed = cfg.seed;
+      const GradientSet ref = run_transformer_reference(be, model, ranks[0].layers_total, M);
+      ASSERT_EQ(got.layers.size(), ref.layers.size());
+      const CompareResult cmp = compare(ref, got, 1e-5);
+      EXPECT_TRUE(cmp.pass) << cmp.message;
+      ++checked;
+    }
+  EXPECT_GT(checked, 10);
 }
 
 TEST(Executor, DualPipeCopiesStayIdenticalAfterTheGradientSum) {

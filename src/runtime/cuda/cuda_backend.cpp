@@ -476,6 +476,74 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
                                ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// Always fp32 (cublasSgemmStridedBatched), also with GemmDtype::kBf16: the attention GEMMs'
+// operands are activations, which would have to be rounded on every call.
+void CudaBackend::gemm_strided_batched(Trans trans_a, Trans trans_b, int m, int n, int k,
+                                       float alpha, const float* a, int lda, std::int64_t stride_a,
+                                       const float* b, int ldb, std::int64_t stride_b, float beta,
+                                       float* c, int ldc, std::int64_t stride_c, int batch) {
+  if (m <= 0 || n <= 0 || batch <= 0) return;
+  Impl& s = *impl_;
+  s.bind();
+  if (!s.bf16_copies.empty())
+    s.wrote(c, static_cast<std::size_t>(footprint_end(c + (batch - 1) * stride_c, m, n, ldc) - c));
+  BB_CHECK_CUBLAS(cublasSgemmStridedBatched(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b,
+                                            ldb, stride_b, a, lda, stride_a, &beta, c, ldc,
+                                            stride_c, batch));
+}
+
+void CudaBackend::softmax(const float* x, float* y, int rows, int cols, bool causal) {
+  impl_->bind();
+  impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  BB_CHECK_CUDA(kernels::softmax(impl_->stream, x, y, rows, cols, causal));
+}
+
+void CudaBackend::softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) {
+  impl_->bind();
+  impl_->wrote(dx, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  BB_CHECK_CUDA(kernels::softmax_backward(impl_->stream, y, dy, dx, rows, cols));
+}
+
+void CudaBackend::layernorm(const float* x, const float* gamma, const float* beta, float* y,
+                            float* mean, float* rstd, int rows, int cols, float eps) {
+  impl_->bind();
+  impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  impl_->wrote(mean, static_cast<std::size_t>(rows));
+  impl_->wrote(rstd, static_cast<std::size_t>(rows));
+  BB_CHECK_CUDA(kernels::layernorm(impl_->stream, x, gamma, beta, y, mean, rstd, rows, cols, eps));
+}
+
+void CudaBackend::layernorm_backward_input(const float* x, const float* gamma, const float* mean,
+                                           const float* rstd, const float* dy, float* dx, int rows,
+                                           int cols) {
+  impl_->bind();
+  impl_->wrote(dx, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  BB_CHECK_CUDA(
+      kernels::layernorm_backward_input(impl_->stream, x, gamma, mean, rstd, dy, dx, rows, cols));
+}
+
+void CudaBackend::layernorm_backward_params(const float* x, const float* mean, const float* rstd,
+                                            const float* dy, float* dgamma, float* dbeta, int rows,
+                                            int cols) {
+  impl_->bind();
+  impl_->wrote(dgamma, static_cast<std::size_t>(cols));
+  impl_->wrote(dbeta, static_cast<std::size_t>(cols));
+  BB_CHECK_CUDA(kernels::layernorm_backward_params(impl_->stream, x, mean, rstd, dy, dgamma, dbeta,
+                                                   rows, cols));
+}
+
+void CudaBackend::add_bias(float* y, const float* bias, int rows, int cols) {
+  impl_->bind();
+  impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  BB_CHECK_CUDA(kernels::add_bias(impl_->stream, y, bias, rows, cols));
+}
+
+void CudaBackend::column_sums(const float* x, float* out, int rows, int cols) {
+  impl_->bind();
+  impl_->wrote(out, static_cast<std::size_t>(cols));
+  BB_CHECK_CUDA(kernels::column_sums(impl_->stream, x, out, rows, cols));
+}
+
 void CudaBackend::fill(float* x, float value, std::size_t count) {
   impl_->bind();
   impl_->wrote(x, count);

@@ -170,7 +170,175 @@ __global__ void overlapping_copy_kernel(const float* src, float* dst, std::size_
   }
 }
 
+// Block-wide sum / max in float, broadcast to every thread. Uses `shared` (kThreads / 32).
+__device__ float block_all_sum(float x, float* shared) {
+  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x) / 32; ++w) total += shared[w];
+  return total;
+}
+
+__device__ float block_all_max(float x, float* shared) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  float best = shared[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x) / 32; ++w) best = fmaxf(best, shared[w]);
+  return best;
+}
+
+__global__ void softmax_kernel(const float* x, float* y, int cols, bool causal) {
+  __shared__ float shared[kThreads / 32];
+  const std::size_t o = static_cast<std::size_t>(blockIdx.x) * cols;
+  const int valid = causal ? static_cast<int>(blockIdx.x % static_cast<unsigned>(cols)) + 1 : cols;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) mx = fmaxf(mx, x[o + j]);
+  mx = block_all_max(mx, shared);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < valid; j += blockDim.x) sum += expf(x[o + j] - mx);
+  sum = block_all_sum(sum, shared);
+  const float inv = 1.0f / sum;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x)
+    y[o + j] = j < valid ? expf(x[o + j] - mx) * inv : 0.0f;
+}
+
+__global__ void softmax_backward_kernel(const float* y, const float* dy, float* dx, int cols) {
+  __shared__ float shared[kThreads / 32];
+  const std::size_t o = static_cast<std::size_t>(blockIdx.x) * cols;
+  float dot = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) dot += y[o + j] * dy[o + j];
+  dot = block_all_sum(dot, shared);
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) dx[o + j] = y[o + j] * (dy[o + j] - dot);
+}
+
+__global__ void layernorm_kernel(const float* x, const float* gamma, const float* beta, float* y,
+                                 float* mean, float* rstd, int cols, float eps) {
+  __shared__ float shared[kThreads / 32];
+  const std::size_t o = static_cast<std::size_t>(blockIdx.x) * cols;
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) sum += x[o + j];
+  const float mu = block_all_sum(sum, shared) / static_cast<float>(cols);
+  float var = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) var += (x[o + j] - mu) * (x[o + j] - mu);
+  const float rs = rsqrtf(block_all_sum(var, shared) / static_cast<float>(cols) + eps);
+  for (int j = threadIdx.x; j < cols; j += blockDim.x)
+    y[o + j] = (x[o + j] - mu) * rs * gamma[j] + beta[j];
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = mu;
+    rstd[blockIdx.x] = rs;
+  }
+}
+
+__global__ void layernorm_backward_input_kernel(const float* x, const float* gamma,
+                                                const float* mean, const float* rstd,
+                                                const float* dy, float* dx, int cols) {
+  __shared__ float shared[kThreads / 32];
+  const std::size_t o = static_cast<std::size_t>(blockIdx.x) * cols;
+  const float mu = mean[blockIdx.x], rs = rstd[blockIdx.x];
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float g = dy[o + j] * gamma[j];
+    sum_g += g;
+    sum_gx += g * (x[o + j] - mu) * rs;
+  }
+  const float mean_g = block_all_sum(sum_g, shared) / static_cast<float>(cols);
+  const float mean_gx = block_all_sum(sum_gx, shared) / static_cast<float>(cols);
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float xhat = (x[o + j] - mu) * rs;
+    dx[o + j] += rs * (dy[o + j] * gamma[j] - mean_g - xhat * mean_gx);
+  }
+}
+
+__global__ void layernorm_backward_params_kernel(const float* x, const float* mean,
+                                                 const float* rstd, const float* dy, float* dgamma,
+                                                 float* dbeta, int rows, int cols) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j >= cols) return;
+  float g = 0.0f, b = 0.0f;
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t i = static_cast<std::size_t>(r) * cols + j;
+    g += dy[i] * (x[i] - mean[r]) * rstd[r];
+    b += dy[i];
+  }
+  dgamma[j] += g;
+  dbeta[j] += b;
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, std::size_t n, int cols) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride())
+    y[i] += bias[i % static_cast<std::size_t>(cols)];
+}
+
+__global__ void column_sums_kernel(const float* x, float* out, int rows, int cols) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j >= cols) return;
+  float sum = 0.0f;
+  for (int r = 0; r < rows; ++r) sum += x[static_cast<std::size_t>(r) * cols + j];
+  out[j] += sum;
+}
+
+int column_grid(int cols) {
+  return (cols + kThreads - 1) / kThreads;
+}
+
 }  // namespace
+
+cudaError_t softmax(cudaStream_t s, const float* x, float* y, int rows, int cols, bool causal) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  softmax_kernel<<<rows, kThreads, 0, s>>>(x, y, cols, causal);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int rows,
+                             int cols) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  softmax_backward_kernel<<<rows, kThreads, 0, s>>>(y, dy, dx, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t layernorm(cudaStream_t s, const float* x, const float* gamma, const float* beta,
+                      float* y, float* mean, float* rstd, int rows, int cols, float eps) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  layernorm_kernel<<<rows, kThreads, 0, s>>>(x, gamma, beta, y, mean, rstd, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t layernorm_backward_input(cudaStream_t s, const float* x, const float* gamma,
+                                     const float* mean, const float* rstd, const float* dy,
+                                     float* dx, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  layernorm_backward_input_kernel<<<rows, kThreads, 0, s>>>(x, gamma, mean, rstd, dy, dx, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t layernorm_backward_params(cudaStream_t s, const float* x, const float* mean,
+                                      const float* rstd, const float* dy, float* dgamma,
+                                      float* dbeta, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  layernorm_backward_params_kernel<<<column_grid(cols), kThreads, 0, s>>>(x, mean, rstd, dy, dgamma,
+                                                                          dbeta, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t add_bias(cudaStream_t s, float* y, const float* bias, int rows, int cols) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  add_bias_kernel<<<grid_for(n), kThreads, 0, s>>>(y, bias, n, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t column_sums(cudaStream_t s, const float* x, float* out, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  column_sums_kernel<<<column_grid(cols), kThreads, 0, s>>>(x, out, rows, cols);
+  return cudaGetLastError();
+}
 
 cudaError_t fill(cudaStream_t s, float* x, float value, std::size_t n) {
   if (n == 0) return cudaSuccess;

@@ -34,6 +34,21 @@ cudaError_t to_bf16(cudaStream_t s, const float* src, int rows, int cols, int ld
 // Occupies the stream: one thread busy-waits `ticks` of clock64() (use_globaltimer false) or
 // of %globaltimer nanoseconds (true). `relax` adds __nanosleep between polls (sleep_for).
 cudaError_t spin(cudaStream_t s, long long ticks, bool use_globaltimer, bool relax);
+// The transformer block's kernels (Backend's contracts). Row kernels run one block per row.
+cudaError_t softmax(cudaStream_t s, const float* x, float* y, int rows, int cols, bool causal);
+cudaError_t softmax_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int rows,
+                             int cols);
+cudaError_t layernorm(cudaStream_t s, const float* x, const float* gamma, const float* beta,
+                      float* y, float* mean, float* rstd, int rows, int cols, float eps);
+cudaError_t layernorm_backward_input(cudaStream_t s, const float* x, const float* gamma,
+                                     const float* mean, const float* rstd, const float* dy,
+                                     float* dx, int rows, int cols);
+// Column kernels: one thread per column, rows in order (deterministic).
+cudaError_t layernorm_backward_params(cudaStream_t s, const float* x, const float* mean,
+                                      const float* rstd, const float* dy, float* dgamma,
+                                      float* dbeta, int rows, int cols);
+cudaError_t add_bias(cudaStream_t s, float* y, const float* bias, int rows, int cols);
+cudaError_t column_sums(cudaStream_t s, const float* x, float* out, int rows, int cols);
 // Elementwise copy that is correct for any overlap (dst < src copies forward, else back) —
 // one thread block, used only for overlapping ranges, which the stage never produces.
 cudaError_t overlapping_copy(cudaStream_t s, const float* src, float* dst, std::size_t n);

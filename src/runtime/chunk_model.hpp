@@ -1,0 +1,214 @@
+// What one chunk (virtual stage) of a pipeline computes, for the executor: the work items F,
+// B (input gradient), W (weight gradient) and BW of micro-batches, the seeded input and the
+// loss at the ends of a route, parameters, gradients and the optimizer, and the accounting
+// of activation memory. Two models implement it: the MLP stage of design §3 (runtime/stage.hpp)
+// and the pre-LN transformer block (runtime/transformer_stage.hpp).
+//
+// ChunkModel holds everything the models share — the per-micro-batch slots and their order
+// checks, the pool of saved-tensor buffers, recompute, synthetic waits, meters, the parameter
+// and gradient arrays, loss and optimizer — and asks the model only for its math (run_*) and
+// the sizes of what it keeps.
+//
+// Every activation pointer is a device pointer to activation_count() floats owned by the
+// caller; the chunk copies what it keeps, so caller buffers may be reused (and input/output
+// may alias) as soon as a call returns.
+//
+// Activation accounting (per micro-batch in flight): after F, the model's forward_floats()
+// (with recompute: the chunk input only); after B, backward_floats() (both modes: the re-run
+// forward's tensors are held until W); after W, 0. Workspaces are per chunk, not counted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "runtime/backend.hpp"
+
+namespace bb {
+
+// Streams of the counter-based generator. Parameters depend on (seed, layer) only; inputs
+// and targets on (seed, micro-batch) only.
+enum class SeedKind : std::uint64_t {
+  kW1 = 1,
+  kW2 = 2,
+  kInput = 3,
+  kTarget = 4,
+  kTransformer = 5,  // index: layer · 16 + tensor (transformer_stage.cpp)
+};
+
+constexpr std::uint64_t seed_stream(SeedKind kind, std::uint64_t index) {
+  return (static_cast<std::uint64_t>(kind) << 56) | index;
+}
+
+// Synthetic input and MSE target of micro-batch `mb` (`count` floats), uniform in ±1.
+void make_seeded_input(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* x);
+void make_seeded_target(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* t);
+
+// Live and peak bytes. A chunk keeps one of its own and also reports into an optional
+// shared one (e.g. per rank, so the rank's peak is exact rather than a sum of peaks).
+class ActivationMeter {
+ public:
+  void add(std::size_t bytes) {
+    live_ += bytes;
+    if (live_ > peak_) peak_ = live_;
+  }
+  void release(std::size_t bytes) { live_ -= bytes; }
+  std::size_t live() const { return live_; }
+  std::size_t peak() const { return peak_; }
+  void reset_peak() { peak_ = live_; }
+
+ private:
+  std::size_t live_ = 0;
+  std::size_t peak_ = 0;
+};
+
+// Synthetic compute mode: each action only waits its time (and does the accounting).
+struct SyntheticTimes {
+  double forward = 0;   // F
+  double backward = 0;  // B (BW waits backward + weight)
+  double weight = 0;    // W
+  bool spin = false;    // Backend::spin_for instead of sleep_for
+};
+
+struct OptimizerConfig {
+  enum class Kind { kSgd, kAdam };
+  Kind kind = Kind::kSgd;
+  float lr = 1e-3f;
+  float beta1 = 0.9f;  // Adam only
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+
+// What the shared machinery needs to know of a model.
+struct ChunkShape {
+  std::size_t activation_count = 0;  // floats of the chunk's input, output and their gradients
+  std::size_t param_count = 0;       // floats of all its parameters
+  int first_layer = 0;               // global index of its first block
+  int num_layers = 1;                // blocks
+  std::uint64_t seed = 0;
+  bool recompute = false;
+  std::optional<SyntheticTimes> synthetic;  // unset: real compute
+};
+
+class ChunkModel {
+ public:
+  virtual ~ChunkModel() = default;
+  ChunkModel(ChunkModel&&) noexcept = default;
+  ChunkModel& operator=(ChunkModel&&) = delete;
+  ChunkModel(const ChunkModel&) = delete;
+  ChunkModel& operator=(const ChunkModel&) = delete;
+
+  // --- Work items (throw std::logic_error when out of order for `mb`) -------------------
+  void forward(int mb, const float* x, float* y);
+  // dx may be null (first chunk): it is still computed, into scratch.
+  void backward_input(int mb, const float* dy, float* dx);
+  void backward_weight(int mb);
+  void backward_full(int mb, const float* dy, float* dx);
+
+  // First chunk: the seeded input of micro-batch mb. Last chunk: adds the MSE loss of y
+  // against mb's seeded target, scaled by 1/num_microbatches, to loss_sum(), and writes
+  // its gradient to dy (which may alias y).
+  void make_input(int mb, float* x);
+  void loss(int mb, int num_microbatches, const float* y, float* dy);
+  double loss_sum();  // synchronises
+  void reset_loss();
+
+  // Pre-allocates per-micro-batch storage so that `forward_in_flight` micro-batches
+  // between F and W, of which `backward_in_flight` between B and W, need no allocation.
+  // The pool also grows on demand and never shrinks.
+  void reserve(int forward_in_flight, int backward_in_flight);
+
+  // --- Shape ----------------------------------------------------------------------------
+  std::size_t activation_count() const { return shape_.activation_count; }
+  int first_layer() const { return shape_.first_layer; }
+  int num_layers() const { return shape_.num_layers; }
+  bool synthetic() const { return shape_.synthetic.has_value(); }
+
+  // --- Parameters, gradients, optimizer -------------------------------------------------
+  // Contiguous device arrays of param_count() floats, block after block (layer_param_count()
+  // each). Null in synthetic mode (param_count() still gives the model's size).
+  float* params() { return params_.data(); }
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  const float* grads() const { return grads_.data(); }
+  std::size_t param_count() const { return shape_.param_count; }
+  std::size_t param_bytes() const { return shape_.param_count * sizeof(float); }
+  std::size_t layer_param_count() const {
+    return shape_.param_count / static_cast<std::size_t>(shape_.num_layers);
+  }
+  // A block's gradients are compared (reference.hpp) as two tensors: the first
+  // gradient_split() floats and the rest.
+  virtual std::size_t gradient_split() const = 0;
+
+  void zero_grads();
+  // Applies one SGD or Adam step with the accumulated gradients (Adam's state is created
+  // at its first step; steps() counts them).
+  void optimizer_step(const OptimizerConfig& config);
+  std::int64_t steps() const { return steps_; }
+
+  // --- Accounting -----------------------------------------------------------------------
+  std::size_t live_activation_bytes() const { return meter_.live(); }
+  std::size_t peak_activation_bytes() const { return meter_.peak(); }
+  void reset_peak_activation_bytes() { meter_.reset_peak(); }
+  int in_flight() const { return static_cast<int>(in_flight_.size()); }
+  // Device bytes of the per-micro-batch pool (in use or free) and of the workspace.
+  std::size_t pool_bytes() const;
+  std::size_t workspace_bytes() const { return scratch_.bytes() + model_workspace_bytes(); }
+
+  Backend& backend() const { return *backend_; }
+
+ protected:
+  // Allocates parameters (uninitialised: the model fills them), zero gradients, scratch and
+  // the loss, unless synthetic.
+  ChunkModel(Backend& backend, const ChunkShape& shape, ActivationMeter* shared_meter);
+
+  // --- The model's part ---------------------------------------------------------------
+  // Floats of one micro-batch's saved buffer (its forward tensors and B's outputs for W).
+  virtual std::size_t saved_count() const = 0;
+  // Floats counted live after F (the chunk input included) and after B.
+  virtual std::size_t forward_floats() const = 0;
+  virtual std::size_t backward_floats() const = 0;
+  virtual std::size_t model_workspace_bytes() const = 0;
+  // Forward of micro-batch input x0 keeping what B and W need in `saved`; y gets the output.
+  virtual void run_forward(const float* x0, float* saved, float* y) = 0;
+  // Forward keeping nothing (recompute mode's F). May use scratch().
+  virtual void run_forward_transient(const float* x0, float* y) = 0;
+  // Input gradient dx (never null here) from the output gradient dy; keeps what W needs.
+  virtual void run_backward(const float* x0, float* saved, const float* dy, float* dx) = 0;
+  // Weight gradients, accumulated into grads().
+  virtual void run_weight(const float* x0, float* saved) = 0;
+
+  float* scratch() { return scratch_.data(); }  // activation_count() floats
+  const ChunkShape& shape() const { return shape_; }
+
+ private:
+  struct Slot {
+    int mb = -1;
+    bool backward_done = false;
+    std::size_t counted = 0;  // bytes reported to the meters
+    Buffer input;             // X0
+    Buffer saved;
+  };
+
+  Slot& find(int mb, const char* action);
+  Buffer take(std::vector<Buffer>& pool, std::size_t count);
+  void count(Slot& s, std::size_t bytes);
+  void wait(double seconds);
+  Slot& start_backward(int mb);  // B's checks and accounting
+  void compute_backward(Slot& s, const float* dy, float* dx);
+  void retire(Slot& s);  // W done: release and recycle
+
+  Backend* backend_;
+  ChunkShape shape_;
+  ActivationMeter meter_;
+  ActivationMeter* shared_meter_;
+  Buffer params_, grads_, adam_m_, adam_v_;
+  Buffer scratch_, loss_;
+  std::int64_t steps_ = 0;
+  std::int64_t adam_steps_ = 0;
+  std::vector<Slot> in_flight_;
+  std::vector<Buffer> free_inputs_, free_saved_;
+};
+
+}  // namespace bb

@@ -1,0 +1,329 @@
+#include "runtime/transformer_stage.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace bb {
+namespace {
+
+// Indices into transformer_param_tensors().
+enum Tensor : std::size_t {
+  kLn1Gamma,
+  kLn1Beta,
+  kWqkv,
+  kBqkv,
+  kWo,
+  kBo,
+  kLn2Gamma,
+  kLn2Beta,
+  kW1,
+  kB1,
+  kW2,
+  kB2,
+  kNumTensors
+};
+
+constexpr float kLayerNormEps = 1e-5f;
+
+ChunkShape transformer_shape(const TransformerConfig& c) {
+  if (c.hidden <= 0 || c.rows <= 0 || c.seq <= 0 || c.num_layers <= 0 || c.first_layer < 0 ||
+      c.heads <= 0 || c.ffn < 0)
+    throw std::invalid_argument(
+        "TransformerStage: hidden, heads, seq, rows and num_layers must be positive");
+  if (c.hidden % c.heads != 0)
+    throw std::invalid_argument("TransformerStage: heads (" + std::to_string(c.heads) +
+                                ") must divide hidden (" + std::to_string(c.hidden) + ")");
+  ChunkShape s;
+  s.activation_count = c.tokens() * static_cast<std::size_t>(c.hidden);
+  std::size_t per_layer = 0;
+  for (const ParamTensor& t : transformer_param_tensors(c.hidden, c.ffn_width()))
+    per_layer += t.count;
+  s.param_count = per_layer * static_cast<std::size_t>(c.num_layers);
+  s.first_layer = c.first_layer;
+  s.num_layers = c.num_layers;
+  s.seed = c.seed;
+  s.recompute = c.recompute;
+  s.synthetic = c.synthetic;
+  return s;
+}
+
+}  // namespace
+
+std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn) {
+  const auto h = static_cast<std::size_t>(hidden), f = static_cast<std::size_t>(ffn);
+  const std::pair<const char*, std::size_t> sizes[kNumTensors] = {
+      {"ln1.gamma", h},       {"ln1.beta", h},  {"qkv.weight", h * 3 * h}, {"qkv.bias", 3 * h},
+      {"out.weight", h * h},  {"out.bias", h},  {"ln2.gamma", h},          {"ln2.beta", h},
+      {"ffn1.weight", h * f}, {"ffn1.bias", f}, {"ffn2.weight", f * h},    {"ffn2.bias", h}};
+  std::vector<ParamTensor> out;
+  std::size_t offset = 0;
+  for (const auto& [name, count] : sizes) {
+    out.push_back({name, offset, count});
+    offset += count;
+  }
+  return out;
+}
+
+void init_transformer_layer(Backend& backend, std::uint64_t seed, int layer, int hidden, int ffn,
+                            float* p) {
+  const std::vector<ParamTensor> tensors = transformer_param_tensors(hidden, ffn);
+  const double h = hidden, f = ffn;
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    const std::uint64_t stream =
+        seed_stream(SeedKind::kTransformer, static_cast<std::uint64_t>(layer) * 16 + t);
+    double scale = 0.1;  // biases and betas; gammas 1 ± 0.1
+    if (t == kWqkv || t == kWo || t == kW1) scale = 1.0 / std::sqrt(h);
+    if (t == kW2) scale = 1.0 / std::sqrt(f);
+    float* x = p + tensors[t].offset;
+    backend.seeded_uniform(x, tensors[t].count, seed, stream, static_cast<float>(scale));
+    if (t == kLn1Gamma || t == kLn2Gamma) {
+      Buffer ones = backend.allocate(tensors[t].count);
+      backend.fill(ones.data(), 1.0f, tensors[t].count);
+      backend.axpy(1.0f, ones.data(), x, tensors[t].count);
+    }
+  }
+}
+
+TransformerStage::TransformerStage(Backend& backend, const TransformerConfig& config,
+                                   ActivationMeter* shared_meter)
+    : ChunkModel(backend, transformer_shape(config), shared_meter),
+      config_(config),
+      tensors_(transformer_param_tensors(config.hidden, config.ffn_width())) {
+  const std::size_t T = config.tokens(), h = static_cast<std::size_t>(config.hidden);
+  const std::size_t f = static_cast<std::size_t>(config.ffn_width());
+  const std::size_t probs =
+      static_cast<std::size_t>(config.rows) * static_cast<std::size_t>(config.heads) *
+      static_cast<std::size_t>(config.seq) * static_cast<std::size_t>(config.seq);
+  std::size_t o = 0;
+  auto next = [&o](std::size_t n) {
+    const std::size_t at = o;
+    o += n;
+    return at;
+  };
+  f_.ln1 = next(T * h);
+  f_.mean1 = next(T);
+  f_.rstd1 = next(T);
+  f_.qkv = next(3 * T * h);
+  f_.probs = next(probs);
+  f_.ctx = next(T * h);
+  f_.x1 = next(T * h);
+  f_.ln2 = next(T * h);
+  f_.mean2 = next(T);
+  f_.rstd2 = next(T);
+  f_.z = next(T * f);
+  f_.a = next(T * f);
+  f_.out = next(T * h);  // the next block's input (unused in the last block: X0 counts instead)
+  f_.size = o;
+  o = 0;
+  b_.dy = next(T * h);
+  b_.dx1 = next(T * h);
+  b_.dqkv = next(3 * T * h);
+  b_.dln1 = next(T * h);
+  b_.dln2 = next(T * h);
+  b_.size = o;
+
+  if (config.synthetic) return;
+  const std::size_t per_layer = layer_param_count();
+  for (int i = 0; i < config.num_layers; ++i)
+    init_transformer_layer(backend, config.seed, config.first_layer + i, config.hidden,
+                           config.ffn_width(), params() + per_layer * static_cast<std::size_t>(i));
+  work_ = backend.allocate(std::max(f_.size, probs + T * h + T * f));
+}
+
+std::size_t TransformerStage::gradient_split() const {
+  return tensors_[kLn2Gamma].offset;
+}
+
+double TransformerStage::forward_flops_per_layer() const {
+  const double T = static_cast<double>(config_.tokens()), h = config_.hidden,
+               f = config_.ffn_width(), S = config_.seq;
+  // QKV, scores, context, output projection, MLP: multiply-adds times 2.
+  return 2.0 * (T * h * 3 * h + 2 * T * S * h + T * h * h + 2 * T * h * f);
+}
+
+std::size_t TransformerStage::saved_count() const {
+  return (f_.size + b_.size) * static_cast<std::size_t>(config_.num_layers);
+}
+std::size_t TransformerStage::forward_floats() const {
+  return f_.size * static_cast<std::size_t>(config_.num_layers);
+}
+std::size_t TransformerStage::backward_floats() const {
+  return (f_.size + b_.size) * static_cast<std::size_t>(config_.num_layers);
+}
+
+const float* TransformerStage::input_of(const float* x0, float* saved, int block) const {
+  return block == 0 ? x0 : area(saved, block - 1) + f_.out;
+}
+const float* TransformerStage::param(int block, std::size_t tensor) const {
+  return params() + layer_param_count() * static_cast<std::size_t>(block) + tensors_[tensor].offset;
+}
+float* TransformerStage::grad(int block, std::size_t tensor) {
+  return grads() + layer_param_count() * static_cast<std::size_t>(block) + tensors_[tensor].offset;
+}
+
+// --- Math ----------------------------------------------------------------------------------
+
+void TransformerStage::forward_layer(int l, const float* x, float* fw, float* out) {
+  Backend& be = backend();
+  const int T = static_cast<int>(config_.tokens()), h = config_.hidden, f = config_.ffn_width();
+  const int S = config_.seq, H = config_.heads, d = h / H;
+  const std::int64_t SS = static_cast<std::int64_t>(S) * S;
+  const float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const std::size_t act = config_.tokens() * static_cast<std::size_t>(h);
+  float* ln1 = fw + f_.ln1;
+  float* qkv = fw + f_.qkv;
+  float* probs = fw + f_.probs;
+  float* ctx = fw + f_.ctx;
+  float* x1 = fw + f_.x1;
+  float* ln2 = fw + f_.ln2;
+  float* z = fw + f_.z;
+  float* a = fw + f_.a;
+
+  be.layernorm(x, param(l, kLn1Gamma), param(l, kLn1Beta), ln1, fw + f_.mean1, fw + f_.rstd1, T, h,
+               kLayerNormEps);
+  be.gemm(kNoTrans, kNoTrans, T, 3 * h, h, 1.0f, ln1, h, param(l, kWqkv), 3 * h, 0.0f, qkv, 3 * h);
+  be.add_bias(qkv, param(l, kBqkv), T, 3 * h);
+  // Per sequence, the heads as one batch: head i's Q, K, V are d columns at i·d of qkv's
+  // three h-wide parts (leading dimension 3h); its scores a dense S×S block of probs.
+  for (int s = 0; s < config_.rows; ++s) {
+    const float* q = qkv + static_cast<std::size_t>(s) * S * 3 * h;
+    float* p = probs + static_cast<std::size_t>(s) * H * SS;
+    be.gemm_strided_batched(kNoTrans, kTrans, S, S, d, alpha, q, 3 * h, d, q + h, 3 * h, d, 0.0f, p,
+                            S, SS, H);
+  }
+  be.softmax(probs, probs, config_.rows * H * S, S, config_.causal);
+  for (int s = 0; s < config_.rows; ++s) {
+    const float* q = qkv + static_cast<std::size_t>(s) * S * 3 * h;
+    const float* p = probs + static_cast<std::size_t>(s) * H * SS;
+    be.gemm_strided_batched(kNoTrans, kNoTrans, S, d, S, 1.0f, p, S, SS, q + 2 * h, 3 * h, d, 0.0f,
+                            ctx + static_cast<std::size_t>(s) * S * h, h, d, H);
+  }
+  be.copy(x, x1, act);
+  be.gemm(kNoTrans, kNoTrans, T, h, h, 1.0f, ctx, h, param(l, kWo), h, 1.0f, x1, h);
+  be.add_bias(x1, param(l, kBo), T, h);
+
+  be.layernorm(x1, param(l, kLn2Gamma), param(l, kLn2Beta), ln2, fw + f_.mean2, fw + f_.rstd2, T, h,
+               kLayerNormEps);
+  be.gemm(kNoTrans, kNoTrans, T, f, h, 1.0f, ln2, h, param(l, kW1), f, 0.0f, z, f);
+  be.add_bias(z, param(l, kB1), T, f);
+  be.gelu(z, a, static_cast<std::size_t>(T) * f);
+  be.copy(x1, out, act);
+  be.gemm(kNoTrans, kNoTrans, T, h, f, 1.0f, a, f, param(l, kW2), h, 1.0f, out, h);
+  be.add_bias(out, param(l, kB2), T, h);
+}
+
+// bw's dY holds the block's output gradient; dx gets its input gradient.
+void TransformerStage::backward_layer(int l, const float* x, float* fw, float* bw, float* dx) {
+  Backend& be = backend();
+  const int T = static_cast<int>(config_.tokens()), h = config_.hidden, f = config_.ffn_width();
+  const int S = config_.seq, H = config_.heads, d = h / H;
+  const std::int64_t SS = static_cast<std::int64_t>(S) * S;
+  const float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const std::size_t act = config_.tokens() * static_cast<std::size_t>(h);
+  const float* g = bw + b_.dy;
+  float* dx1 = bw + b_.dx1;
+  float* dqkv = bw + b_.dqkv;
+  float* z = fw + f_.z;  // becomes dZ
+  const float* qkv = fw + f_.qkv;
+  const float* probs = fw + f_.probs;
+  float* dprobs = work_.data();
+  float* dctx = dprobs + static_cast<std::size_t>(config_.rows) * H * SS;
+  float* da = dctx + act;
+
+  // MLP and LN2.
+  be.gemm(kNoTrans, kTrans, T, f, h, 1.0f, g, h, param(l, kW2), h, 0.0f, da, f);
+  be.gelu_backward(z, da, z, static_cast<std::size_t>(T) * f);
+  be.gemm(kNoTrans, kTrans, T, h, f, 1.0f, z, f, param(l, kW1), f, 0.0f, bw + b_.dln2, h);
+  be.copy(g, dx1, act);
+  be.layernorm_backward_input(fw + f_.x1, param(l, kLn2Gamma), fw + f_.mean2, fw + f_.rstd2,
+                              bw + b_.dln2, dx1, T, h);
+  // Output projection and attention.
+  be.gemm(kNoTrans, kTrans, T, h, h, 1.0f, dx1, h, param(l, kWo), h, 0.0f, dctx, h);
+  for (int s = 0; s < config_.rows; ++s) {
+    const std::size_t tok = static_cast<std::size_t>(s) * S;
+    const float* v = qkv + tok * 3 * h + 2 * h;
+    const float* dc = dctx + tok * h;
+    const float* p = probs + static_cast<std::size_t>(s) * H * SS;
+    float* dp = dprobs + static_cast<std::size_t>(s) * H * SS;
+    be.gemm_strided_batched(kNoTrans, kTrans, S, S, d, 1.0f, dc, h, d, v, 3 * h, d, 0.0f, dp, S, SS,
+                            H);
+    be.gemm_strided_batched(kTrans, kNoTrans, S, d, S, 1.0f, p, S, SS, dc, h, d, 0.0f,
+                            dqkv + tok * 3 * h + 2 * h, 3 * h, d, H);
+  }
+  be.softmax_backward(probs, dprobs, dprobs, config_.rows * H * S, S);
+  for (int s = 0; s < config_.rows; ++s) {
+    const std::size_t tok = static_cast<std::size_t>(s) * S;
+    const float* q = qkv + tok * 3 * h;
+    const float* ds = dprobs + static_cast<std::size_t>(s) * H * SS;
+    float* dq = dqkv + tok * 3 * h;
+    be.gemm_strided_batched(kNoTrans, kNoTrans, S, d, S, alpha, ds, S, SS, q + h, 3 * h, d, 0.0f,
+                            dq, 3 * h, d, H);
+    be.gemm_strided_batched(kTrans, kNoTrans, S, d, S, alpha, ds, S, SS, q, 3 * h, d, 0.0f, dq + h,
+                            3 * h, d, H);
+  }
+  // QKV projection and LN1.
+  be.gemm(kNoTrans, kTrans, T, h, 3 * h, 1.0f, dqkv, 3 * h, param(l, kWqkv), 3 * h, 0.0f,
+          bw + b_.dln1, h);
+  be.copy(dx1, dx, act);
+  be.layernorm_backward_input(x, param(l, kLn1Gamma), fw + f_.mean1, fw + f_.rstd1, bw + b_.dln1,
+                              dx, T, h);
+}
+
+void TransformerStage::weight_layer(int l, const float* x, float* fw, float* bw) {
+  Backend& be = backend();
+  const int T = static_cast<int>(config_.tokens()), h = config_.hidden, f = config_.ffn_width();
+  const float* g = bw + b_.dy;
+  const float* dz = fw + f_.z;
+  be.gemm(kTrans, kNoTrans, f, h, T, 1.0f, fw + f_.a, f, g, h, 1.0f, grad(l, kW2), h);
+  be.column_sums(g, grad(l, kB2), T, h);
+  be.gemm(kTrans, kNoTrans, h, f, T, 1.0f, fw + f_.ln2, h, dz, f, 1.0f, grad(l, kW1), f);
+  be.column_sums(dz, grad(l, kB1), T, f);
+  be.layernorm_backward_params(fw + f_.x1, fw + f_.mean2, fw + f_.rstd2, bw + b_.dln2,
+                               grad(l, kLn2Gamma), grad(l, kLn2Beta), T, h);
+  be.gemm(kTrans, kNoTrans, h, h, T, 1.0f, fw + f_.ctx, h, bw + b_.dx1, h, 1.0f, grad(l, kWo), h);
+  be.column_sums(bw + b_.dx1, grad(l, kBo), T, h);
+  be.gemm(kTrans, kNoTrans, h, 3 * h, T, 1.0f, fw + f_.ln1, h, bw + b_.dqkv, 3 * h, 1.0f,
+          grad(l, kWqkv), 3 * h);
+  be.column_sums(bw + b_.dqkv, grad(l, kBqkv), T, 3 * h);
+  be.layernorm_backward_params(x, fw + f_.mean1, fw + f_.rstd1, bw + b_.dln1, grad(l, kLn1Gamma),
+                               grad(l, kLn1Beta), T, h);
+}
+
+void TransformerStage::run_forward(const float* x0, float* saved, float* y) {
+  const int L = config_.num_layers;
+  for (int i = 0; i < L; ++i)
+    forward_layer(i, input_of(x0, saved, i), area(saved, i),
+                  i + 1 < L ? area(saved, i) + f_.out : y);
+}
+
+// Every block's tensors in the workspace; outputs alternate between scratch and y so that
+// the last lands in y.
+void TransformerStage::run_forward_transient(const float* x0, float* y) {
+  const int L = config_.num_layers;
+  const float* x = x0;
+  for (int i = 0; i < L; ++i) {
+    float* out = (L - 1 - i) % 2 == 0 ? y : scratch();
+    forward_layer(i, x, work_.data(), out);
+    x = out;
+  }
+}
+
+void TransformerStage::run_backward(const float* x0, float* saved, const float* dy, float* dx) {
+  const int L = config_.num_layers;
+  backend().copy(dy, area(saved, L - 1) + f_.size + b_.dy, activation_count());
+  for (int i = L - 1; i >= 0; --i) {
+    float* fw = area(saved, i);
+    float* out = i > 0 ? area(saved, i - 1) + f_.size + b_.dy : dx;
+    backward_layer(i, input_of(x0, saved, i), fw, fw + f_.size, out);
+  }
+}
+
+void TransformerStage::run_weight(const float* x0, float* saved) {
+  for (int i = 0; i < config_.num_layers; ++i) {
+    float* fw = area(saved, i);
+    weight_layer(i, input_of(x0, saved, i), fw, fw + f_.size);
+  }
+}
+
+}  // namespace bb

@@ -1,0 +1,116 @@
+// One chunk of a transformer: `num_layers` pre-LN blocks (docs/transformer.md) on
+// micro-batches of b sequences of S tokens, width h, H heads of d = h/H, MLP width f:
+//
+//   u  = LN1(x)                    qkv = u·Wqkv + bqkv            (T×3h, T = b·S tokens)
+//   P  = softmax(Q·Kᵀ/√d [+ causal mask])   per sequence and head  (S×S)
+//   c  = P·V                       x1  = x + c·Wo + bo
+//   v  = LN2(x1)                   z   = v·W1 + b1,  a = gelu(z)  y = x1 + a·W2 + b2
+//
+// B computes every input gradient (through the MLP, both LayerNorms and attention, which
+// has no weights) and keeps what W needs; W computes only the weight gradients (Wqkv, Wo,
+// W1, W2, their biases, both LayerNorms' gamma and beta). The MSE loss at the route's end and
+// everything else not model-specific is ChunkModel's (runtime/chunk_model.hpp).
+//
+// Activation accounting (floats per micro-batch; T·h = one activation):
+//   after F:  per block  forward_layer_floats()  (the block's input — X0 for block 0 —,
+//             LN1's output, mean and rstd, QKV, P (b·H·S²), context, x1, LN2's output, mean
+//             and rstd, Z and A); with recompute: X0 only.
+//   after B:  additionally per block dY, dx1, dQKV, dLN1 and dLN2 (7·T·h); dZ overwrites Z.
+// Workspace (per chunk): one T·h scratch and max(one block's forward, dP + dc + dA).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/chunk_model.hpp"
+
+namespace bb {
+
+struct TransformerConfig {
+  int hidden = 0;  // h
+  int heads = 1;   // H; must divide h
+  int seq = 0;     // S, tokens per sequence
+  int ffn = 0;     // f, the MLP's width; 0 means 4h
+  bool causal = false;
+  int rows = 0;         // b, sequences per micro-batch
+  int first_layer = 0;  // global index of the first block
+  int num_layers = 1;   // L
+  std::uint64_t seed = 0;
+  bool recompute = false;
+  std::optional<SyntheticTimes> synthetic;  // unset: real compute
+
+  int ffn_width() const { return ffn > 0 ? ffn : 4 * hidden; }
+  std::size_t tokens() const {
+    return static_cast<std::size_t>(rows) * static_cast<std::size_t>(seq);
+  }
+};
+
+// One parameter tensor of a block: name, offset in the block's parameters, floats.
+struct ParamTensor {
+  std::string name;
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
+// The parameter tensors of one block, in storage order: ln1.gamma, ln1.beta, qkv.weight (h×3h),
+// qkv.bias, out.weight (h×h), out.bias | ln2.gamma, ln2.beta, ffn1.weight (h×f), ffn1.bias,
+// ffn2.weight (f×h), ffn2.bias. The attention part (before "|") is the first gradient tensor
+// of --check, the MLP part the second.
+std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn);
+
+// Global layer `layer`'s parameters into p (transformer_param_tensors' layout): weights
+// uniform in ±1/sqrt(fan_in), biases and betas in ±0.1, gammas in 1 ± 0.1.
+void init_transformer_layer(Backend& backend, std::uint64_t seed, int layer, int hidden, int ffn,
+                            float* p);
+
+class TransformerStage final : public ChunkModel {
+ public:
+  TransformerStage(Backend& backend, const TransformerConfig& config,
+                   ActivationMeter* shared_meter = nullptr);
+  TransformerStage(TransformerStage&&) noexcept = default;
+
+  const TransformerConfig& config() const { return config_; }
+  std::size_t gradient_split() const override;
+  // Floats one block keeps after F (its input included).
+  std::size_t forward_layer_floats() const { return f_.size; }
+  // Multiply-adds of one micro-batch through one block in F (B and W: about twice that).
+  double forward_flops_per_layer() const;
+
+ private:
+  // Offsets (floats) of one block's tensors: its forward part, then its backward part.
+  struct ForwardPart {
+    std::size_t ln1, mean1, rstd1, qkv, probs, ctx, x1, ln2, mean2, rstd2, z, a, out, size;
+  };
+  struct BackwardPart {
+    std::size_t dy, dx1, dqkv, dln1, dln2, size;
+  };
+
+  std::size_t saved_count() const override;
+  std::size_t forward_floats() const override;
+  std::size_t backward_floats() const override;
+  std::size_t model_workspace_bytes() const override { return work_.bytes(); }
+  void run_forward(const float* x0, float* saved, float* y) override;
+  void run_forward_transient(const float* x0, float* y) override;
+  void run_backward(const float* x0, float* saved, const float* dy, float* dx) override;
+  void run_weight(const float* x0, float* saved) override;
+
+  float* area(float* saved, int block) const { return saved + (f_.size + b_.size) * block; }
+  const float* input_of(const float* x0, float* saved, int block) const;
+  const float* param(int block, std::size_t tensor) const;
+  float* grad(int block, std::size_t tensor);
+
+  void forward_layer(int block, const float* x, float* f, float* out);
+  void backward_layer(int block, const float* x, float* f, float* bw, float* dx);
+  void weight_layer(int block, const float* x, float* f, float* bw);
+
+  TransformerConfig config_;
+  std::vector<ParamTensor> tensors_;
+  ForwardPart f_{};
+  BackwardPart b_{};
+  Buffer work_;  // the transient forward's block, or B's dP, dc and dA
+};
+
+}  // namespace bb
