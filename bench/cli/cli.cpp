@@ -10,17 +10,20 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "cli/build_info.hpp"
+#include "cli/calibrate.hpp"
 #include "cli/list.hpp"
 #include "cli/run.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
 #include "model/closed_form.hpp"
 #include "results/chrome_trace.hpp"
+#include "results/links_io.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/text.hpp"
@@ -45,6 +48,7 @@ struct Selection {
   std::string sync = "barrier";
   std::string format = "table";
   std::string timeline;
+  std::string links;  // sim --links FILE: fitted per-pair message costs
   CLI::Option *P_opt = nullptr, *M_opt = nullptr, *v_opt = nullptr;  // given or not
 };
 
@@ -133,6 +137,7 @@ SimConfig sim_config(const Selection& sel) {
   c.msg_bytes = sel.msg_bytes.empty() ? c.act_bytes : number(sel.msg_bytes, "--msg-bytes");
   if (sel.steps < 2 || sel.steps > 1000) throw ConfigError("--steps must be 2..1000");
   c.steps = sel.steps;
+  if (!sel.links.empty()) c.links = std::make_shared<const LinkModel>(read_links_file(sel.links));
   return c;
 }
 
@@ -262,6 +267,12 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
   // A CSV's lists are read below (the message count): they must be valid first.
   if (simulate_too || name.rfind("csv:", 0) == 0) validate_or_throw(s);
   if (simulate_too) {
+    if (sc.links)
+      for (const auto& [src, dst] : pipeline_pairs(s))
+        if (!sc.links->covers(src, dst))
+          throw ConfigError(label + ": --links " + sel.links + " has no fit for " +
+                            std::to_string(src) + "->" + std::to_string(dst) +
+                            " (calibrate with as many ranks, --pairs all)");
     SimConfig run_cfg = sc;
     run_cfg.record_events = !sel.timeline.empty();
     const SimResult r = simulate(s, run_cfg);
@@ -464,6 +475,10 @@ int commands(int argc, char** argv) {
   add_selection(sim, sim_sel, true, true);
   sim->add_option("--timeline", sim_sel.timeline, "Write a Chrome-trace JSON of the simulated step")
       ->check(kFileName);
+  sim->add_option("--links", sim_sel.links,
+                  "Per-pair message costs fitted by `calibrate` (its --out HDF5 or --json "
+                  "output), in seconds: give --t-f/--t-b/--t-w and --msg-bytes to match")
+      ->check(kFileName);
   auto* model = app.add_subcommand("model", "Closed-form bubble models only");
   add_selection(model, model_sel, true, true);
   std::string val_csv, show_csv, show_format = "text";
@@ -480,10 +495,13 @@ int commands(int argc, char** argv) {
   show->add_option("--format", show_format, "text, grid or csv")
       ->check(CLI::IsMember({"text", "grid", "csv"}))
       ->capture_default_str();
-  // `run` is dispatched before this parser (cli_main); listed here for --help.
+  // `run` and `calibrate` are dispatched before this parser (cli_main); listed for --help.
   app.add_subcommand("run",
                      "Every schedule end to end over MPI: mpiexec -n P bubblebench run ... "
                      "(see bubblebench run --help)");
+  app.add_subcommand("calibrate",
+                     "Message time per rank pair and size, fitted alpha + bytes/beta: mpiexec -n "
+                     "P bubblebench calibrate ... (see bubblebench calibrate --help)");
   const auto known = [&](const std::string& name) {
     for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
       if (sub->get_name() == name) return true;
@@ -491,7 +509,7 @@ int commands(int argc, char** argv) {
   };
   if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
     std::cerr << "bubblebench: error: unknown command '" << argv[1]
-              << "' (commands: sim, model, validate, show, run; see --help)\n";
+              << "' (commands: sim, model, validate, show, run, calibrate; see --help)\n";
     return kExitConfig;
   }
 
@@ -532,8 +550,10 @@ int commands(int argc, char** argv) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
-  const int code =
-      argc > 1 && std::string(argv[1]) == "run" ? run_main(argc, argv) : commands(argc, argv);
+  const std::string first = argc > 1 ? argv[1] : "";
+  const int code = first == "run"         ? run_main(argc, argv)
+                   : first == "calibrate" ? calibrate_main(argc, argv)
+                                          : commands(argc, argv);
   // Whatever the command printed must have reached standard output (a full disk, a closed
   // pipe): otherwise the results are lost, and that is an I/O error.
   errno = 0;

@@ -66,6 +66,12 @@ class CostModel {
       cost_[c] = {f, b, w, b + w, cfg.t_fb >= 0 ? cfg.t_fb * share[c] : -1.0};
     }
     delay_ = engine_time(cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0));
+    if (cfg.links) {
+      pair_delay_.resize(static_cast<std::size_t>(s.P));
+      for (const LinkFit& f : cfg.links->fits())
+        if (f.src >= 0 && f.src < s.P && f.dst >= 0 && f.dst < s.P)
+          pair_delay_[f.src].push_back({f.dst, engine_time(f.cost(cfg.msg_bytes))});
+    }
     gap_ = engine_time(cfg.optimizer_time);
   }
 
@@ -89,7 +95,12 @@ class CostModel {
   // The input gradient leaves when its action ends: after B, or after a whole BW (a fused
   // backward sends once it is done, as the runtime does), or at the end of an FB pair.
   double grad_offset(int r, const Action* a, std::size_t n) const { return cost(r, a, n); }
-  double delay(int, int, const Action&) const { return delay_; }
+  double delay(int src, int dst, const Action&) const {
+    if (!pair_delay_.empty())
+      for (const auto& [to, d] : pair_delay_[src])
+        if (to == dst) return d;
+    return delay_;
+  }
   double step_gap(int) const { return gap_; }
 
   // Whether every time the engine can reach in `steps` steps of `units` compute units is a
@@ -116,6 +127,7 @@ class CostModel {
       if (!fits(c.fb)) return false;
     }
     if (!fits(delay_) || !fits(gap_)) return false;
+    if (!pair_delay_.empty()) return false;  // fitted link costs: no common grain
     // Every time is at most all the work of all ranks, every message delay and every gap.
     const double bound =
         static_cast<double>(steps) * (static_cast<double>(units) * (2 * top + delay_) + gap_);
@@ -129,6 +141,7 @@ class CostModel {
   };
   std::vector<ChunkCost> cost_;
   double delay_ = 0, gap_ = 0;
+  std::vector<std::vector<std::pair<int, double>>> pair_delay_;  // per src: (dst, delay)
   double num_ = 1, den_ = 1;  // an engine time unit is num_/den_ of the caller's
   bool pow2_ = false;
 };

@@ -4,10 +4,12 @@
 // communication overlap).
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "schedule/periodic.hpp"
 #include "schedule/schedule.hpp"
+#include "sim/links.hpp"
 #include "sim/metrics.hpp"
 
 namespace bb {
@@ -28,6 +30,10 @@ struct SimConfig {
   // automatic: the periodic engine (periodic_engine.hpp) on large schedules it fits, else the
   // plain one; periodic: try it whatever the size; plain: never. Results are the same.
   enum class Engine { automatic, plain, periodic } engine = Engine::automatic;
+  // Fitted per-pair costs (sim/links.hpp, seconds): a message between a pair it covers costs
+  // links->cost(src, dst, msg_bytes) instead of latency + msg_bytes / bandwidth (and the
+  // periodic engine is not used).
+  std::shared_ptr<const LinkModel> links;
 };
 
 struct SimEvent {

@@ -1,0 +1,317 @@
+#include "cli/calibrate.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <variant>
+
+#include "cli/build_info.hpp"
+#include "cli/table.hpp"
+#include "common/error.hpp"
+#include "results/links_io.hpp"
+#include "runtime/calibrate.hpp"
+#include "runtime/factory.hpp"
+#include "runtime/mpi_util.hpp"
+#include "runtime/wait.hpp"
+
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
+
+namespace bb {
+namespace {
+
+using json = nlohmann::json;
+
+struct CalibrateOptions {
+  std::string pairs = "all";
+  int reps = 30, warmup = 5;
+  std::string max_bytes = "1M";
+  int max_regimes = FitOptions{}.max_regimes, min_sizes = FitOptions{}.min_points;
+  std::string backend = "cpu", transport;
+  bool json = false;
+  std::string out;
+  double timeout = 600;
+};
+
+// One line to stderr in one write(2): lines of ranks sharing the stream never interleave.
+void say(std::string line) {
+  line += '\n';
+  std::fflush(stderr);
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// "65536", "64K", "1M", "1G" (binary multiples), bytes.
+std::size_t parse_bytes(const std::string& text) {
+  std::size_t scale = 1, n = text.size();
+  if (n > 0) {
+    const char last = text.back();
+    if (last == 'K' || last == 'k') scale = std::size_t{1} << 10;
+    if (last == 'M' || last == 'm') scale = std::size_t{1} << 20;
+    if (last == 'G' || last == 'g') scale = std::size_t{1} << 30;
+    if (scale != 1) --n;
+  }
+  unsigned long long v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + n, v);
+  if (n == 0 || ec != std::errc() || p != text.data() + n || v == 0 || v > (1ull << 40) / scale)
+    throw ConfigError("--max-bytes " + text + ": expected a size in bytes (e.g. 65536, 64K, 1M)");
+  return static_cast<std::size_t>(v) * scale;
+}
+
+std::string us(double seconds) {
+  return fmt(seconds * 1e6);
+}
+
+std::string gbps(double beta) {
+  return beta > 0 ? fmt(beta / 1e9) : "inf";
+}
+
+std::string pct(double x) {
+  return fmt(100 * x, 3) + "%";
+}
+
+void add_options(CLI::App& app, CalibrateOptions& o) {
+  app.add_option("--pairs", o.pairs, "all (every directed pair) or neighbours (r -> r±1)")
+      ->check(CLI::IsMember({"all", "neighbours"}))
+      ->capture_default_str();
+  app.add_option("--reps", o.reps, "Timed round trips per size (their median is used)")
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Untimed round trips per size")->capture_default_str();
+  app.add_option("--max-bytes", o.max_bytes,
+                 "Largest size (8 B doubling up to it); a run's messages are hidden·mb-size·4 "
+                 "bytes: give at least 4x that")
+      ->capture_default_str();
+  app.add_option("--max-regimes", o.max_regimes, "Regimes of the piecewise fit (1: one line)")
+      ->capture_default_str();
+  app.add_option("--min-sizes", o.min_sizes, "Measured sizes per regime (1: spikes get one)")
+      ->capture_default_str();
+  app.add_option("--backend", o.backend, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--transport", o.transport, "mpi or nccl (default: mpi for cpu, nccl for cuda)")
+      ->check(CLI::IsMember({"mpi", "nccl"}));
+  app.add_flag("--json", o.json, "Print JSON (samples and fits) instead of the table");
+  app.add_option("--out", o.out, "Write /links into this HDF5 file (created, or /links replaced)")
+      ->check(CLI::Validator(
+          [](std::string& s) { return s.empty() ? std::string("needs a file name") : ""; },
+          "FILE"));
+  app.add_option("--timeout", o.timeout, "Watchdog: seconds any single wait may take")
+      ->capture_default_str();
+}
+
+void validate(const CalibrateOptions& o) {
+  if (o.reps < 1 || o.reps > 100000) throw ConfigError("--reps must be 1..100000");
+  if (o.warmup < 0 || o.warmup > 100000) throw ConfigError("--warmup must be 0..100000");
+  if (o.max_regimes < 1 || o.max_regimes > 8) throw ConfigError("--max-regimes must be 1..8");
+  if (o.min_sizes < 1 || o.min_sizes > 64) throw ConfigError("--min-sizes must be 1..64");
+  if (!(o.timeout > 0)) throw ConfigError("--timeout must be > 0 seconds");
+  calibration_sizes(parse_bytes(o.max_bytes));
+}
+
+Attrs link_attrs(const CalibrateOptions& o, const std::string& transport, int P) {
+  return {{"method", std::string("ping-pong per directed pair: one way = median round trip "
+                                 "(bytes, 8 B reply) - median round trip (8 B) / 2")},
+          {"backend", o.backend},
+          {"transport", transport},
+          {"ranks", std::int64_t{P}},
+          {"pairs", o.pairs},
+          {"reps", std::int64_t{o.reps}},
+          {"warmup", std::int64_t{o.warmup}},
+          {"max_bytes", static_cast<std::int64_t>(parse_bytes(o.max_bytes))},
+          {"max_regimes", std::int64_t{o.max_regimes}},
+          {"min_sizes", std::int64_t{o.min_sizes}},
+          {"git_sha", std::string(build_git_sha())}};
+}
+
+// Everything after MPI_Init; returns the exit code on every rank.
+int calibrate_all(int argc, char** argv) {
+  const int me = mpi::rank(MPI_COMM_WORLD), world = mpi::size(MPI_COMM_WORLD);
+  CalibrateOptions o;
+  CLI::App app{
+      "bubblebench calibrate: point-to-point time per directed rank pair and size, "
+      "fitted alpha + bytes/beta (start under mpiexec -n P)",
+      "bubblebench calibrate"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  add_options(app, o);
+  int code = kExitOk;
+  std::string line;
+  const auto fail = [&](int c, const std::string& text) {
+    if (code == kExitOk) {
+      code = c;
+      line = text;
+    }
+  };
+  // The worst code wins; the lowest rank that has it prints its line.
+  const auto agree = [&] {
+    const int worst = mpi::allreduce_max(code, MPI_COMM_WORLD, o.timeout);
+    if (worst != kExitOk &&
+        mpi::allreduce_min(code == worst ? me : world, MPI_COMM_WORLD, o.timeout) == me)
+      say(line);
+    return worst;
+  };
+  try {
+    app.parse(argc - 1, argv + 1);
+    validate(o);
+  } catch (const CLI::CallForHelp&) {
+    if (me == 0) std::cout << app.help();
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    fail(kExitConfig, std::string("bubblebench: error: ") + e.what() + " (see --help)");
+  } catch (const ConfigError& e) {
+    fail(kExitConfig, std::string("bubblebench: error: ") + e.what());
+  }
+  if (const int c = agree(); c != kExitOk) return c;
+  if (world < 2) {
+    if (me == 0)
+      say("bubblebench: error: calibrate needs at least 2 ranks (mpiexec -n P bubblebench "
+          "calibrate)");
+    return kExitConfig;
+  }
+
+  MPI_Comm p2p = MPI_COMM_NULL, coll = MPI_COMM_NULL;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Transport> transport;
+  const std::string transport_name =
+      o.transport.empty() ? default_transport(o.backend) : o.transport;
+  try {
+    p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
+    coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
+    int local = 0;
+    if (const char* v = std::getenv("MPI_LOCALRANKID")) local = std::atoi(v);
+    if (const char* v = std::getenv("SLURM_LOCALID")) local = std::atoi(v);
+    backend = make_backend(o.backend, local);
+  } catch (const std::exception& e) {
+    fail(kExitConfig,
+         std::string("bubblebench: error: rank ") + std::to_string(me) + ": " + e.what());
+  }
+  if (const int c = agree(); c != kExitOk) return c;
+  try {
+    transport = make_transport(transport_name, p2p, *backend);
+  } catch (const std::exception& e) {
+    fail(kExitConfig,
+         std::string("bubblebench: error: rank ") + std::to_string(me) + ": " + e.what());
+  }
+  if (const int c = agree(); c != kExitOk) return c;
+
+  CalibrationOptions co;
+  co.pairs = o.pairs == "all" ? all_pairs(world) : neighbour_pairs(world);
+  co.max_bytes = parse_bytes(o.max_bytes);
+  co.reps = o.reps;
+  co.warmup = o.warmup;
+  co.timeout_s = o.timeout;
+  const std::vector<PairSamples> measured = calibrate_links(*transport, *backend, coll, co);
+  if (me == 0) {
+    FitOptions fo;
+    fo.max_regimes = o.max_regimes;
+    fo.min_points = o.min_sizes;
+    const std::vector<LinkFit> fits = fit_links(measured, fo);
+    if (!o.out.empty()) {
+      try {
+        write_links_file(o.out, fits, link_attrs(o, transport_name, world));
+      } catch (const IoError& e) {
+        fail(kExitIo, std::string("bubblebench: I/O error: ") + e.what());
+      } catch (const ConfigError& e) {
+        fail(kExitConfig, std::string("bubblebench: error: ") + e.what());
+      }
+    }
+    if (o.json) {
+      json j;
+      for (const auto& [k, v] : link_attrs(o, transport_name, world))
+        std::visit([&, key = k](const auto& x) { j[key] = x; }, v);
+      j["links"] = links_to_json(fits);
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << links_table(fits);
+    }
+    std::cout.flush();
+    if (code != kExitOk) say(line);
+  }
+  mpi::broadcast(code, 0, coll, o.timeout);
+  transport.reset();
+  MPI_Comm_free(&p2p);
+  MPI_Comm_free(&coll);
+  return code;
+}
+
+}  // namespace
+
+std::string links_table(const std::vector<LinkFit>& fits) {
+  std::ostringstream out;
+  std::vector<std::vector<std::string>> rows;
+  for (const LinkFit& f : fits)
+    rows.push_back({std::to_string(f.src) + "->" + std::to_string(f.dst), us(f.line.alpha),
+                    gbps(f.line.beta), pct(f.line_error.max_rel), pct(f.line_error.median_rel),
+                    std::to_string(f.regimes.size()), pct(f.regimes_error.max_rel),
+                    pct(f.regimes_error.median_rel)});
+  print_table(out,
+              {"pair", "alpha_us", "beta_GB/s", "line_max_err", "line_median_err", "regimes",
+               "regimes_max_err", "regimes_median_err"},
+              rows);
+  for (const LinkFit& f : fits) {
+    out << f.src << "->" << f.dst << " regimes:";
+    for (const LinkRegime& r : f.regimes)
+      out << "  [" << fmt(r.lo_bytes) << ".." << fmt(r.hi_bytes) << " B: alpha " << us(r.line.alpha)
+          << " us, beta " << gbps(r.line.beta) << " GB/s]";
+    // The size the piecewise fit misses most.
+    const LinkSample* worst = nullptr;
+    double worst_rel = -1;
+    for (const LinkSample& x : f.samples)
+      if (const double rel = std::abs(f.cost(x.bytes) - x.seconds) / x.seconds; rel > worst_rel) {
+        worst_rel = rel;
+        worst = &x;
+      }
+    if (worst != nullptr)
+      out << "  worst " << fmt(worst->bytes) << " B: measured " << us(worst->seconds) << " us, fit "
+          << us(f.cost(worst->bytes)) << " us";
+    out << "\n";
+  }
+  out << "alpha: latency, beta: bandwidth of the one-line fit; errors: |fit - measured| / "
+         "measured over the sizes (one way, median of the round trips)\n";
+  return out.str();
+}
+
+int calibrate_main(int argc, char** argv) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    say("bubblebench: error: MPI_Init failed");
+    return kExitConfig;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+#if defined(__linux__)
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // µs sleeps of the waits' backoff
+#endif
+  int code = kExitOk;
+  try {
+    code = calibrate_all(argc, argv);
+  } catch (const std::exception& e) {
+    // A wait past --timeout (exit 3) or a failure in MPI: the whole job ends here.
+    const bool timeout = dynamic_cast<const TimeoutError*>(&e) != nullptr;
+    say(timeout ? std::string(e.what())
+                : "bubblebench: rank " + std::to_string(mpi::rank(MPI_COMM_WORLD)) +
+                      ": error: " + e.what());
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, timeout ? kExitTimeout : kExitCheckFailed);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace bb

@@ -1,0 +1,146 @@
+#include "runtime/calibrate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <string>
+
+#include "common/error.hpp"
+#include "runtime/mpi_util.hpp"
+#include "runtime/wait.hpp"
+
+namespace bb {
+namespace {
+
+constexpr std::size_t kReplyFloats = 2;  // the 8-byte reply
+constexpr int kDataTag = 0, kReplyTag = 1;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Polls the requests and then the backend's queue until all are done (runtime/wait.hpp).
+class Waiter {
+ public:
+  Waiter(Transport& t, Backend& b, double timeout_s) : t_(t), b_(b), timeout_s_(timeout_s) {}
+  void all(Request* reqs, std::size_t n, int peer, std::size_t bytes) {
+    const auto describe = [&] {
+      return "rank " + std::to_string(t_.rank()) + ": calibrate: waiting for rank " +
+             std::to_string(peer) + " (" + std::to_string(bytes) + " B)";
+    };
+    wait_until(
+        [&] {
+          bool done = true;
+          for (std::size_t i = 0; i < n; ++i) done = t_.test(reqs[i]) && done;
+          return done;
+        },
+        timeout_s_, describe);
+    wait_until([&] { return b_.queue_done(); }, timeout_s_, describe);
+  }
+
+ private:
+  Transport& t_;
+  Backend& b_;
+  double timeout_s_;
+};
+
+// Round trips of `sizes` between this rank and `peer`; as src, the median round trip per size.
+std::vector<double> ping_pong(Transport& t, Waiter& wait, int peer, bool src,
+                              const std::vector<std::size_t>& sizes, const CalibrationOptions& o,
+                              float* data, float* reply) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> medians;
+  for (const std::size_t bytes : sizes) {
+    const std::size_t count = bytes / sizeof(float);
+    std::vector<double> rtt;
+    rtt.reserve(static_cast<std::size_t>(o.reps));
+    for (int rep = 0; rep < o.warmup + o.reps; ++rep) {
+      if (src) {
+        const auto t0 = Clock::now();
+        // Send first, then the reply's receive: NCCL runs both in this order on one stream.
+        Request reqs[2] = {t.isend(data, count, peer, kDataTag),
+                           t.irecv(reply, kReplyFloats, peer, kReplyTag)};
+        wait.all(reqs, 2, peer, bytes);
+        const auto t1 = Clock::now();
+        if (rep >= o.warmup) rtt.push_back(std::chrono::duration<double>(t1 - t0).count());
+      } else {
+        Request in = t.irecv(data, count, peer, kDataTag);
+        wait.all(&in, 1, peer, bytes);
+        Request out = t.isend(reply, kReplyFloats, peer, kReplyTag);
+        wait.all(&out, 1, peer, kReplyFloats * sizeof(float));
+      }
+    }
+    if (src) medians.push_back(median(std::move(rtt)));
+  }
+  return medians;
+}
+
+}  // namespace
+
+std::vector<std::size_t> calibration_sizes(std::size_t max_bytes) {
+  if (max_bytes > static_cast<std::size_t>(INT_MAX) * sizeof(float))
+    throw ConfigError("calibrate: --max-bytes " + std::to_string(max_bytes) +
+                      " exceeds what one message can carry (2^31 floats)");
+  std::vector<std::size_t> out{8};
+  while (out.back() < max_bytes) out.push_back(out.back() * 2);
+  return out;
+}
+
+std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm,
+                                         const CalibrationOptions& o) {
+  const int me = mpi::rank(comm), P = mpi::size(comm);
+  for (const auto& [s, d] : o.pairs)
+    if (s < 0 || s >= P || d < 0 || d >= P || s == d)
+      throw ConfigError("calibrate: pair " + std::to_string(s) + "->" + std::to_string(d) +
+                        " is not two distinct ranks of " + std::to_string(P));
+  if (o.reps < 1 || o.warmup < 0) throw ConfigError("calibrate: needs reps >= 1, warmup >= 0");
+  const std::vector<std::size_t> sizes = calibration_sizes(o.max_bytes);
+  Buffer data = b.allocate(sizes.back() / sizeof(float));
+  Buffer reply = b.allocate(kReplyFloats);
+  b.fill(data.data(), 1.0f, data.size());
+  b.fill(reply.data(), 0.0f, reply.size());
+  b.synchronize();
+  Waiter wait(t, b, o.timeout_s);
+
+  // This rank's pairs as src: src, dst, then one-way time per size.
+  std::vector<double> mine;
+  for (const auto& [s, d] : o.pairs) {
+    mpi::barrier(comm, o.timeout_s);  // one pair at a time
+    if (me != s && me != d) continue;
+    const auto rtt =
+        ping_pong(t, wait, me == s ? d : s, me == s, sizes, o, data.data(), reply.data());
+    if (me != s) continue;
+    mine.insert(mine.end(), {double(s), double(d)});
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      mine.push_back(std::max(rtt[i] - rtt[0] / 2, 1e-9));  // one way: minus the reply's half
+  }
+  mpi::barrier(comm, o.timeout_s);
+  const auto all = mpi::gather(mine, 0, comm, o.timeout_s);
+  std::vector<PairSamples> out;
+  const std::size_t row = 2 + sizes.size();
+  for (const auto& from : all)
+    for (std::size_t i = 0; i + row <= from.size(); i += row) {
+      PairSamples p;
+      p.src = static_cast<int>(from[i]);
+      p.dst = static_cast<int>(from[i + 1]);
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        p.samples.push_back({static_cast<double>(sizes[k]), from[i + 2 + k]});
+      out.push_back(std::move(p));
+    }
+  std::sort(out.begin(), out.end(), [](const PairSamples& x, const PairSamples& y) {
+    return std::pair{x.src, x.dst} < std::pair{y.src, y.dst};
+  });
+  return out;
+}
+
+std::vector<LinkFit> fit_links(const std::vector<PairSamples>& measured,
+                               const FitOptions& options) {
+  std::vector<LinkFit> out;
+  out.reserve(measured.size());
+  for (const PairSamples& p : measured) out.push_back(fit_link(p.src, p.dst, p.samples, options));
+  return out;
+}
+
+}  // namespace bb

@@ -1,0 +1,57 @@
+// Link calibration: the time of one point-to-point message per directed rank pair and size,
+// over the Transport a run uses (MPI, or NCCL with the CUDA backend), for the α-β fits of
+// sim/links.hpp.
+//
+// Method, per directed pair (src, dst), one pair at a time (a barrier in between, so that no
+// other traffic shares the ranks' cores or links):
+//   src: isend `bytes` to dst, irecv an 8-byte reply, wait for both; dst: irecv, wait, isend
+//   the reply, wait. Waits poll Transport::test() with the runtime's backoff (runtime/wait.hpp)
+//   and then the backend's queue (CUDA: the stream has finished), as the executor waits.
+//   `warmup` round trips per size untimed, then `reps` timed on src's steady clock.
+//   The one-way time of a size is median round trip(bytes) − median round trip(8 B) / 2, so
+//   8 B gets half its round trip and each direction is measured on its own.
+// Sizes: 8 B doubling up to the first size >= max_bytes (the transport moves floats, so
+// every size is a multiple of 4 bytes).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend.hpp"
+#include "runtime/transport.hpp"
+#include "sim/links.hpp"
+
+namespace bb {
+
+struct CalibrationOptions {
+  std::vector<std::pair<int, int>> pairs;  // directed (src, dst), src != dst
+  std::size_t max_bytes = 1 << 20;         // sizes 8 B doubling to the first >= this
+  int reps = 30;                           // timed round trips per size (median)
+  int warmup = 5;                          // untimed round trips per size
+  double timeout_s = 600;                  // any single wait (TimeoutError past it)
+};
+
+// 8, 16, ..., the first >= max_bytes (at least 8). Throws ConfigError beyond 2^31 floats.
+std::vector<std::size_t> calibration_sizes(std::size_t max_bytes);
+
+// One directed pair's measured one-way times, by size.
+struct PairSamples {
+  int src = 0, dst = 0;
+  std::vector<LinkSample> samples;
+};
+
+// Collective over `comm` (the same ranks as the transport; every rank passes the same
+// options). Returns every pair's samples on rank 0 of `comm`, nothing elsewhere. Throws
+// ConfigError for a pair outside the ranks or with src == dst, TimeoutError when a wait
+// passes options.timeout_s.
+std::vector<PairSamples> calibrate_links(Transport& transport, Backend& backend, MPI_Comm comm,
+                                         const CalibrationOptions& options);
+
+// The fits of calibrate_links' samples (rank 0), one per pair.
+std::vector<LinkFit> fit_links(const std::vector<PairSamples>& measured,
+                               const FitOptions& options = {});
+
+}  // namespace bb

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `bubblebench calibrate` at P ranks: every directed pair measured at every size (8 B doubling
+# to --max-bytes), times > 0, both fits and their errors in the JSON, /links in the HDF5 file
+# (h5py), and `sim --links` reading that file. Then its refusals: one rank (exit 2), a bad
+# --max-bytes (exit 2), --out over a file that is not HDF5 (exit 4, the file untouched).
+# Fit quality is reported, not asserted (it depends on the machine's load).
+# usage: run_calibrate.sh BUBBLEBENCH MPIEXEC P
+set -uo pipefail
+BB=${1:?usage: $0 bubblebench mpiexec P}
+MPIEXEC=${2:?}
+P=${3:?}
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() {  # name, condition result
+  if [ "$2" != 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); fi
+}
+
+timeout 300 "$MPIEXEC" -n "$P" "$BB" calibrate --pairs all --reps 5 --warmup 1 --max-bytes 64K \
+  --timeout 60 --json --out "$tmp/links.h5" >"$tmp/c.json" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 0 ] || { echo "calibrate exit $rc"; cat "$tmp/err.txt"; }
+check "calibrate --json --out" $rc
+
+$PY - "$tmp/c.json" "$tmp/links.h5" "$P" <<'PY'
+import json, sys
+import h5py
+j = json.load(open(sys.argv[1]))
+P = int(sys.argv[3])
+sizes = [8 * 2**k for k in range(14)]  # 8 B .. 64 KiB
+pairs = sorted((l["src"], l["dst"]) for l in j["links"])
+assert pairs == [(a, b) for a in range(P) for b in range(P) if a != b], pairs
+assert j["transport"] == "mpi" and j["reps"] == 5 and j["max_bytes"] == 65536, j
+for l in j["links"]:
+    assert [s["bytes"] for s in l["samples"]] == sizes, l["samples"]
+    assert all(s["time_s"] > 0 for s in l["samples"]), l
+    assert l["alpha_s"] >= 0 and l["beta_bytes_per_s"] >= 0, l
+    assert 1 <= len(l["regimes"]) <= 6, l["regimes"]
+    assert l["regimes"][0]["lo_bytes"] == 8 and l["regimes"][-1]["hi_bytes"] == 65536
+    for k in ("max_rel_error", "median_rel_error", "regimes_max_rel_error",
+              "regimes_median_rel_error"):
+        assert l[k] >= 0, (k, l)
+    assert l["regimes_max_rel_error"] <= l["max_rel_error"] + 1e-12, l
+    print(f'{l["src"]}->{l["dst"]}: line max {l["max_rel_error"]:.1%}, '
+          f'{len(l["regimes"])} regimes max {l["regimes_max_rel_error"]:.1%}')
+with h5py.File(sys.argv[2], "r") as f:
+    g = f["links"]
+    assert len(g["samples"]) == len(sizes) * len(pairs)
+    assert len(g["fits"]) == len(pairs)
+    assert set(g["samples"].dtype.names) == {"src", "dst", "bytes", "time_s"}
+    assert g.attrs["transport"] == "mpi" and g.attrs["ranks"] == P
+    fits = {(int(r["src"]), int(r["dst"])): r for r in g["fits"][:]}
+    for l in j["links"]:
+        r = fits[(l["src"], l["dst"])]
+        assert r["alpha_s"] == l["alpha_s"] and r["regimes"] == len(l["regimes"])
+PY
+check "JSON and /links" $?
+
+# The file feeds the simulator (seconds: compute times in seconds).
+timeout 60 "$BB" sim -s 1f1b -P "$P" -M 8 --t-f 0.001 --t-b 0.002 --msg-bytes 4096 \
+  --links "$tmp/links.h5" --format json >"$tmp/sim.json" 2>"$tmp/err.txt"
+check "sim --links FILE.h5" $?
+timeout 60 "$BB" sim -s 1f1b -P "$P" -M 8 --t-f 0.001 --t-b 0.002 --format json >"$tmp/free.json"
+$PY - "$tmp/sim.json" "$tmp/free.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))[0] for p in sys.argv[1:3])
+assert a["makespan"] > b["makespan"], (a["makespan"], b["makespan"])
+PY
+check "links lengthen the simulated step" $?
+timeout 60 "$BB" sim -s 1f1b -P "$P" -M 8 --links "$tmp/c.json" --format csv >/dev/null
+check "sim --links FILE.json" $?
+
+# Refusals.
+timeout 60 "$MPIEXEC" -n 1 "$BB" calibrate >"$tmp/out" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 2 ] && grep -q "at least 2 ranks" "$tmp/err.txt"
+check "one rank: exit 2 (got $rc: $(cat "$tmp/err.txt"))" $?
+timeout 60 "$MPIEXEC" -n "$P" "$BB" calibrate --max-bytes 12Q >"$tmp/out" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 2 ] && [ "$(grep -c -- '--max-bytes' "$tmp/err.txt")" = 1 ]
+check "bad --max-bytes: exit 2 and one line (got $rc: $(cat "$tmp/err.txt"))" $?
+echo "not hdf5" >"$tmp/text.h5"
+timeout 60 "$MPIEXEC" -n "$P" "$BB" calibrate --reps 1 --warmup 0 --max-bytes 16 \
+  --out "$tmp/text.h5" >"$tmp/out" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 4 ] && grep -q "not an HDF5 file" "$tmp/err.txt" && [ "$(cat "$tmp/text.h5")" = "not hdf5" ]
+check "--out over a text file: exit 4 (got $rc: $(cat "$tmp/err.txt"))" $?
+
+[ "$fails" = 0 ] && echo "run_calibrate P=$P: ok"
+[ "$fails" = 0 ]
