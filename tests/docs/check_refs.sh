@@ -13,6 +13,8 @@
 #   3. the include rules of design §2.1: the transport (src/runtime/transport.hpp,
 #      mpi_transport.*) includes no CUDA or NCCL header and nothing under runtime/cuda/; the pure
 #      core (src/schedule, src/sim, src/model) includes no MPI, CUDA, NCCL, HDF5 or BLAS header;
+#      in src/ and bench/, CUDA toolkit headers are included only under src/runtime/cuda/ and
+#      HDF5 headers only under src/results/;
 #   4. every relative link of a Markdown page (`[text](path)`) leads to a file or folder.
 # Usage: check_refs.sh [REPO_ROOT]   (default: two levels above this script)
 # Prints one line per problem and exits 1 if there is any, else prints a summary and exits 0.
@@ -143,26 +145,35 @@ for f in existing:
 
 # 3. Include rules.
 include = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
-cuda_hdr = re.compile(r"^(cuda|cublas|cudnn|curand|nccl|nvtx|thrust/|cub/)|^runtime/cuda/")
-edge_hdr = re.compile(r"^(mpi|hdf5|H5|cblas|openblas|lapack)|^(cuda|cublas|cudnn|nccl)")
+toolkit_hdr = re.compile(r"^(cuda|cublas|cudnn|curand|nccl|nvtx|thrust/|cub/)")
+cuda_hdr = re.compile(toolkit_hdr.pattern + r"|^runtime/cuda/")
+hdf5_hdr = re.compile(r"^(hdf5|H5)")
+edge_hdr = re.compile(r"^(mpi|hdf5|H5|cblas|openblas|lapack)|" + toolkit_hdr.pattern)
 transport_files = {"src/runtime/transport.hpp", "src/runtime/mpi_transport.hpp",
                    "src/runtime/mpi_transport.cpp"}
 n_includes = 0
 for f in existing:
-    rule = None
-    if f in transport_files:
-        rule = (cuda_hdr, "the transport includes a CUDA header (host staging belongs to the Backend)")
-    elif f.startswith(("src/schedule/", "src/sim/", "src/model/")):
-        rule = (edge_hdr, "the pure core includes an edge header")
-    if rule is None:
+    if not f.startswith(("src/", "bench/")) or not f.endswith((".hpp", ".cpp", ".cu", ".h")):
         continue
+    rules = []
+    if f in transport_files:
+        rules.append((cuda_hdr, "the transport includes a CUDA header (host staging belongs to "
+                                "the Backend)"))
+    if f.startswith(("src/schedule/", "src/sim/", "src/model/")):
+        rules.append((edge_hdr, "the pure core includes an edge header"))
+    if not f.startswith("src/runtime/cuda/"):
+        rules.append((toolkit_hdr, "a CUDA toolkit header outside src/runtime/cuda/"))
+    if not f.startswith("src/results/"):
+        rules.append((hdf5_hdr, "an HDF5 header outside src/results/"))
     for no, line in enumerate(open(f, encoding="utf-8").read().splitlines(), 1):
         m = include.match(line)
         if not m:
             continue
         n_includes += 1
-        if rule[0].search(m.group(1)):
-            problems.append(f"{f}:{no}: {rule[1]}: {m.group(1)}")
+        for rule, what in rules:
+            if rule.search(m.group(1)):
+                problems.append(f"{f}:{no}: {what}: {m.group(1)}")
+                break
 
 # 4. Relative links of the Markdown pages.
 link = re.compile(r"\]\(([^)\s]+)\)")

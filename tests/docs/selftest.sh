@@ -35,6 +35,9 @@ cat >"$tmp/src/sim/sim.cpp" <<'CPP'
 #include <mpi.h>
 // Pure (design §2.3).
 CPP
+mkdir -p "$tmp/bench" "$tmp/src/results"
+printf '#include <cuda_runtime_api.h>\n#include <hdf5.h>\n' >"$tmp/bench/tool.cpp"
+printf '#include <hdf5.h>\n' >"$tmp/src/results/file.cpp"
 cat >"$tmp/tests/unit/run.sh" <<'SH'
 printf '# tmp/never.csv\n' >x  # a quoted '#' starts no comment
 # checks tests/unit/missing_script.sh
@@ -50,11 +53,13 @@ expect "unknown section of a list" "src/sim/sim.cpp:2: design §2.3 is not" "$tm
 expect "missing test file" "names 'tests/unit/test_transport.cpp'" "$tmp/out"
 expect "missing header" "names 'runtime/cuda/gone.hpp'" "$tmp/out"
 expect "missing script (shell comment)" "names 'tests/unit/missing_script.sh'" "$tmp/out"
-if grep -qE "never\.csv|cuda_runtime_api|staging\.hpp'|design §1\.1 is not|design §2 is not|design §1 is not|transport\.hpp\)|example\.org|#one" "$tmp/out"; then
+if grep -qE "never\.csv|names 'cuda_runtime_api|staging\.hpp'|design §1\.1 is not|design §2 is not|design §1 is not|transport\.hpp\)|example\.org|#one|src/results/file" "$tmp/out"; then
   echo "FAIL: reported something that is fine:"; cat "$tmp/out"; fails=$((fails + 1))
 fi
 expect "transport includes runtime/cuda/" "src/runtime/mpi_transport.cpp:1: the transport includes" "$tmp/out"
 expect "pure core includes mpi.h" "src/sim/sim.cpp:1: the pure core includes" "$tmp/out"
+expect "CUDA header outside runtime/cuda" "bench/tool.cpp:1: a CUDA toolkit header outside" "$tmp/out"
+expect "HDF5 header outside results" "bench/tool.cpp:2: an HDF5 header outside" "$tmp/out"
 expect "a link that leads nowhere" "docs/design.md:5: the link (../src/gone.md) leads nowhere" "$tmp/out"
 
 # Repaired: every problem gone, the check passes.
@@ -62,6 +67,7 @@ printf '# design\n## §1 One\n### §1.1 One point one\n## §2 Two\n### §2.3 Thr
 touch "$tmp/tests/unit/test_transport.cpp" "$tmp/src/runtime/cuda/gone.hpp" "$tmp/tests/unit/missing_script.sh"
 printf '#include "runtime/transport.hpp"\n// Staging lives in runtime/cuda/staging.hpp (design §1).\n' >"$tmp/src/runtime/mpi_transport.cpp"
 printf '#include <vector>\n// Pure (design §2.3).\n' >"$tmp/src/sim/sim.cpp"
+printf '#include "results/file.hpp"\n' >"$tmp/bench/tool.cpp"
 if bash "$check" "$tmp" >"$tmp/out" 2>&1; then echo "ok: a repaired tree passes"; else
   echo "FAIL: a repaired tree does not pass:"; cat "$tmp/out"; fails=$((fails + 1)); fi
 
