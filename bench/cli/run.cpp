@@ -43,6 +43,7 @@
 
 #include "cli/build_info.hpp"
 #include "cli/list.hpp"
+#include "cli/stage_options.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
 #include "harness/output.hpp"
@@ -66,7 +67,7 @@ using harness::RunConfig;
 using harness::RunSettings;
 using harness::say;
 
-struct RunOptions {
+struct RunOptions : StageOptions {  // --stage and the transformer's shape
   std::string schedules = "1f1b";
   std::string M = "8";
   std::string v = "1";
@@ -180,6 +181,7 @@ void add_options(CLI::App& app, RunOptions& o) {
   app.add_option("--debug-drop-sends", o.drop_sends_rank,
                  "Testing: this rank skips its sends (the watchdog must fire)")
       ->group("");  // hidden
+  add_stage_options(app, o);
 }
 
 // `run` takes one duration per flag (no per-chunk lists): "1,2" and "1," are refused.
@@ -223,7 +225,7 @@ RunSettings settings_of(const RunOptions& o) {
   s.drop_sends_rank = o.drop_sends_rank;
   s.perturb_grads_rank = o.perturb_grads_rank;
   s.debug_records = o.debug_records;
-  return s;
+  return apply_stage_options(o, s);
 }
 
 void validate_options(const RunOptions& o, int world) {
@@ -234,7 +236,7 @@ void validate_options(const RunOptions& o, int world) {
   if (o.P != 0 && o.P != world)
     throw ConfigError("-P " + std::to_string(o.P) + " does not match the MPI world size " +
                       std::to_string(world) + " (run takes P from mpiexec -n / srun -n)");
-  int_list_in(o.hidden, "--hidden", 1, 65536);
+  validate_stage_options(o, int_list_in(o.hidden, "--hidden", 1, 65536));
   int_list_in(o.layers, "--layers", 1, 4096);
   int_list_in(o.mb_size, "--mb-size", 1, 1 << 20);
   if (o.warmup < 0 || o.warmup > 100000) throw ConfigError("--warmup must be 0..100000");

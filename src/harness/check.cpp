@@ -9,20 +9,21 @@
 namespace bb::harness {
 namespace {
 
-// Rank 0: the gathered per-rank gradient vectors ([layer, dw1..., dw2...] per layer) as one
-// GradientSet.
-GradientSet unpack_gradients(const std::vector<std::vector<float>>& grads, int hidden) {
+// Rank 0: the gathered per-rank gradient vectors ([layer, n1, n2, dw1 (n1)..., dw2 (n2)...]
+// per layer; the sizes are exact in float) as one GradientSet.
+GradientSet unpack_gradients(const std::vector<std::vector<float>>& grads) {
   GradientSet got;
-  const std::size_t w = 4 * static_cast<std::size_t>(hidden) * static_cast<std::size_t>(hidden);
   for (const auto& r : grads)
-    for (std::size_t i = 0; i + 2 * w + 1 <= r.size(); i += 2 * w + 1) {
+    for (std::size_t i = 0; i + 3 <= r.size();) {
       LayerGrads g;
       g.layer = static_cast<int>(r[i]);
-      g.dw1.assign(r.begin() + static_cast<std::ptrdiff_t>(i + 1),
-                   r.begin() + static_cast<std::ptrdiff_t>(i + 1 + w));
-      g.dw2.assign(r.begin() + static_cast<std::ptrdiff_t>(i + 1 + w),
-                   r.begin() + static_cast<std::ptrdiff_t>(i + 1 + 2 * w));
+      const auto n1 = static_cast<std::size_t>(r[i + 1]), n2 = static_cast<std::size_t>(r[i + 2]);
+      const auto at = [&](std::size_t k) { return r.begin() + static_cast<std::ptrdiff_t>(k); };
+      if (i + 3 + n1 + n2 > r.size()) break;
+      g.dw1.assign(at(i + 3), at(i + 3 + n1));
+      g.dw2.assign(at(i + 3 + n1), at(i + 3 + n1 + n2));
       got.layers.push_back(std::move(g));
+      i += 3 + n1 + n2;
     }
   return got;
 }
@@ -38,6 +39,8 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const
   std::vector<float> packed;
   for (const LayerGrads& g : mine.layers) {
     packed.push_back(static_cast<float>(g.layer));
+    packed.push_back(static_cast<float>(g.dw1.size()));
+    packed.push_back(static_cast<float>(g.dw2.size()));
     packed.insert(packed.end(), g.dw1.begin(), g.dw1.end());
     packed.insert(packed.end(), g.dw2.begin(), g.dw2.end());
   }
@@ -49,7 +52,7 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const
   CheckOutcome out;
   int pass = 0;
   if (mpi::rank(comm) == 0) {
-    GradientSet got = unpack_gradients(grads, c.hidden);
+    GradientSet got = unpack_gradients(grads);
     double loss = 0;
     for (const auto& l : losses) loss += l.at(0);
     got.loss = loss;
@@ -63,7 +66,11 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const
     // operands to bf16 as the pipeline: what differs is only the order in which the fp32
     // accumulators sum the micro-batches' weight gradients (~1e-7), and any error in the
     // pipeline's math or data movement shows at O(1). bf16 gets 1e-4 for that margin.
-    const GradientSet ref = run_reference(backend, rc);
+    const ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+    const GradientSet ref =
+        ec.transformer ? run_transformer_reference(backend, transformer_chunk_config(ec, 0),
+                                                   rc.num_layers, rc.num_microbatches)
+                       : run_reference(backend, rc);
     CompareResult cmp = compare(ref, got, o.dtype == "bf16" ? 1e-4 : 1e-5);
     if (cmp.pass && static_cast<int>(got.layers.size()) != rc.num_layers) {
       cmp.pass = false;

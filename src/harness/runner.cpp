@@ -178,9 +178,7 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   ec.recompute = c.recompute;
   ec.drop_sends = o.drop_sends_rank == ctx.transport.rank();
   ctx.backend.reset_peak_allocated();  // peak_device_bytes: this configuration's
-  Executor ex(*c.lowered, ctx.backend, ctx.transport,
-              ctx.pool(static_cast<std::size_t>(c.hidden) * static_cast<std::size_t>(c.mb_size)),
-              ec);
+  Executor ex(*c.lowered, ctx.backend, ctx.transport, ctx.pool(activation_count(ec)), ec);
   CheckOutcome check;
   if (o.check) check = run_check(ex, ctx.backend, c, o, ctx.comm);
   RunOutcome out;

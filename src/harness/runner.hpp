@@ -38,7 +38,7 @@ struct RunContext {
   Placement where;                 // rank 0: hosts, devices, the clock verdict
   ResultsFile* results = nullptr;  // rank 0 with --out
   std::string trace_dir;           // rank 0 with --trace
-  // Activation buffers, one pool per tensor size (hidden · mb_size), kept across runs.
+  // Activation buffers, one pool per tensor size (activation_count), kept across runs.
   std::map<std::size_t, std::unique_ptr<BufferPool>> pools;
   // Rank 0: the last run's results-file entry and trace, written by a thread while the next
   // run builds its executor and warms up (no MPI, and the only HDF5 user at that time), and

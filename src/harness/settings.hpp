@@ -26,6 +26,10 @@ struct RunSettings {
   int drop_sends_rank = -1;     // testing the watchdog
   int perturb_grads_rank = -1;  // testing a failing --check
   bool debug_records = false;   // every timed action's record on stderr
+  // The chunk model: "mlp" or "transformer" with its shape (docs/transformer.md).
+  std::string stage = "mlp";
+  int seq = 0, heads = 0, ffn = 0;
+  bool causal = false;
 
   bool synthetic() const { return compute == "synthetic"; }
   bool barrier() const { return sync == "barrier"; }

@@ -92,11 +92,13 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
   // split somewhere in the schedule, else the fused BW as B with W = 0.
   const double t_f = k.f.value_or(0), t_b = k.b.value_or(0), t_w = k.w.value_or(0);
   const double t_fb = k.fb.value_or(-1);
-  // The model's activation bytes of one micro-batch-stage: the F-time footprint of a chunk,
-  // 9·L·b·h floats (the chunk input with recompute: b·h), divided by the chunk's fraction of
-  // a stage. (After B a chunk holds 10·L·b·h until W: the runtime's peak lies between.)
-  const double bh = static_cast<double>(c.hidden) * c.mb_size;
-  const double chunk_bytes = 4.0 * (c.recompute ? bh : 9.0 * c.layers * bh);
+  // The model's activation bytes of one micro-batch-stage: the F-time footprint of a chunk
+  // (chunk_forward_floats: 9·L·b·h floats for the MLP, the chunk input with recompute),
+  // divided by the chunk's fraction of a stage. (After B a chunk holds more until W: the
+  // runtime's peak lies between.)
+  ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  ec.recompute = c.recompute;
+  const double chunk_bytes = 4.0 * static_cast<double>(chunk_forward_floats(ec));
   SimConfig sc;
   sc.t_f = {t_f};
   sc.t_b = {t_b};

@@ -27,6 +27,14 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
       s.optimizer == "adam" ? OptimizerConfig::Kind::kAdam : OptimizerConfig::Kind::kSgd;
   c.optimizer.lr = static_cast<float>(s.lr);
   c.timeout_s = s.timeout;
+  if (s.stage == "transformer") {
+    TransformerConfig t;
+    t.seq = s.seq;
+    t.heads = s.heads;
+    t.ffn = s.ffn;
+    t.causal = s.causal;
+    c.transformer = t;
+  }
   return c;
 }
 
@@ -65,6 +73,9 @@ std::string run_key(const RunConfig& c, const RunSettings& o) {
                   "_b=" + std::to_string(c.mb_size) + "_" + o.dtype +
                   "_recompute=" + (c.recompute ? "1" : "0") + "_sync=" + o.sync +
                   "_warmup=" + std::to_string(o.warmup) + "_iters=" + std::to_string(o.iters);
+  if (o.stage == "transformer")  // MLP keys stay as they were
+    k += "_transformer_S=" + std::to_string(o.seq) + "_H=" + std::to_string(o.heads) +
+         "_f=" + std::to_string(o.ffn) + (o.causal ? "_causal" : "");
   if (o.synthetic()) {
     k += "_tf=" + seconds_text(o.t_f) + "_tb=" + seconds_text(o.t_b) + "_tw=" + seconds_text(o.t_w);
     if (o.t_fb >= 0) k += "_tfb=" + seconds_text(o.t_fb);

@@ -74,21 +74,33 @@ std::size_t activation_count(const ExecutorConfig& config) {
   return rows * static_cast<std::size_t>(config.hidden);
 }
 
+TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage) {
+  TransformerConfig tc = config.transformer.value();
+  tc.hidden = config.hidden;
+  tc.rows = config.mb_size;
+  tc.first_layer = stage * config.layers;
+  tc.num_layers = config.layers;
+  tc.seed = config.seed;
+  tc.recompute = config.recompute;
+  if (config.synthetic) tc.synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
+  return tc;
+}
+
+std::size_t chunk_forward_floats(const ExecutorConfig& config) {
+  if (config.recompute) return activation_count(config);
+  const auto L = static_cast<std::size_t>(config.layers);
+  if (config.transformer)
+    return L * transformer_block_forward_floats(transformer_chunk_config(config, 0));
+  return 9 * L * activation_count(config);  // Z, A and the next input per block (stage.hpp)
+}
+
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter) {
+  if (config.transformer)
+    return std::make_unique<TransformerStage>(backend, transformer_chunk_config(config, stage),
+                                              meter);
   std::optional<SyntheticTimes> synthetic;
   if (config.synthetic) synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
-  if (config.transformer) {
-    TransformerConfig tc = *config.transformer;
-    tc.hidden = config.hidden;
-    tc.rows = config.mb_size;
-    tc.first_layer = stage * config.layers;
-    tc.num_layers = config.layers;
-    tc.seed = config.seed;
-    tc.recompute = config.recompute;
-    tc.synthetic = synthetic;
-    return std::make_unique<TransformerStage>(backend, tc, meter);
-  }
   StageConfig sc;
   sc.hidden = config.hidden;
   sc.rows = config.mb_size;

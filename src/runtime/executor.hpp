@@ -83,6 +83,11 @@ struct ExecutorConfig {
 
 // Floats of one activation message (the BufferPool's tensor size) under `config`.
 std::size_t activation_count(const ExecutorConfig& config);
+// The transformer chunk of stage `stage` (config.transformer set): its shape, and hidden,
+// mb_size sequences, layers, seed, recompute and synthetic mode from `config`.
+TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage);
+// Floats one micro-batch keeps in a chunk after its F (only the chunk input with recompute).
+std::size_t chunk_forward_floats(const ExecutorConfig& config);
 // The model of chunk `stage` (global layers [stage·layers, (stage+1)·layers)) under `config`.
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter);

@@ -50,6 +50,13 @@ ChunkShape transformer_shape(const TransformerConfig& c) {
 
 }  // namespace
 
+std::size_t transformer_block_forward_floats(const TransformerConfig& c) {
+  const std::size_t T = c.tokens(), h = static_cast<std::size_t>(c.hidden);
+  const std::size_t probs = static_cast<std::size_t>(c.rows) * static_cast<std::size_t>(c.heads) *
+                            static_cast<std::size_t>(c.seq) * static_cast<std::size_t>(c.seq);
+  return 8 * T * h + 2 * T * static_cast<std::size_t>(c.ffn_width()) + probs + 4 * T;
+}
+
 std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn) {
   const auto h = static_cast<std::size_t>(hidden), f = static_cast<std::size_t>(ffn);
   const std::pair<const char*, std::size_t> sizes[kNumTensors] = {
@@ -115,6 +122,8 @@ TransformerStage::TransformerStage(Backend& backend, const TransformerConfig& co
   f_.a = next(T * f);
   f_.out = next(T * h);  // the next block's input (unused in the last block: X0 counts instead)
   f_.size = o;
+  if (f_.size != transformer_block_forward_floats(config))
+    throw std::logic_error("TransformerStage: layout and transformer_block_forward_floats differ");
   o = 0;
   b_.dy = next(T * h);
   b_.dx1 = next(T * h);

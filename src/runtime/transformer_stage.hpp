@@ -66,6 +66,9 @@ std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn);
 void init_transformer_layer(Backend& backend, std::uint64_t seed, int layer, int hidden, int ffn,
                             float* p);
 
+// Floats one block keeps after F for one micro-batch (its input included; see above).
+std::size_t transformer_block_forward_floats(const TransformerConfig& config);
+
 class TransformerStage final : public ChunkModel {
  public:
   TransformerStage(Backend& backend, const TransformerConfig& config,

@@ -3,18 +3,19 @@
 # and recompute off/on; every configuration the schedule accepts must match the sequential
 # reference (fp32, rel. error <= 1e-5), and its peak activations per rank must equal
 # bb::peak_activations exactly.
-# usage: run_check.sh BUBBLEBENCH MPIEXEC SCHEDULE P
+# usage: run_check.sh BUBBLEBENCH MPIEXEC SCHEDULE P [MORE RUN OPTIONS, e.g. --stage transformer]
 set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec schedule P}
 MPIEXEC=${2:?}
 S=${3:?}
 P=${4:?}
+shift 4
 HERE=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 timeout 300 "$MPIEXEC" -n "$P" "$BB" run --schedule "$S" -M "$P,$((2 * P)),$((4 * P))" -v 1,2 \
   --recompute=both --check --hidden 16 --layers 1 --mb-size 4 --iters 1 --warmup 0 \
-  --timeout 60 --format json >"$tmp/out.json" 2>"$tmp/err.txt"
+  --timeout 60 --format json "$@" >"$tmp/out.json" 2>"$tmp/err.txt"
 rc=$?
 if [ $rc != 0 ]; then
   echo "FAIL: exit $rc"

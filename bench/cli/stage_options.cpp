@@ -1,0 +1,40 @@
+#include "cli/stage_options.hpp"
+
+#include "common/error.hpp"
+
+namespace bb {
+
+void add_stage_options(CLI::App& app, StageOptions& o) {
+  app.add_option("--stage", o.stage, "Chunk model: mlp, or transformer (pre-LN blocks)")
+      ->check(CLI::IsMember({"mlp", "transformer"}))
+      ->capture_default_str();
+  app.add_option("--seq", o.seq, "Transformer: tokens per sequence (--mb-size is sequences)")
+      ->capture_default_str();
+  app.add_option("--heads", o.heads, "Transformer: attention heads (must divide --hidden)")
+      ->capture_default_str();
+  app.add_option("--ffn", o.ffn, "Transformer: MLP width (0: 4 x hidden)")->capture_default_str();
+  app.add_flag("--causal", o.causal, "Transformer: causal attention mask");
+}
+
+void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden) {
+  if (o.stage != "transformer") return;
+  if (o.seq < 1 || o.seq > (1 << 16)) throw ConfigError("--seq must be 1..65536");
+  if (o.heads < 1) throw ConfigError("--heads must be >= 1");
+  if (o.ffn < 0 || o.ffn > (1 << 20)) throw ConfigError("--ffn must be 0..1048576");
+  for (int h : hidden)
+    if (h % o.heads != 0)
+      throw ConfigError("--heads " + std::to_string(o.heads) + " does not divide --hidden " +
+                        std::to_string(h));
+}
+
+harness::RunSettings apply_stage_options(const StageOptions& o, harness::RunSettings s) {
+  s.stage = o.stage;
+  if (o.stage != "transformer") return s;
+  s.seq = o.seq;
+  s.heads = o.heads;
+  s.ffn = o.ffn;
+  s.causal = o.causal;
+  return s;
+}
+
+}  // namespace bb
