@@ -35,6 +35,7 @@
 #include "runtime/mpi_util.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
+#include "schedule/schedule_info.hpp"
 
 namespace bb {
 namespace {
@@ -199,8 +200,7 @@ int main(int argc, char** argv) {
   try {
     if (!bb::take_flags(&n, args.data(), world.opt, &bad))
       throw bb::ConfigError("unknown flag " + bad);
-    names = bb::parse_name_list(world.opt.schedules, "--bb_schedules");
-    if (names.size() == 1 && names[0] == "all") names = bb::schedule_names();
+    names = bb::sweep_names(world.opt.schedules, "--bb_schedules");
     Ms = bb::parse_int_list(world.opt.M, "--bb_M");
     vs = bb::parse_int_list(world.opt.v, "--bb_v");
     (void)bb::parse_duration(world.opt.t, "--bb_t", true);

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
+#include "schedule/schedule_info.hpp"
 #include "schedule/text.hpp"
 #include "schedule/validate.hpp"
 
@@ -76,21 +77,6 @@ std::vector<int> parse_int_list(std::string_view text, std::string_view what) {
   return uniq;
 }
 
-std::vector<std::string> parse_name_list(std::string_view text, std::string_view what) {
-  std::vector<std::string> out;
-  std::size_t pos = 0;
-  while (true) {
-    std::size_t comma = text.find(',', pos);
-    if (comma == std::string_view::npos) comma = text.size();
-    const std::string_view item = text.substr(pos, comma - pos);
-    if (item.empty()) fail(what, text, "has an empty item");
-    out.emplace_back(item);
-    if (comma == text.size()) break;
-    pos = comma + 1;
-  }
-  return out;
-}
-
 double parse_duration(std::string_view text, std::string_view what, bool suffix_means_seconds) {
   std::string_view num = text;
   double scale = 1.0;
@@ -148,23 +134,8 @@ void dry_run_or_throw(const Schedule& lowered, const std::string& what) {
 
 namespace {
 
-std::vector<std::string> sweep_names(const std::string& names_text) {
-  auto names = parse_name_list(names_text, "--schedule");
-  if (names.size() == 1 && names[0] == "all") names = schedule_names();
-  return names;
-}
-
 bool is_csv(const std::string& name) {
   return name.rfind("csv:", 0) == 0;
-}
-
-// Compute actions of one built-in configuration, about (chunks x micro-batches x the passes
-// of each: F and BW, or F, B and W for the schedules that split the backward).
-double estimated_actions(const std::string& name, int P, int M, int v) {
-  const bool two_chunks = name == "zb-v" || name == "dualpipe" || name == "dualpipev";
-  const bool split_w = two_chunks || name == "zb-h1" || name == "zb-h2";
-  const double chunks = static_cast<double>(P) * (schedule_takes_v(name) ? v : two_chunks ? 2 : 1);
-  return chunks * M * (split_w ? 3 : 2);
 }
 
 // The reason a configuration was skipped, naming v where the schedule takes it.
@@ -180,8 +151,10 @@ std::string with_v(const std::string& why, bool takes_v, int v) {
 std::size_t sweep_combinations(const std::string& names_text, const std::vector<int>& Ms,
                                const std::vector<int>& vs) {
   std::size_t n = 0;
-  for (const auto& name : sweep_names(names_text))
-    n += is_csv(name) ? 1 : Ms.size() * (schedule_takes_v(name) ? vs.size() : 1);
+  for (const auto& name : sweep_names(names_text)) {
+    const ScheduleInfo* info = find_schedule(name);
+    n += is_csv(name) ? 1 : Ms.size() * (info != nullptr && info->takes_v() ? vs.size() : 1);
+  }
   return n;
 }
 
@@ -193,15 +166,13 @@ void for_each_schedule(const std::string& names_text, int P, const std::vector<i
   double total = 0;
   for (const auto& name : names) {
     if (is_csv(name)) continue;
-    bool known = false;
-    for (const auto& n : schedule_names()) known = known || n == name;
-    if (!known) generate(name, {});  // throws the one-line "unknown schedule" error
+    const ScheduleInfo& info = schedule_info_or_throw(name);  // one line for an unknown name
     for (int M : Ms)
-      for (int v : schedule_takes_v(name) ? vs : std::vector<int>{1})
+      for (int v : info.takes_v() ? vs : std::vector<int>{1})
         // Sizes the generator refuses are skipped with its own reason, not counted here.
         if (static_cast<double>(P) * std::max(v, 2) * M <=
             static_cast<double>(kMaxChunkMicroBatches))
-          total += estimated_actions(name, P, M, v);
+          total += estimated_actions(info, P, M, v);
   }
   if (total > static_cast<double>(kMaxSweepActions))
     throw ConfigError("this sweep would build about " +
@@ -235,13 +206,14 @@ void for_each_schedule(const std::string& names_text, int P, const std::vector<i
       accept(name, std::move(s));
       continue;
     }
-    const bool takes_v = schedule_takes_v(name);
+    const ScheduleInfo& info = schedule_info_or_throw(name);
+    const bool takes_v = info.takes_v();
     bool noted = false;
     for (int M : Ms)
       for (int v : takes_v ? vs : std::vector<int>{1}) {
         Schedule s;
         try {
-          s = generate(name, {P, M, v});
+          s = info.generate({P, M, v});
         } catch (const ConfigError& e) {
           last_error = e.what();
           tell("skip", with_v(e.what(), takes_v, v));

@@ -7,14 +7,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/name_list.hpp"
 #include "schedule/schedule.hpp"
 
 namespace bb {
 
 // Positive integers, duplicates removed, order kept. Throws ConfigError with one line.
 std::vector<int> parse_int_list(std::string_view text, std::string_view what);
-// Comma-separated names (empty items rejected).
-std::vector<std::string> parse_name_list(std::string_view text, std::string_view what);
+// parse_name_list (comma-separated names, empty items rejected): common/name_list.hpp.
 // A duration: plain number in the caller's unit, or with a suffix s, ms, us, ns (seconds
 // then). Finite and >= 0. Throws ConfigError.
 double parse_duration(std::string_view text, std::string_view what, bool suffix_means_seconds);
@@ -48,14 +48,15 @@ std::size_t sweep_combinations(const std::string& names, const std::vector<int>&
 // kind "note" for a schedule that takes no v while -v asks for one (which v it runs with).
 using SweepSay = std::function<void(std::string_view kind, const std::string& line)>;
 
-// The schedules of a sweep, one at a time: every name (`all` = every built-in; `csv:FILE`
-// loads the file) crossed with every M and, for schedules that take it, every v, generated
-// for P ranks just before `use` gets it, so a sweep holds one schedule at a time. Before any
-// is built, a sweep estimated at more than kMaxSweepActions compute actions is refused
-// (ConfigError). Lines for `say` are held back until a first configuration is accepted: when
-// none is, nothing is said and ConfigError carries the last reason. A lowered CSV goes through
-// dry_run_or_throw first when `check_lowered` (everything that runs or simulates it; `show`
-// and `validate` do their own). A CSV schedule keeps its own P: callers check it.
+// The schedules of a sweep, one at a time: every name of sweep_names(names) (`all` = every
+// built-in, schedule/schedule_info.hpp; `csv:FILE` loads the file) crossed with every M and, for
+// schedules that take it, every v, generated for P ranks just before `use` gets it, so a sweep
+// holds one schedule at a time. Before any is built, a sweep estimated at more than
+// kMaxSweepActions compute actions is refused (ConfigError). Lines for `say` are held back until a
+// first configuration is accepted: when none is, nothing is said and ConfigError carries the last
+// reason. A lowered CSV goes through dry_run_or_throw first when `check_lowered` (everything that
+// runs or simulates it; `show` and `validate` do their own). A CSV schedule keeps its own P:
+// callers check it.
 void for_each_schedule(const std::string& names, int P, const std::vector<int>& Ms,
                        const std::vector<int>& vs, bool check_lowered,
                        const std::function<void(const std::string& name, Schedule s)>& use,

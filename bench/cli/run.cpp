@@ -55,6 +55,7 @@
 #include "runtime/mpi_util.hpp"
 #include "runtime/wait.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
 
 #if defined(__linux__)
 #include <sys/prctl.h>
@@ -264,8 +265,7 @@ std::vector<RunConfig> expand(const RunOptions& o, const RunSettings& settings, 
   lists.recompute.clear();
   if (o.recompute != "on") lists.recompute.push_back(false);
   if (o.recompute != "off") lists.recompute.push_back(true);
-  auto names = parse_name_list(o.schedules, "--schedule");
-  if (names.size() == 1 && names[0] == "all") names = schedule_names();
+  const auto names = sweep_names(o.schedules);
   const bool sweep = names.size() * Ms.size() * vs.size() > 1;
   ScheduleSweep schedules = expand_schedules(o.schedules, world, Ms, vs);
   std::vector<harness::NamedSchedule> named;

@@ -2,7 +2,8 @@
 // both views: a single step on its own (makespan) and back-to-back steps (period). Each form
 // carries the conditions under which it is exact; outside them `applies` is false and
 // `reason` says why, rather than a wrong number being printed. The simulator is the
-// reference: tests/unit/test_core_matrix.cpp checks every form against it.
+// reference: tests/unit/test_core_matrix.cpp checks every form against it. Each schedule's
+// ScheduleInfo (schedule/schedule_info.hpp) points at its form and peak formula below.
 #pragma once
 
 #include <string>
@@ -39,6 +40,32 @@ struct ModelResult {
   std::string peak_formula;
 };
 
+// The form of in.schedule (through its ScheduleInfo), then the conditions every form shares
+// (uniform stages, no message time). A name without a form: applies false, with a reason.
 ModelResult closed_form(const ModelInput& in);
+
+// One per schedule, for ScheduleInfo: `X` fills formula, conditions, source and the times (or
+// leaves applies false with a reason); `X_peak` fills peak_activations and peak_formula. Both
+// expect r.t_ideal set (closed_form does it).
+namespace forms {
+void naive(const ModelInput& in, ModelResult& r);
+void naive_peak(const ModelInput& in, ModelResult& r);
+void gpipe(const ModelInput& in, ModelResult& r);
+void gpipe_peak(const ModelInput& in, ModelResult& r);
+void one_f_one_b(const ModelInput& in, ModelResult& r);
+void one_f_one_b_peak(const ModelInput& in, ModelResult& r);
+void interleaved(const ModelInput& in, ModelResult& r);
+void interleaved_peak(const ModelInput& in, ModelResult& r);
+void zb_h1(const ModelInput& in, ModelResult& r);
+void zb_h1_peak(const ModelInput& in, ModelResult& r);
+void zb_h2(const ModelInput& in, ModelResult& r);
+void zb_h2_peak(const ModelInput& in, ModelResult& r);
+void zb_v(const ModelInput& in, ModelResult& r);
+void zb_v_peak(const ModelInput& in, ModelResult& r);
+void dualpipe(const ModelInput& in, ModelResult& r);
+void dualpipe_peak(const ModelInput& in, ModelResult& r);
+void dualpipev(const ModelInput& in, ModelResult& r);
+void dualpipev_peak(const ModelInput& in, ModelResult& r);
+}  // namespace forms
 
 }  // namespace bb

@@ -44,6 +44,7 @@
 #include "common/error.hpp"
 #include "schedule/dualpipe_steps.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
 
 namespace bb {
 namespace detail {
@@ -145,13 +146,7 @@ void append_dualpipe_steps(std::vector<Action>& out, int K, int k, int N,
 Schedule generate_dualpipe(const ScheduleParams& p) {
   const int P = p.P;
   const int M = p.M;
-  if (P < 2 || P % 2 != 0)
-    throw ConfigError("dualpipe: P must be even and >= 2 (got P=" + std::to_string(P) + ")");
-  if (P > 32767)
-    throw ConfigError("dualpipe: P must be <= 32767 (got P=" + std::to_string(P) + ")");
-  if (M % 2 != 0 || M < 2 * P)
-    throw ConfigError("dualpipe: M must be even and >= 2P (M/2 from each end; got M=" +
-                      std::to_string(M) + ", P=" + std::to_string(P) + ")");
+  require_accepted(ScheduleId::dualpipe, p);
 
   Schedule s;
   s.name = "dualpipe";

@@ -15,20 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
 #include "schedule/dualpipe_steps.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
 
 namespace bb {
 
 Schedule generate_dualpipev(const ScheduleParams& p) {
   const int P = p.P;
   const int M = p.M;
-  if (P < 2 || P > 32767)
-    throw ConfigError("dualpipev: P must be in [2, 32767] (got P=" + std::to_string(P) + ")");
-  if (M < 2 * P)
-    throw ConfigError("dualpipev: M must be >= 2P (got M=" + std::to_string(M) +
-                      ", P=" + std::to_string(P) + ")");
+  require_accepted(ScheduleId::dualpipev, p);
 
   Schedule s;
   s.name = "dualpipev";

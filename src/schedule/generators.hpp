@@ -1,5 +1,6 @@
 // Built-in schedule generators, one per file. Each throws ConfigError (one line) for a
-// configuration it does not accept.
+// configuration it does not accept: the rule is its ScheduleInfo's (schedule_info.hpp), which
+// every generator checks first (require_accepted).
 #pragma once
 
 #include <string>
@@ -29,11 +30,13 @@ Schedule generate_dualpipev(const ScheduleParams& p);
 // keep per-pair state): 2^28.
 inline constexpr long long kMaxChunkMicroBatches = 1LL << 28;
 
-// The built-in names, in the order of design §5.1.
+// The built-in names, in the order of design §5.1 (schedule_infos()' names).
 const std::vector<std::string>& schedule_names();
-// True when the schedule's generator uses v (others take v = 1, or their fixed v).
+// True when the schedule's generator uses v (others take v = 1, or their fixed v); false for
+// a name that is no built-in schedule.
 bool schedule_takes_v(const std::string& name);
-// By name (`csv:FILE` is handled by the CSV loader, not here). Throws ConfigError.
+// By name, through its ScheduleInfo (`csv:FILE` is handled by the CSV loader, not here).
+// Throws ConfigError: unknown schedule, or the configuration's refusal().
 Schedule generate(const std::string& name, const ScheduleParams& p);
 
 }  // namespace bb

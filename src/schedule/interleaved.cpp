@@ -11,20 +11,13 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
 
 namespace bb {
 
 Schedule generate_interleaved(const ScheduleParams& p) {
-  if (p.v < 2)
-    throw ConfigError("interleaved: needs v >= 2 chunks per rank (got v=" + std::to_string(p.v) +
-                      "; v=1 is 1f1b)");
-  if (p.P < 2) throw ConfigError("interleaved: needs P >= 2 (got P=" + std::to_string(p.P) + ")");
-  if (p.M < p.P || p.M % p.P != 0)
-    throw ConfigError("interleaved: needs M a multiple of P (got M=" + std::to_string(p.M) +
-                      ", P=" + std::to_string(p.P) + ")");
-  if (static_cast<long>(p.P) * p.v > 0xFFFF) throw ConfigError("interleaved: too many chunks");
+  require_accepted(ScheduleId::interleaved, p);
   Schedule s = make_schedule("interleaved", p.P, p.M, p.v);
   set_looped_placement(s);
   // (local chunk, micro-batch) in forward order; backward uses the chunks reversed.

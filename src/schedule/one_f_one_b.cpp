@@ -2,13 +2,13 @@
 // backward in turn, then the remaining backwards. At most min(P-r, M) micro-batches live.
 #include <algorithm>
 
-#include "common/error.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
 
 namespace bb {
 
 Schedule generate_1f1b(const ScheduleParams& p) {
-  if (p.P < 1 || p.M < 1) throw ConfigError("1f1b: P and M must be >= 1");
+  require_accepted(ScheduleId::one_f_one_b, p);
   Schedule s = make_schedule("1f1b", p.P, p.M, 1);
   set_looped_placement(s);
   for (int r = 0; r < s.P; ++r) {

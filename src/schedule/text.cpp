@@ -6,11 +6,13 @@
 #include <fstream>
 #include <istream>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
 #include "common/error.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
 
 namespace bb {
 namespace {
@@ -122,23 +124,8 @@ std::string format_actions(const std::vector<Action>& actions) {
 }
 
 std::string placement_name(const Schedule& s) {
-  Schedule probe;
-  probe.P = s.P;
-  probe.M = s.M;
-  probe.v = s.v;
-  set_looped_placement(probe);
-  if (probe.chunk_rank == s.chunk_rank && probe.routes == s.routes &&
-      probe.chunk_stage == s.chunk_stage)
-    return "looped";
-  set_v_placement(probe);
-  if (probe.chunk_rank == s.chunk_rank && probe.routes == s.routes &&
-      probe.chunk_stage == s.chunk_stage)
-    return "v";
-  set_dualpipe_placement(probe);
-  if (probe.chunk_rank == s.chunk_rank && probe.routes == s.routes &&
-      probe.chunk_stage == s.chunk_stage)
-    return "dualpipe";
-  return "custom";
+  const std::optional<Placement> p = placement_of(s);
+  return p ? std::string(placement_name(*p)) : "custom";
 }
 
 void dump_csv(const Schedule& s, std::ostream& out) {
@@ -216,14 +203,10 @@ Schedule load_csv(std::istream& in) {
   if (static_cast<long long>(s.P) * std::max(s.v, 2) * s.M > kMaxChunkMicroBatches)
     throw ScheduleError("CSV: P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
                         ", v=" + std::to_string(s.v) + " is too large");
-  if (placement == "looped")
-    set_looped_placement(s);
-  else if (placement == "v")
-    set_v_placement(s);
-  else if (placement == "dualpipe")
-    set_dualpipe_placement(s);
-  else
+  const std::optional<Placement> known = find_placement(placement);
+  if (!known)
     throw ScheduleError("CSV: unknown placement '" + placement + "' (looped, v, dualpipe)");
+  set_placement(s, *known);
   s.ranks = std::move(rows);
   s.lowered = false;
   for (const auto& r : s.ranks)

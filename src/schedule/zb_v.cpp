@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
 
 namespace bb {
 namespace {
@@ -69,9 +69,7 @@ class ZbvRankBuilder {
 Schedule generate_zb_v(const ScheduleParams& p) {
   const int P = p.P;
   const int M = p.M;
-  if (P < 1 || P > 32767)
-    throw ConfigError("zb-v: P must be in [1, 32767] (got P=" + std::to_string(P) + ")");
-  if (M < 1) throw ConfigError("zb-v: M must be >= 1 (got M=" + std::to_string(M) + ")");
+  require_accepted(ScheduleId::zb_v, p);
 
   Schedule s;
   s.name = "zb-v";

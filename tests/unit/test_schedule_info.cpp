@@ -1,0 +1,334 @@
+// The schedule table (schedule/schedule_info.hpp): every schedule's facts agree with what its
+// generator builds, refusals carry their reasons, --schedule lists expand, and the closed
+// forms reached through the table give the values the name-compared forms gave.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/list.hpp"
+#include "common/error.hpp"
+#include "model/closed_form.hpp"
+#include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
+#include "schedule/text.hpp"
+
+namespace bb {
+namespace {
+
+std::string thrown(const std::string& name, int P, int M, int v) {
+  try {
+    generate(name, {P, M, v});
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ScheduleInfo, TableInIdOrderWithUniqueNames) {
+  const auto infos = schedule_infos();
+  ASSERT_EQ(infos.size(), 9u);
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    EXPECT_EQ(static_cast<std::size_t>(infos[i].id), i);
+    EXPECT_EQ(&schedule_info(infos[i].id), &infos[i]);
+    EXPECT_EQ(find_schedule(infos[i].name), &infos[i]);
+    EXPECT_TRUE(names.insert(infos[i].name).second) << infos[i].name;
+    EXPECT_NE(infos[i].generate, nullptr);
+    EXPECT_NE(infos[i].refuse, nullptr);
+    EXPECT_NE(infos[i].closed_form, nullptr);
+    EXPECT_NE(infos[i].peak, nullptr);
+    EXPECT_FALSE(infos[i].accepts.empty());
+  }
+  const std::vector<std::string> expected = {"naive", "gpipe", "1f1b",     "interleaved", "zb-h1",
+                                             "zb-h2", "zb-v",  "dualpipe", "dualpipev"};
+  EXPECT_EQ(schedule_names(), expected);
+  EXPECT_EQ(find_schedule("csv:x.csv"), nullptr);
+  EXPECT_EQ(find_schedule("1F1B"), nullptr);
+}
+
+TEST(ScheduleInfo, Facts) {
+  using enum ScheduleId;
+  struct Want {
+    ScheduleId id;
+    Placement placement;
+    int fixed_v;
+    bool splits;
+  };
+  for (const Want& w :
+       {Want{naive, Placement::looped, 1, false}, Want{gpipe, Placement::looped, 1, false},
+        Want{one_f_one_b, Placement::looped, 1, false},
+        Want{interleaved, Placement::looped, 0, false}, Want{zb_h1, Placement::looped, 1, true},
+        Want{zb_h2, Placement::looped, 1, true}, Want{zb_v, Placement::v, 2, true},
+        Want{dualpipe, Placement::dualpipe, 2, true}, Want{dualpipev, Placement::v, 2, true}}) {
+    const ScheduleInfo& i = schedule_info(w.id);
+    EXPECT_EQ(i.placement, w.placement) << i.name;
+    EXPECT_EQ(i.fixed_v, w.fixed_v) << i.name;
+    EXPECT_EQ(i.takes_v(), w.fixed_v == 0) << i.name;
+    EXPECT_EQ(schedule_takes_v(std::string(i.name)), i.takes_v()) << i.name;
+    EXPECT_EQ(i.splits_backward, w.splits) << i.name;
+  }
+  EXPECT_FALSE(schedule_takes_v("bogus"));
+}
+
+// What each generator builds matches its row: name, v, placement, B/W split, the estimate.
+TEST(ScheduleInfo, GeneratorsBuildWhatTheTableSays) {
+  for (const ScheduleInfo& i : schedule_infos())
+    for (int P : {2, 4})
+      for (int v : {1, 2, 3}) {
+        const ScheduleParams p{P, 4 * P, v};
+        if (!refusal(i, p).empty()) continue;
+        const Schedule s = i.generate(p);
+        const std::string what =
+            std::string(i.name) + " P=" + std::to_string(P) + " v=" + std::to_string(v);
+        EXPECT_EQ(s.name, i.name) << what;
+        EXPECT_EQ(s.v, chunks_per_rank(i, v)) << what;
+        EXPECT_EQ(placement_of(s), i.placement) << what;
+        EXPECT_EQ(placement_name(s), placement_name(i.placement)) << what;
+        bool has_w = false, has_bw = false;
+        for (const auto& r : s.ranks)
+          for (const Action& a : r) {
+            has_w = has_w || a.op == Op::W;
+            has_bw = has_bw || a.op == Op::BW;
+          }
+        EXPECT_EQ(has_w, i.splits_backward) << what;
+        if (!i.splits_backward) {
+          EXPECT_TRUE(has_bw) << what;
+        }
+        // An upper bound, exact where every micro-batch visits every chunk with separate
+        // actions (DualPipe's micro-batches visit half the chunks; both DualPipes merge some
+        // B and W into BW).
+        const double est = estimated_actions(i, P, 4 * P, v);
+        const double n = static_cast<double>(s.compute_size());
+        if (i.id == ScheduleId::dualpipe || i.id == ScheduleId::dualpipev) {
+          EXPECT_GE(est, n) << what;
+        } else {
+          EXPECT_DOUBLE_EQ(est, n) << what;
+        }
+      }
+}
+
+TEST(ScheduleInfo, PlacementNames) {
+  for (Placement p : {Placement::looped, Placement::v, Placement::dualpipe})
+    EXPECT_EQ(find_placement(placement_name(p)), p);
+  EXPECT_EQ(find_placement("custom"), std::nullopt);
+  Schedule s = generate("1f1b", {2, 2, 1});
+  s.chunk_rank = {1, 0};
+  EXPECT_EQ(placement_of(s), std::nullopt);
+}
+
+// Every refusal names the schedule and why; the generator (by name or directly) throws the
+// same line, and accepted configurations build.
+TEST(ScheduleInfo, RefusalsWithReasons) {
+  struct Case {
+    const char* name;
+    int P, M, v;
+    const char* why;  // empty: accepted
+  };
+  const Case cases[] = {
+      {"naive", 3, 5, 1, ""},
+      {"1f1b", 0, 4, 1, "1f1b: P=0, M=4, v=1 is out of range"},
+      {"gpipe", 2, 0, 1, "gpipe: P=2, M=0, v=1 is out of range"},
+      {"zb-h1", 2, 2, 0, "zb-h1: P=2, M=2, v=0 is out of range"},
+      {"interleaved", 4, 8, 1, "interleaved: needs v >= 2 chunks per rank (got v=1; v=1 is 1f1b)"},
+      {"interleaved", 1, 4, 2, "interleaved: needs P >= 2 (got P=1)"},
+      {"interleaved", 4, 6, 2, "interleaved: needs M a multiple of P (got M=6, P=4)"},
+      {"interleaved", 4, 2, 2, "interleaved: needs M a multiple of P (got M=2, P=4)"},
+      {"interleaved", 2, 2, 40000, "interleaved: too many chunks"},
+      {"interleaved", 4, 8, 2, ""},
+      {"zb-v", 1, 1, 1, ""},
+      {"zb-v", 40000, 1, 1, "zb-v: P must be in [1, 32767] (got P=40000)"},
+      {"dualpipe", 3, 6, 1, "dualpipe: P must be even and >= 2 (got P=3)"},
+      {"dualpipe", 4, 7, 1, "dualpipe: M must be even and >= 2P (M/2 from each end; got M=7, P=4)"},
+      {"dualpipe", 4, 6, 1, "dualpipe: M must be even and >= 2P (M/2 from each end; got M=6, P=4)"},
+      {"dualpipe", 2, 4, 1, ""},
+      {"dualpipev", 1, 4, 1, "dualpipev: P must be in [2, 32767] (got P=1)"},
+      {"dualpipev", 3, 5, 1, "dualpipev: M must be >= 2P (got M=5, P=3)"},
+      {"dualpipev", 3, 6, 1, ""},
+  };
+  for (const Case& c : cases) {
+    const ScheduleInfo& i = schedule_info_or_throw(c.name);
+    const ScheduleParams p{c.P, c.M, c.v};
+    const std::string why = refusal(i, p);
+    const std::string what = std::string(c.name) + " P=" + std::to_string(c.P) +
+                             " M=" + std::to_string(c.M) + " v=" + std::to_string(c.v);
+    if (std::string(c.why).empty()) {
+      EXPECT_EQ(why, "") << what;
+      EXPECT_NO_THROW(i.generate(p)) << what;
+      EXPECT_NO_THROW(require_accepted(i.id, p)) << what;
+    } else {
+      EXPECT_EQ(why.rfind(c.why, 0), 0u) << what << ": " << why;
+      EXPECT_EQ(thrown(c.name, c.P, c.M, c.v), why) << what;
+      EXPECT_THROW(i.generate(p), ConfigError) << what;
+      EXPECT_THROW(require_accepted(i.id, p), ConfigError) << what;
+    }
+  }
+}
+
+TEST(ScheduleInfo, UnknownNameListsTheKnownOnes) {
+  EXPECT_EQ(find_schedule("bogus"), nullptr);
+  try {
+    schedule_info_or_throw("bogus");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "unknown schedule 'bogus' (known: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v "
+              "dualpipe dualpipev, csv:FILE)");
+  }
+  EXPECT_EQ(thrown("bogus", 2, 2, 1).rfind("unknown schedule 'bogus'", 0), 0u);
+}
+
+TEST(ScheduleInfo, SweepNames) {
+  EXPECT_EQ(sweep_names("all"), schedule_names());
+  EXPECT_EQ(sweep_names("1f1b"), std::vector<std::string>{"1f1b"});
+  EXPECT_EQ(sweep_names("zb-v,1f1b,csv:a.csv"),
+            (std::vector<std::string>{"zb-v", "1f1b", "csv:a.csv"}));
+  // `all` stands for every schedule only on its own; names are not checked here.
+  EXPECT_EQ(sweep_names("all,1f1b"), (std::vector<std::string>{"all", "1f1b"}));
+  EXPECT_EQ(sweep_names("bogus"), std::vector<std::string>{"bogus"});
+  for (const char* bad : {"", ",", "1f1b,", ",1f1b", "1f1b,,zb-v"})
+    EXPECT_THROW(sweep_names(bad), ConfigError) << bad;
+  try {
+    sweep_names("1f1b,", "--bb_schedules");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "--bb_schedules: '1f1b,' has an empty item");
+  }
+  // The sweep counts configurations from the same expansion: v only where it is taken.
+  EXPECT_EQ(sweep_combinations("all", {4, 8}, {1, 2, 4}), 2u * 8 + 2u * 3);
+}
+
+struct Golden {
+  const char* name;
+  int P, M, v;
+  double f, b, w, fb;
+  bool applies;
+  const char* reason;
+  double single_bt, steady_bt;
+  std::vector<double> peaks;
+};
+
+// Values of the forms as they were written before the table (name-compared if-chains).
+TEST(ScheduleInfo, ClosedFormsThroughTheTableKeepTheirValues) {
+  const Golden golden[] = {
+      {"naive", 4, 8, 2, 1, 1, 1, -1, true, "", 72, 72, {1, 1, 1, 1}},
+      {"gpipe", 4, 8, 2, 1, 1, 1, -1, true, "", 9, 9, {8, 8, 8, 8}},
+      {"1f1b", 4, 8, 2, 1, 1, 1, -1, true, "", 9, 9, {4, 3, 2, 1}},
+      {"interleaved", 4, 8, 2, 1, 1, 1, -1, true, "", 4.5, 4.5, {5.5, 4.5, 3.5, 2.5}},
+      {"zb-h1", 4, 8, 2, 1, 1, 1, -1, true, "", 3, 3, {4, 4, 4, 4}},
+      {"zb-h2", 4, 8, 2, 1, 1, 1, -1, true, "", 3, 0, {7, 7, 7, 7}},
+      {"zb-v", 4, 8, 2, 1, 1, 1, -1, true, "", 1.5, 0, {4, 4, 4, 4}},
+      {"dualpipe", 4, 8, 2, 1, 1, 1, -1, true, "", 2, 2, {5, 5, 5, 5}},
+      {"dualpipev", 4, 8, 2, 1, 1, 1, -1, true, "", 3, 3, {4.5, 4.5, 4.5, 4.5}},
+      {"naive", 4, 9, 2, 1, 2, 1, -1, true, "", 108, 108, {1, 1, 1, 1}},
+      {"1f1b", 4, 9, 2, 1, 2, 1, -1, true, "", 12, 12, {4, 3, 2, 1}},
+      {"interleaved",
+       4,
+       9,
+       2,
+       1,
+       2,
+       1,
+       -1,
+       false,
+       "interleaved's closed form needs M a multiple of P",
+       0,
+       0,
+       {5.5, 4.5, 3.5, 2.5}},
+      {"interleaved", 4, 8, 1, 1, 1, 1, -1, false, "interleaved needs v >= 2", 0, 0, {7, 5, 3, 1}},
+      {"zb-h1",
+       4,
+       3,
+       1,
+       1,
+       1,
+       1,
+       -1,
+       false,
+       "zb-h1's closed form needs M >= P",
+       0,
+       0,
+       {3, 3, 3, 3}},
+      {"zb-h1",
+       4,
+       9,
+       1,
+       1,
+       2,
+       1,
+       -1,
+       false,
+       "zb-h1's closed form needs F = B = W",
+       0,
+       0,
+       {4, 4, 4, 4}},
+      {"zb-h2",
+       4,
+       6,
+       1,
+       1,
+       1,
+       1,
+       -1,
+       false,
+       "zb-h2's closed form needs M >= 2P-1",
+       0,
+       0,
+       {6, 6, 6, 6}},
+      {"zb-v", 4, 6, 2, 1, 1, 1, -1, false, "zb-v's closed form needs M >= 2P-1", 0, 0, {}},
+      {"dualpipe",
+       4,
+       6,
+       2,
+       1,
+       1,
+       1,
+       -1,
+       false,
+       "dualpipe's closed form needs M >= 2P",
+       0,
+       0,
+       {5, 5, 5, 5}},
+      {"dualpipev",
+       4,
+       8,
+       2,
+       1,
+       1,
+       1,
+       2.5,
+       false,
+       "dualpipev's closed form is exact only without overlap gain (FB = F+B+W); with a gain the "
+       "ranks' work differs and the form gives T minus the least-busy rank's work",
+       0,
+       0,
+       {4.5, 4.5, 4.5, 4.5}},
+      {"bogus", 4, 8, 2, 1, 1, 1, -1, false, "no closed form for schedule 'bogus'", 0, 0, {}},
+  };
+  for (const Golden& g : golden) {
+    const ModelResult r = closed_form({g.name, g.P, g.M, g.v, g.f, g.b, g.w, g.fb});
+    const std::string what = std::string(g.name) + " P=" + std::to_string(g.P) +
+                             " M=" + std::to_string(g.M) + " v=" + std::to_string(g.v);
+    EXPECT_EQ(r.applies, g.applies) << what;
+    EXPECT_EQ(r.reason, g.reason) << what;
+    EXPECT_DOUBLE_EQ(r.t_ideal, g.M * (g.f + g.b + g.w)) << what;
+    if (g.applies) {
+      EXPECT_DOUBLE_EQ(r.single.bubble_time, g.single_bt) << what;
+      EXPECT_DOUBLE_EQ(r.steady.bubble_time, g.steady_bt) << what;
+      EXPECT_DOUBLE_EQ(r.single.span, r.t_ideal + g.single_bt) << what;
+    }
+    EXPECT_EQ(r.peak_activations, g.peaks) << what;
+  }
+  // The conditions every form shares still apply after the table's form.
+  ModelInput in{"1f1b", 4, 8, 1, 1, 1, 1, -1};
+  in.uniform_stages = false;
+  EXPECT_FALSE(closed_form(in).applies);
+  in.uniform_stages = true;
+  in.message_time = 0.5;
+  EXPECT_FALSE(closed_form(in).applies);
+}
+
+}  // namespace
+}  // namespace bb
