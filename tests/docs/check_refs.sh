@@ -15,7 +15,9 @@
 #      core (src/schedule, src/sim, src/model) includes no MPI, CUDA, NCCL, HDF5 or BLAS header;
 #      in src/ and bench/, CUDA toolkit headers are included only under src/runtime/cuda/ and
 #      HDF5 headers only under src/results/;
-#   4. every relative link of a Markdown page (`[text](path)`) leads to a file or folder.
+#   4. the rooms of design §2.1: a file under src/ROOM/ includes project headers only from the
+#      rooms ROOM may use (the table below, kept equal to the one in docs/design.md);
+#   5. every relative link of a Markdown page (`[text](path)`) leads to a file or folder.
 # Usage: check_refs.sh [REPO_ROOT]   (default: two levels above this script)
 # Prints one line per problem and exits 1 if there is any, else prints a summary and exits 0.
 set -euo pipefail
@@ -175,7 +177,34 @@ for f in existing:
                 problems.append(f"{f}:{no}: {what}: {m.group(1)}")
                 break
 
-# 4. Relative links of the Markdown pages.
+# 4. Rooms (design §2.1): a file under src/ROOM/ includes project headers of these rooms only.
+rooms = {
+    "common": {"common"},
+    "schedule": {"common", "schedule"},
+    "sim": {"common", "schedule", "sim"},
+    "model": {"common", "schedule", "sim", "model"},
+    "runtime": {"common", "schedule", "sim", "runtime"},
+    "results": {"common", "sim", "results"},
+    "harness": {"common", "schedule", "sim", "model", "runtime", "results", "harness"},
+}
+# The one way back, documented in design §2.1: the schedule table names each closed form.
+room_exceptions = {("src/schedule/schedule_info.cpp", "model")}
+project = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/')
+for f in existing:
+    parts = f.split("/")
+    if len(parts) < 3 or parts[0] != "src" or parts[1] not in rooms:
+        continue
+    if not f.endswith((".hpp", ".cpp", ".cu", ".h")):
+        continue
+    for no, line in enumerate(open(f, encoding="utf-8").read().splitlines(), 1):
+        m = project.match(line)
+        if not m or m.group(1) not in rooms or m.group(1) in rooms[parts[1]]:
+            continue
+        if (f, m.group(1)) in room_exceptions:
+            continue
+        problems.append(f"{f}:{no}: src/{parts[1]} may not use src/{m.group(1)} (design §2.1)")
+
+# 5. Relative links of the Markdown pages.
 link = re.compile(r"\]\(([^)\s]+)\)")
 n_links = 0
 for f in existing:

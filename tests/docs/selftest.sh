@@ -38,6 +38,7 @@ CPP
 mkdir -p "$tmp/bench" "$tmp/src/results"
 printf '#include <cuda_runtime_api.h>\n#include <hdf5.h>\n' >"$tmp/bench/tool.cpp"
 printf '#include <hdf5.h>\n' >"$tmp/src/results/file.cpp"
+printf '#include "harness/runner.hpp"\n#include "schedule/schedule.hpp"\n' >"$tmp/src/sim/engine.cpp"
 cat >"$tmp/tests/unit/run.sh" <<'SH'
 printf '# tmp/never.csv\n' >x  # a quoted '#' starts no comment
 # checks tests/unit/missing_script.sh
@@ -53,13 +54,14 @@ expect "unknown section of a list" "src/sim/sim.cpp:2: design §2.3 is not" "$tm
 expect "missing test file" "names 'tests/unit/test_transport.cpp'" "$tmp/out"
 expect "missing header" "names 'runtime/cuda/gone.hpp'" "$tmp/out"
 expect "missing script (shell comment)" "names 'tests/unit/missing_script.sh'" "$tmp/out"
-if grep -qE "never\.csv|names 'cuda_runtime_api|staging\.hpp'|design §1\.1 is not|design §2 is not|design §1 is not|transport\.hpp\)|example\.org|#one|src/results/file" "$tmp/out"; then
+if grep -qE "never\.csv|names 'cuda_runtime_api|staging\.hpp'|design §1\.1 is not|design §2 is not|design §1 is not|transport\.hpp\)|example\.org|#one|src/results/file|src/schedule" "$tmp/out"; then
   echo "FAIL: reported something that is fine:"; cat "$tmp/out"; fails=$((fails + 1))
 fi
 expect "transport includes runtime/cuda/" "src/runtime/mpi_transport.cpp:1: the transport includes" "$tmp/out"
 expect "pure core includes mpi.h" "src/sim/sim.cpp:1: the pure core includes" "$tmp/out"
 expect "CUDA header outside runtime/cuda" "bench/tool.cpp:1: a CUDA toolkit header outside" "$tmp/out"
 expect "HDF5 header outside results" "bench/tool.cpp:2: an HDF5 header outside" "$tmp/out"
+expect "a room using a later room" "src/sim/engine.cpp:1: src/sim may not use src/harness" "$tmp/out"
 expect "a link that leads nowhere" "docs/design.md:5: the link (../src/gone.md) leads nowhere" "$tmp/out"
 
 # Repaired: every problem gone, the check passes.
@@ -68,6 +70,7 @@ touch "$tmp/tests/unit/test_transport.cpp" "$tmp/src/runtime/cuda/gone.hpp" "$tm
 printf '#include "runtime/transport.hpp"\n// Staging lives in runtime/cuda/staging.hpp (design §1).\n' >"$tmp/src/runtime/mpi_transport.cpp"
 printf '#include <vector>\n// Pure (design §2.3).\n' >"$tmp/src/sim/sim.cpp"
 printf '#include "results/file.hpp"\n' >"$tmp/bench/tool.cpp"
+printf '#include "schedule/schedule.hpp"\n' >"$tmp/src/sim/engine.cpp"
 if bash "$check" "$tmp" >"$tmp/out" 2>&1; then echo "ok: a repaired tree passes"; else
   echo "FAIL: a repaired tree does not pass:"; cat "$tmp/out"; fails=$((fails + 1)); fi
 
