@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "runtime/wait.hpp"
+#include "schedule/edges.hpp"
 
 namespace bb {
 
@@ -31,6 +32,11 @@ RecordKind kind_of(Op op) {
 
 std::string where(const Action& a) {
   return "chunk " + std::to_string(a.chunk) + " mb " + std::to_string(a.mb);
+}
+
+// The transport's direction of a message (edges.hpp: 0 activations, 1 gradients).
+Direction direction(const MessageName& m) {
+  return m.dir == 0 ? Direction::kForward : Direction::kBackward;
 }
 
 }  // namespace
@@ -190,27 +196,28 @@ Executor::~Executor() {
 }
 
 void Executor::post_recv(const Action& a) {
-  const int c = a.chunk, m = static_cast<int>(a.mb);
-  const bool fwd = a.op == Op::RECV_F;
-  const int peer = fwd ? lowered_.prev_rank(c, m) : lowered_.next_rank(c, m);
+  const int m = static_cast<int>(a.mb);
+  const int peer = peer_rank(lowered_, a);
   if (peer < 0 || peer == rank_) missing(a, "no remote peer for this receive");
-  Tensor& t = inputs_[key(fwd ? 0 : 1, c, m)];
+  const MessageName msg = comm_message(a, lowered_.routes[static_cast<std::size_t>(m)]);
+  const std::size_t slot = key(msg.dir, static_cast<int>(consumer_chunk(msg)), m);
+  Tensor& t = inputs_[slot];
   if (t.buffer >= 0) missing(a, "its tensor is already there");
   t.buffer = pool_.acquire();
   t.comm = current_comm_;
-  const int tag =
-      fwd ? message_tag(Direction::kForward, c - 1, m, lowered_.num_chunks(), kMessageTagLimit)
-          : message_tag(Direction::kBackward, c + 1, m, lowered_.num_chunks(), kMessageTagLimit);
+  const int tag = message_tag(direction(msg), static_cast<int>(producer_chunk(msg)), m,
+                              lowered_.num_chunks(), kMessageTagLimit);
   t.request = transport_.irecv(pool_.data(t.buffer), pool_.count(), peer, tag);
-  recvs_.push_back(key(fwd ? 0 : 1, c, m));
+  recvs_.push_back(slot);
 }
 
 void Executor::post_send(const Action& a) {
-  const int c = a.chunk, m = static_cast<int>(a.mb);
-  const bool fwd = a.op == Op::SEND_F;
-  const int peer = fwd ? lowered_.next_rank(c, m) : lowered_.prev_rank(c, m);
+  const int m = static_cast<int>(a.mb);
+  const int peer = peer_rank(lowered_, a);
   if (peer < 0 || peer == rank_) missing(a, "no remote peer for this send");
-  int& out = outputs_[key(fwd ? 0 : 1, c, m)];
+  const MessageName msg = comm_message(a, lowered_.routes[static_cast<std::size_t>(m)]);
+  const int c = static_cast<int>(producer_chunk(msg));
+  int& out = outputs_[key(msg.dir, c, m)];
   if (out < 0) missing(a, "nothing to send (its producer has not run)");
   const int buffer = out;
   out = -1;
@@ -218,8 +225,7 @@ void Executor::post_send(const Action& a) {
     pool_.release(buffer);
     return;
   }
-  const int tag = message_tag(fwd ? Direction::kForward : Direction::kBackward, c, m,
-                              lowered_.num_chunks(), kMessageTagLimit);
+  const int tag = message_tag(direction(msg), c, m, lowered_.num_chunks(), kMessageTagLimit);
   sends_.push_back({buffer, transport_.isend(pool_.data(buffer), pool_.count(), peer, tag), a, peer,
                     current_comm_});
   // One progress poll right away: an eager send leaves now rather than after the next
@@ -274,11 +280,12 @@ void Executor::await_input(Tensor& t, const Action& consumer, int dir) {
     missing(consumer, dir == 0 ? "no input activation (no RECV_F and no local producer)"
                                : "no output gradient (no RECV_B and no local producer)");
   if (!t.request.valid()) return;
-  const int c = consumer.chunk, m = static_cast<int>(consumer.mb);
   wait_until(
       [&] { return transport_.test(t.request); }, [&] { progress_sends(); }, config_.timeout_s,
       [&] {
-        const int peer = dir == 0 ? lowered_.prev_rank(c, m) : lowered_.next_rank(c, m);
+        const MessageName in =
+            message_in(consumer, lowered_.routes[static_cast<std::size_t>(consumer.mb)]);
+        const int peer = in.none() ? -1 : producer_rank(lowered_, in);
         return "rank " + std::to_string(rank_) + ": waiting " + (dir == 0 ? "RECV_F " : "RECV_B ") +
                where(consumer) + " from rank " + std::to_string(peer);
       });
@@ -301,7 +308,7 @@ void Executor::compute_forward(const Action& a) {
   const Route& route = lowered_.routes[static_cast<std::size_t>(m)];
   ChunkModel& st = stage(c);
   int x;
-  if (c == route.first) {
+  if (message_in(a, route).none()) {  // the route's first chunk: the input is made here
     x = pool_.acquire();
     st.make_input(m, pool_.data(x));
   } else {
@@ -312,13 +319,14 @@ void Executor::compute_forward(const Action& a) {
   const int y = pool_.acquire();
   st.forward(m, pool_.data(x), pool_.data(y));
   pool_.release(x);
-  if (c == route.last) {
+  const MessageName out = message_out(a, route);
+  if (out.none()) {  // the route's last chunk: the loss gradient is its backward's input
     st.loss(m, lowered_.M, pool_.data(y), pool_.data(y));
     Tensor& g = inputs_[key(1, c, m)];
     if (g.buffer >= 0) missing(a, "its loss gradient is already there");
     g.buffer = y;
-  } else if (lowered_.next_rank(c, m) == rank_) {
-    Tensor& next = inputs_[key(0, c + 1, m)];
+  } else if (consumer_rank(lowered_, out) == rank_) {
+    Tensor& next = inputs_[key(0, static_cast<int>(consumer_chunk(out)), m)];
     if (next.buffer >= 0) missing(a, "the next chunk's input is already there");
     next.buffer = y;
   } else {
@@ -335,7 +343,8 @@ void Executor::compute_backward(const Action& a) {
   Tensor& g = inputs_[key(1, c, m)];
   const int dy = g.buffer;
   g = Tensor{};
-  const int dx = c == route.first ? -1 : pool_.acquire();
+  const MessageName out = message_out(a, route);
+  const int dx = out.none() ? -1 : pool_.acquire();  // none at the route's first chunk
   float* dx_ptr = dx >= 0 ? pool_.data(dx) : nullptr;
   if (a.op == Op::B)
     st.backward_input(m, pool_.data(dy), dx_ptr);
@@ -343,8 +352,8 @@ void Executor::compute_backward(const Action& a) {
     st.backward_full(m, pool_.data(dy), dx_ptr);
   pool_.release(dy);
   if (dx < 0) return;
-  if (lowered_.prev_rank(c, m) == rank_) {
-    Tensor& prev = inputs_[key(1, c - 1, m)];
+  if (consumer_rank(lowered_, out) == rank_) {
+    Tensor& prev = inputs_[key(1, static_cast<int>(consumer_chunk(out)), m)];
     if (prev.buffer >= 0) missing(a, "the previous chunk's gradient is already there");
     prev.buffer = dx;
   } else {
@@ -444,7 +453,7 @@ void Executor::run_step(StepRecord* record) {
       ++i;
       continue;
     }
-    const std::size_t n = a.overlap_next() && i + 1 < acts.size() ? 2 : 1;
+    const std::size_t n = unit_length(a, acts.size() - i);
     const double ready = backend_.now();
     const std::size_t ready_mark = record != nullptr ? backend_.mark() : 0;
     int received[2] = {-1, -1};  // CommRecords of the receives this compute consumes
@@ -452,7 +461,7 @@ void Executor::run_step(StepRecord* record) {
       const Action& b = acts[i + k];
       const int c = b.chunk, m = static_cast<int>(b.mb);
       Tensor* t = nullptr;
-      if (b.op == Op::F && c != lowered_.routes[static_cast<std::size_t>(m)].first)
+      if (b.op == Op::F && !message_in(b, lowered_.routes[static_cast<std::size_t>(m)]).none())
         await_input(*(t = &inputs_[key(0, c, m)]), b, 0);
       else if (b.op == Op::B || b.op == Op::BW)
         await_input(*(t = &inputs_[key(1, c, m)]), b, 1);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "schedule/edges.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
 
@@ -99,7 +100,7 @@ std::vector<Action> parse_actions(std::string_view text) {
 std::string format_action_at(const std::vector<Action>& actions, std::size_t i,
                              std::size_t* consumed) {
   const Action& a = actions[i];
-  if (a.overlap_next() && i + 1 < actions.size()) {
+  if (unit_length(a, actions.size() - i) == 2) {
     if (consumed) *consumed = 2;
     std::string tok = "(";
     tok += to_string(a);

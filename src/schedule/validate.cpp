@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "schedule/edges.hpp"
 #include "schedule/parallel.hpp"
 #include "schedule/text.hpp"
 
@@ -108,7 +109,7 @@ class Checker {
         continue;
       }
       if (a.overlap_next()) {
-        const bool pair_ok = a.op == Op::F && i + 1 < acts.size() &&
+        const bool pair_ok = a.op == Op::F && unit_length(a, acts.size() - i) == 2 &&
                              (acts[i + 1].op == Op::B || acts[i + 1].op == Op::BW);
         if (!pair_ok) add(r, i, to_string(a) + ": an FB pair is an F followed by a B or BW");
       }
@@ -122,8 +123,9 @@ class Checker {
 
   void check_action(int r, std::size_t i, const Action& a) {
     std::uint8_t& b = bits(a);
-    const int prev = s_.prev_rank(a.chunk, a.mb);
-    const int next = s_.next_rank(a.chunk, a.mb);
+    const Route& rt = s_.routes[a.mb];
+    const int prev = prev_rank(s_, rt, a.chunk);
+    const int next = next_rank(s_, rt, a.chunk);
     const bool remote_in = prev >= 0 && prev != r;
     const bool remote_grad = next >= 0 && next != r;
     auto dup = [&](std::uint8_t bit) {
@@ -199,8 +201,8 @@ class Checker {
   // The bits every (chunk, micro-batch) of micro-batch m's route must have.
   std::uint8_t wanted(int c, const Route& rt) const {
     const int r = s_.chunk_rank[c];
-    const int next = c < rt.last ? s_.chunk_rank[c + 1] : -1;
-    const int prev = c > rt.first ? s_.chunk_rank[c - 1] : -1;
+    const int next = next_rank(s_, rt, c);
+    const int prev = prev_rank(s_, rt, c);
     std::uint8_t want = kF | kB | kW;
     if (s_.lowered && next >= 0 && next != r) want |= kSendF | kRecvB;
     if (s_.lowered && prev >= 0 && prev != r) want |= kRecvF | kSendB;
@@ -240,8 +242,8 @@ class Checker {
       for (int c = rt.first; c <= rt.last; ++c) {
         const std::uint8_t b = seen_[static_cast<std::size_t>(c) * s_.M + m];
         const int r = s_.chunk_rank[c];
-        const int next = c < rt.last ? s_.chunk_rank[c + 1] : -1;
-        const int prev = c > rt.first ? s_.chunk_rank[c - 1] : -1;
+        const int next = next_rank(s_, rt, c);
+        const int prev = prev_rank(s_, rt, c);
         const std::uint8_t want = wanted(c, rt);
         if ((b & want) == want) continue;
         const std::string w = "chunk " + std::to_string(c) + " micro-batch " + std::to_string(m) +

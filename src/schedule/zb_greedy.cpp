@@ -1,7 +1,10 @@
 #include "schedule/zb_greedy.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
+
+#include "schedule/edges.hpp"
 
 namespace bb {
 
@@ -9,12 +12,14 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
                             int cap) {
   Schedule s = make_schedule(name, P, M, 1);
   set_looped_placement(s);
+  const Route route = s.routes.front();  // chunk r on rank r; every route 0..P-1
   constexpr long kNever = -1;
-  // Arrival times (unit clock) of forward outputs and gradients at the consuming stage.
-  std::vector<long> f_arrive(static_cast<std::size_t>(P) * M, kNever);
-  std::vector<long> b_arrive(static_cast<std::size_t>(P) * M, kNever);
-  auto at = [M](std::vector<long>& v, int r, int m) -> long& {
-    return v[static_cast<std::size_t>(r) * M + m];
+  // Arrival times (unit clock) of each message at its consumer chunk, per direction
+  // (edges.hpp: 0 activations, 1 gradients).
+  std::vector<long> arrive[2] = {std::vector<long>(static_cast<std::size_t>(P) * M, kNever),
+                                 std::vector<long>(static_cast<std::size_t>(P) * M, kNever)};
+  auto at = [M, &arrive](const MessageName& msg, std::uint32_t m) -> long& {
+    return arrive[msg.dir][static_cast<std::size_t>(consumer_chunk(msg)) * M + m];
   };
   struct RankState {
     std::vector<Op> order;  // the F/B order, 1F1B-like
@@ -34,8 +39,8 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
     order.insert(order.end(), static_cast<std::size_t>(w), Op::B);
     s.ranks[r].reserve(3 * static_cast<std::size_t>(M));
   }
-  auto arrived = [&](std::vector<long>& v, int r, int m, long t) {
-    return at(v, r, m) != kNever && at(v, r, m) <= t;
+  auto arrived = [&](const MessageName& msg, std::uint32_t m, long t) {
+    return at(msg, m) != kNever && at(msg, m) <= t;
   };
   int finished = 0;
   for (long t = 0; finished < P; ++t) {
@@ -45,19 +50,18 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
       auto& out = s.ranks[r];
       const Op want = k.next < k.order.size() ? k.order[k.next] : Op::W;
       bool ready = false;
-      if (want == Op::F)
-        ready = k.next_f - k.next_w < cap && (r == 0 || arrived(f_arrive, r, k.next_f, t));
-      else if (want == Op::B)
-        ready = r == P - 1 || arrived(b_arrive, r, k.next_b, t);
-      if (ready && want == Op::F) {
-        out.push_back(make_action(Op::F, r, k.next_f));
-        if (r < P - 1) at(f_arrive, r + 1, k.next_f) = t + 1;
-        ++k.next_f;
-        ++k.next;
-      } else if (ready && want == Op::B) {
-        out.push_back(make_action(Op::B, r, k.next_b));
-        if (r > 0) at(b_arrive, r - 1, k.next_b) = t + 1;
-        ++k.next_b;
+      Action act{};
+      if (want == Op::F || want == Op::B) {
+        act = make_action(want, r, want == Op::F ? k.next_f : k.next_b);
+        const MessageName in = message_in(act, route);
+        ready =
+            (want == Op::B || k.next_f - k.next_w < cap) && (in.none() || arrived(in, act.mb, t));
+      }
+      if (ready) {
+        out.push_back(act);
+        if (const MessageName sent = message_out(act, route); !sent.none())
+          at(sent, act.mb) = t + 1;
+        ++(want == Op::F ? k.next_f : k.next_b);
         ++k.next;
       } else if (k.next_w < k.next_b) {
         out.push_back(make_action(Op::W, r, k.next_w));

@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/list.hpp"
 #include "common/error.hpp"
 #include "model/closed_form.hpp"
+#include "schedule/edges.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/lower.hpp"
 #include "schedule/schedule_info.hpp"
 #include "schedule/text.hpp"
 
@@ -328,6 +331,64 @@ TEST(ScheduleInfo, ClosedFormsThroughTheTableKeepTheirValues) {
   in.uniform_stages = true;
   in.message_time = 0.5;
   EXPECT_FALSE(closed_form(in).applies);
+}
+
+// The edge rule (schedule/edges.hpp) on every lowered schedule: each SEND/RECV carries a
+// message a compute action of its rank produces/consumes, its peer is the rank at the other
+// end (Schedule::prev_rank/next_rank), and compute actions' messages are named alike.
+TEST(Edges, CommMessagesMatchTheComputeActions) {
+  for (const ScheduleInfo& i : schedule_infos())
+    for (int P : {2, 3, 4})
+      for (int v : {1, 2}) {
+        const ScheduleParams p{P, 4 * P, v};
+        if (!refusal(i, p).empty()) continue;
+        const Schedule s = lower(i.generate(p));
+        const std::string what = std::string(i.name) + " P=" + std::to_string(P);
+        for (int r = 0; r < s.P; ++r) {
+          std::set<std::tuple<int, std::uint32_t, std::uint32_t>> in, out;  // dir, chunk, mb
+          for (const Action& a : s.ranks[r]) {
+            if (!is_compute(a.op)) continue;
+            const Route& rt = s.routes[a.mb];
+            const MessageName mi = message_in(a, rt), mo = message_out(a, rt);
+            if (!mi.none()) {
+              EXPECT_EQ(consumer_chunk(mi), a.chunk) << what;
+              in.insert({mi.dir, mi.chunk, a.mb});
+            }
+            if (!mo.none()) {
+              EXPECT_EQ(producer_chunk(mo), a.chunk) << what;
+              out.insert({mo.dir, mo.chunk, a.mb});
+            }
+            if (a.op == Op::F) {
+              EXPECT_EQ(mi.none(), route_first(rt, a.chunk)) << what;
+              EXPECT_EQ(mo.none(), route_last(rt, a.chunk)) << what;
+            }
+          }
+          for (const Action& a : s.ranks[r]) {
+            if (!is_comm(a.op)) continue;
+            const MessageName m = comm_message(a, s.routes[a.mb]);
+            ASSERT_FALSE(m.none()) << what << " " << to_string(a);
+            const int c = a.chunk, mb = a.mb;
+            const bool to_prev = a.op == Op::RECV_F || a.op == Op::SEND_B;
+            EXPECT_EQ(peer_rank(s, a), to_prev ? s.prev_rank(c, mb) : s.next_rank(c, mb))
+                << what << " " << to_string(a);
+            EXPECT_NE(peer_rank(s, a), r) << what << " " << to_string(a);
+            EXPECT_EQ(prev_rank(s, s.routes[a.mb], a.chunk), s.prev_rank(c, mb)) << what;
+            EXPECT_EQ(next_rank(s, s.routes[a.mb], a.chunk), s.next_rank(c, mb)) << what;
+            auto& side = is_send(a.op) ? out : in;
+            EXPECT_EQ(side.count({m.dir, m.chunk, a.mb}), 1u) << what << " " << to_string(a);
+            EXPECT_EQ(is_send(a.op) ? producer_rank(s, m) : consumer_rank(s, m), r) << what;
+          }
+        }
+      }
+  // No message at a route's ends.
+  const Schedule s = generate("1f1b", {2, 2, 1});
+  const Route& rt = s.routes[0];
+  EXPECT_TRUE(comm_message(make_action(Op::RECV_F, 0, 0), rt).none());
+  EXPECT_TRUE(comm_message(make_action(Op::SEND_B, 0, 0), rt).none());
+  EXPECT_TRUE(comm_message(make_action(Op::SEND_F, 1, 0), rt).none());
+  EXPECT_TRUE(comm_message(make_action(Op::RECV_B, 1, 0), rt).none());
+  EXPECT_EQ(peer_rank(s, make_action(Op::RECV_F, 0, 0)), -1);
+  EXPECT_TRUE(comm_message(make_action(Op::F, 1, 0), rt).none());
 }
 
 }  // namespace
