@@ -53,6 +53,7 @@
 #include "results/hdf5_file.hpp"
 #include "runtime/factory.hpp"
 #include "runtime/mpi_util.hpp"
+#include "runtime/placement.hpp"
 #include "runtime/wait.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
@@ -421,16 +422,11 @@ int run_sweep(Launch& L) {
   harness::RunContext ctx(L.settings, *L.backend, *L.transport, L.coll);
   ctx.results = L.results.get();
   ctx.trace_dir = L.trace_dir;
-  harness::gather_placement(ctx, harness::host_name(), harness::device_of(*L.backend));
-  // Ranks on one GPU (more ranks than a node's GPUs, --transport mpi) take turns on it: each
-  // action's GPU time then includes the other ranks' kernels unless CUDA MPS runs them side by
-  // side, so the run is a functional test, not a per-stage timing (docs/gpu.md).
-  if (L.me == 0 && L.o.backend == "cuda")
-    if (const std::string shared = shared_gpu_note(ctx.where.host, ctx.where.device);
-        !shared.empty())
-      say("bubblebench: warning: " + shared +
-          ": their kernels time-slice unless CUDA MPS runs, so timings are not one GPU per "
-          "stage (docs/gpu.md)");
+  harness::gather_placement(ctx,
+                            this_placement(harness::host_name(), harness::device_of(*L.backend)));
+  if (L.me == 0)
+    for (const std::string& line : harness::placement_warnings(ctx.where.ranks, L.o.backend))
+      say("bubblebench: warning: " + line);
   const harness::SweepOutcome r = harness::run_sweep(ctx, L.configs, L.skip);
   mpi::barrier(L.coll, L.o.timeout);
   if (L.me == 0) {

@@ -207,10 +207,15 @@ const Field kFields[] = {
     // Per rank.
     {"rank", "", "the rank", FieldType::kU32, kRankColumn, nullptr,
      [](const RankResult&, std::size_t r) { return i64(static_cast<std::int64_t>(r)); }},
-    {"host", "", "the rank's host name", FieldType::kText, kRankColumn, nullptr,
-     [](const RankResult& x, std::size_t) -> FieldValue { return x.host; }},
-    {"device", "", "the rank's CUDA device (-1: CPU)", FieldType::kI32, kRankColumn, nullptr,
-     [](const RankResult& x, std::size_t) { return i64(x.device); }},
+    {"host", "", "the rank's host name", FieldType::kText, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.where.host; }},
+    {"device", "", "the rank's CUDA device (-1: CPU)", FieldType::kI32, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return i64(x.where.gpu); }},
+    {"cpus", "", "the CPUs the rank may run on (its affinity, e.g. 0-3,8)", FieldType::kText,
+     kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.where.cpus; }},
+    {"mps", "", "CUDA MPS serves the rank's GPU (HDF5: 0 or 1)", FieldType::kBool, kRankBoth,
+     nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.where.mps; }},
     {"busy_s", "s", "compute time in a step (median over the steps)", FieldType::kReal, kRankBoth,
      nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.busy_s; }},
     {"wait_s", "s", "time waiting for inputs in a step (median)", FieldType::kReal, kRankBoth,
@@ -248,9 +253,8 @@ const Field kFields[] = {
      nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_device_bytes; }},
     {"peak_activation_bytes_model", "bytes", "the simulator's peak_activation_bytes",
      FieldType::kU64, kRankColumn, nullptr,
-     [](const RankResult& x, std::size_t) -> FieldValue {
-       return std::round(x.peak_activation_bytes_model);
-     }},
+     [](const RankResult& x,
+        std::size_t) -> FieldValue { return std::round(x.peak_activation_bytes_model); }},
 };
 
 json json_value(const FieldValue& v) {

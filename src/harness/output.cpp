@@ -76,4 +76,25 @@ std::string shared_gpu_note(const std::vector<std::string>& host, const std::vec
   return "";
 }
 
+std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ranks,
+                                            const std::string& backend) {
+  std::vector<std::string> out;
+  if (const std::string cpus = placement_warning(ranks); !cpus.empty()) out.push_back(cpus);
+  std::vector<std::string> host;
+  std::vector<int> gpu;
+  for (const RankPlacement& p : ranks) {
+    host.push_back(p.host);
+    gpu.push_back(p.gpu);
+  }
+  // Ranks on one GPU (more ranks than a node's GPUs, --transport mpi) take turns on it: each
+  // action's GPU time then includes the other ranks' kernels unless CUDA MPS runs them side by
+  // side, so the run is a functional test, not a per-stage timing (docs/gpu.md).
+  if (backend == "cuda")
+    if (const std::string shared = shared_gpu_note(host, gpu); !shared.empty())
+      out.push_back(shared +
+                    ": their kernels time-slice unless CUDA MPS runs, so timings are not one GPU "
+                    "per stage (docs/gpu.md)");
+  return out;
+}
+
 }  // namespace bb::harness

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/summary.hpp"
+#include "runtime/placement.hpp"
 
 namespace bb::harness {
 
@@ -24,5 +25,10 @@ std::string make_trace_dir(const std::string& dir);
 // Per rank, its host name and GPU index: "ranks 0, 1 and 2 share GPU 0 on node1" for the first
 // GPU that several ranks use, "" when every rank has its own. `run` warns with it.
 std::string shared_gpu_note(const std::vector<std::string>& host, const std::vector<int>& device);
+
+// What `run` warns about where the ranks run (rank 0's gathered view), one line each:
+// unbound ranks or ranks sharing a CPU (bb::placement_warning), ranks sharing a GPU.
+std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ranks,
+                                            const std::string& backend);
 
 }  // namespace bb::harness

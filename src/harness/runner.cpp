@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "harness/fields.hpp"
 #include "harness/output.hpp"
@@ -164,12 +165,27 @@ BufferPool& RunContext::pool(std::size_t count) {
   return *p;
 }
 
-void gather_placement(RunContext& ctx, const std::string& host, int device) {
-  ctx.where.host = mpi::gather(host, 0, ctx.comm, ctx.o.timeout);
-  ctx.where.device.clear();
-  for (const auto& d : mpi::gather(std::vector<double>{double(device)}, 0, ctx.comm, ctx.o.timeout))
-    ctx.where.device.push_back(static_cast<int>(d.at(0)));
-  ctx.where.clock = clock_of_hosts(ctx.where.host);
+void gather_placement(RunContext& ctx, const RankPlacement& mine) {
+  const std::string wire = mine.host + '\n' + mine.cpus + '\n' + std::to_string(mine.host_cpus) +
+                           '\n' + std::to_string(mine.gpu) + '\n' + (mine.mps ? "1" : "0");
+  ctx.where.ranks.clear();
+  std::vector<std::string> hosts;
+  for (const std::string& w : mpi::gather(wire, 0, ctx.comm, ctx.o.timeout)) {
+    std::istringstream in(w);
+    RankPlacement p;
+    std::string n, gpu, mps;
+    std::getline(in, p.host);
+    std::getline(in, p.cpus);
+    std::getline(in, n);
+    std::getline(in, gpu);
+    std::getline(in, mps);
+    p.host_cpus = std::stoi(n);
+    p.gpu = std::stoi(gpu);
+    p.mps = mps == "1";
+    hosts.push_back(p.host);
+    ctx.where.ranks.push_back(std::move(p));
+  }
+  ctx.where.clock = clock_of_hosts(hosts);
 }
 
 RunOutcome run_config(const RunConfig& c, RunContext& ctx) {

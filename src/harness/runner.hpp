@@ -52,8 +52,8 @@ struct RunContext {
   BufferPool& pool(std::size_t count);
 };
 
-// Gathers every rank's host and device into ctx.where (rank 0) and decides the clock.
-void gather_placement(RunContext& ctx, const std::string& host, int device);
+// Gathers every rank's placement into ctx.where (rank 0) and decides the clock.
+void gather_placement(RunContext& ctx, const RankPlacement& mine);
 
 struct RunOutcome {
   bool check_failed = false;          // every rank

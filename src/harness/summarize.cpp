@@ -136,8 +136,7 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
       cm.push_back(st.comm);
     }
     RankResult rr;
-    rr.host = r < where.host.size() ? where.host[r] : "";
-    rr.device = r < where.device.size() ? where.device[r] : -1;
+    if (r < where.ranks.size()) rr.where = where.ranks[r];
     rr.busy_s = median(b);
     rr.wait_s = median(w);
     rr.comm_s = median(cm);

@@ -14,10 +14,9 @@
 
 namespace bb::harness {
 
-// Who ran where (rank 0's gathered view; per rank).
+// Who ran where (rank 0's gathered view).
 struct Placement {
-  std::vector<std::string> host;
-  std::vector<int> device;
+  std::vector<RankPlacement> ranks;
   ClockMode clock = ClockMode::kShared;
 };
 

@@ -9,12 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/placement.hpp"
+
 namespace bb::harness {
 
 // What one rank reports (medians over the timed steps where it varies per step).
 struct RankResult {
-  std::string host;  // gethostname()
-  int device = -1;   // CUDA device, -1 on CPU
+  RankPlacement where;  // host, CPUs, GPU, MPS
   double busy_s = 0, wait_s = 0, comm_s = 0;
   double peak_activations = 0;           // runtime, micro-batch-stage units
   double peak_activations_schedule = 0;  // the schedule's (bb::peak_activations)

@@ -50,7 +50,8 @@ RUN_ATTRS = {
 EVENT_FIELDS = [("iter", "u4"), ("rank", "u4"), ("chunk", "u4"), ("microbatch", "u4"),
                 ("kind", "O"), ("t_start_s", "f8"), ("t_end_s", "f8")]
 RANK_FIELDS = ["rank", "host", "device", "busy_s", "wait_s", "comm_s", "peak_activation_bytes",
-               "peak_device_bytes", "param_bytes", "peak_activation_bytes_model"]
+               "peak_device_bytes", "param_bytes", "peak_activation_bytes_model",
+               "cpus", "mps"]  # placement (issue 19): the CPUs a rank may run on, CUDA MPS
 COMPUTE = {"F", "B", "W", "BW", "FB"}
 COMM = {"SEND_F", "RECV_F", "SEND_B", "RECV_B"}
 
@@ -249,6 +250,10 @@ def check_hdf5(a):
                 # the runtime also what B keeps for W (10·L·b·h): model <= measured <= 10/9 model.
                 if not (0 < model <= meas <= model * 10 / 9 + 1):
                     fail(f"{key}: rank {row['rank']}: peak bytes {meas} vs model {model}")
+                cpus = value(row["cpus"])  # e.g. "0-1": the rank's affinity list
+                if not cpus or not all(p.replace("-", "").isdigit() for p in cpus.split(",")) \
+                        or int(row["mps"]) != 0:
+                    fail(f"{key}: rank {row['rank']}: cpus {cpus!r} mps {row['mps']}")
                 if int(row["param_bytes"]) <= 0 and at["compute"] == "gemm":
                     fail(f"{key}: param_bytes {row['param_bytes']}")
                 for k in RANK_FIELDS:

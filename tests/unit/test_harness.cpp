@@ -16,6 +16,7 @@
 #include "harness/sweep.hpp"
 #include "harness/wire.hpp"
 #include "results/hdf5_file.hpp"
+#include "runtime/placement.hpp"
 #include "schedule/generators.hpp"
 
 namespace bb::harness {
@@ -264,8 +265,7 @@ RunSummary sample(bool steady) {
   s.check_message = steady ? "" : "ok";
   for (int r = 0; r < 2; ++r) {
     RankResult x;
-    x.host = "h" + std::to_string(r);
-    x.device = -1;
+    x.where = {"h" + std::to_string(r), std::to_string(r), 2, -1, false};
     x.busy_s = 0.25 + r;
     x.wait_s = 0.125;
     x.comm_s = 0.0625;
@@ -344,8 +344,9 @@ TEST(HarnessFields, FurtherRankColumnsRoundTripThroughHdf5) {
   const fs::path dir = mkdtemp(tmpl);
   const std::string path = (dir / "r.h5").string();
   RunRecord run = to_record(sample(false));
+  const std::size_t fields_of_the_table = run.ranks[0].extra.size();
   for (std::size_t r = 0; r < run.ranks.size(); ++r) {
-    set_rank_column(run.ranks[r], "cpus", std::string(r == 0 ? "0-1" : "2,3"));
+    set_rank_column(run.ranks[r], "numa", std::string(r == 0 ? "0-1" : "2,3"));
     set_rank_column(run.ranks[r], "gpu_mps", std::int64_t{static_cast<std::int64_t>(r)});
     set_rank_column(run.ranks[r], "share", 0.5 * static_cast<double>(r));
   }
@@ -355,11 +356,11 @@ TEST(HarnessFields, FurtherRankColumnsRoundTripThroughHdf5) {
   }
   const RunRecord back = read_run(path, run.key);
   ASSERT_EQ(back.ranks.size(), 2u);
-  EXPECT_EQ(std::get<std::string>(rank_column(back.ranks[1], "cpus")), "2,3");
+  EXPECT_EQ(std::get<std::string>(rank_column(back.ranks[1], "numa")), "2,3");
   EXPECT_EQ(std::get<std::int64_t>(rank_column(back.ranks[1], "gpu_mps")), 1);
   EXPECT_EQ(std::get<double>(rank_column(back.ranks[1], "share")), 0.5);
   EXPECT_EQ(back.ranks[1].host, "h1");
-  EXPECT_EQ(back.ranks[0].extra.size(), 3u);
+  EXPECT_EQ(back.ranks[0].extra.size(), fields_of_the_table + 3);
   // A rank without rank 0's columns is refused, and the file keeps what it held.
   run.ranks[1].extra.clear();
   run.key = "other";
@@ -391,6 +392,41 @@ TEST(HarnessFields, TableColumnsFollowTheSweep) {
   EXPECT_EQ(t.headers.at(5), "period_ms");
   EXPECT_EQ(t.rows.at(0).at(8), "n/a");  // no closed form
   EXPECT_EQ(t.rows.at(0).at(4), "on");
+}
+
+TEST(HarnessPlacement, CpuListsAndTheWarning) {
+  EXPECT_EQ(cpu_list_text({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(cpu_list_text({}), "");
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_THROW(parse_cpu_list("3-1"), std::invalid_argument);
+  const RankPlacement bound0{"vm", "0", 2, -1, false}, bound1{"vm", "1", 2, -1, false},
+      all{"vm", "0-1", 2, -1, false};
+  EXPECT_EQ(placement_warning({bound0, bound1}), "");
+  EXPECT_EQ(placement_warning({all}), "");                                     // one rank
+  EXPECT_EQ(placement_warning({bound0, RankPlacement{"other", "0", 2}}), "");  // two hosts
+  EXPECT_EQ(placement_warning({all, all})
+                .rfind("ranks are not bound (rank 0 may run on CPUs 0-1 "
+                       "of vm, like rank 1): bind one core per rank",
+                       0),
+            0u);
+  EXPECT_EQ(placement_warning({bound0, bound1, bound0}).rfind("ranks 0 and 2 share CPU 0 on vm", 0),
+            0u);
+  const RankPlacement me = this_placement("here", -1);
+  EXPECT_EQ(me.host, "here");
+  EXPECT_GE(me.host_cpus, 1);
+  EXPECT_FALSE(parse_cpu_list(me.cpus).empty());
+  EXPECT_FALSE(me.mps);  // no GPU
+}
+
+TEST(HarnessFields, PlacementReachesJsonAndTheRanksTable) {
+  const RunSummary s = sample(false);
+  const auto j = to_json(s);
+  EXPECT_EQ(j["cpus"], nlohmann::json::array({"0", "1"}));
+  EXPECT_EQ(j["host"], nlohmann::json::array({"h0", "h1"}));
+  EXPECT_EQ(j["mps"], nlohmann::json::array({false, false}));
+  const auto ranks = to_rank_records(s);
+  EXPECT_EQ(std::get<std::string>(rank_column(ranks[1], "cpus")), "1");
+  EXPECT_EQ(std::get<std::int64_t>(rank_column(ranks[1], "mps")), 0);
 }
 
 // The generated files: up to date with the table (BB_REGENERATE=1 rewrites them).
