@@ -11,7 +11,7 @@ APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-
   python3-h5py python3-pandas python3-matplotlib python3-pytest python3-numpy shellcheck \
   slurm-wlm munge
 
-.PHONY: all deps configure build test run analysis bench asan format clean slurm-soak
+.PHONY: all deps configure build test run analysis bench asan format clean slurm-soak crash-soak
 
 all: build
 
@@ -51,6 +51,12 @@ bench: build
 N ?= 50
 slurm-soak:
 	bash tests/slurm/soak.sh $(N)
+
+# Crash safety of `run --out`: N kills per signal (SIGKILL/SIGINT/SIGTERM to rank 0 or the
+# launcher) at random moments under CPU load; each file checked, then resumed (docs/runtime.md).
+CRASH_ITERS ?= 300
+crash-soak: build
+	ITERS=$(CRASH_ITERS) bash tests/mpi/crash_soak.sh $(BUILD)/bubblebench mpiexec $(N)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build running the unit tests.
 asan:

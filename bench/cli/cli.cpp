@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -551,6 +552,9 @@ int commands(int argc, char** argv) {
 
 int cli_main(int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "";
+  // A closed pipe (`bubblebench show --lowered | head -1`) is an I/O error, exit 4 with one
+  // line (below), not death by SIGPIPE (141). Not for the MPI commands: MPI owns signals.
+  if (first != "run" && first != "calibrate") std::signal(SIGPIPE, SIG_IGN);
   const int code = first == "run"         ? run_main(argc, argv)
                    : first == "calibrate" ? calibrate_main(argc, argv)
                                           : commands(argc, argv);

@@ -55,19 +55,28 @@ void write_events(std::ofstream& f, const std::vector<TraceSlice>& slices, int n
 
 void write_chrome_trace(const std::string& path, const std::vector<TraceSlice>& slices,
                         int num_processes, const std::string& title) {
+  // Whether this call creates PATH: a failed write removes only a file it made itself, never
+  // what was there (a device node, a symlink's target, a user's file).
+  bool created = false;
+  if (std::FILE* probe = std::fopen(path.c_str(), "wx")) {  // O_CREAT | O_EXCL
+    created = true;
+    std::fclose(probe);
+  }
   std::ofstream f(path);
-  if (!f) throw IoError("cannot write trace '" + path + "'");
-  // A failed write (or running out of memory half-way) removes what it left.
+  if (!f) {
+    if (created) std::remove(path.c_str());
+    throw IoError("cannot write trace '" + path + "'");
+  }
   try {
     write_events(f, slices, num_processes, title);
     f.close();
   } catch (...) {
     f.close();
-    std::remove(path.c_str());
+    if (created) std::remove(path.c_str());
     throw;
   }
   if (!f) {
-    std::remove(path.c_str());
+    if (created) std::remove(path.c_str());
     throw IoError("error writing trace '" + path + "'");
   }
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -298,12 +299,23 @@ std::size_t dataset_length(hid_t ds) {
   return static_cast<std::size_t>(dims[0]);
 }
 
+// File access without HDF5's own file locks. A results file is never modified in place (see
+// Staged below), and one writer at a time is ensured by WriterLock; HDF5's locks would only make
+// a reader that holds the file open (h5py in a notebook) stop the writer, or fail on file
+// systems without flock.
+hid_t fapl_no_locking() {
+  const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_file_locking(fapl, false, true);
+  return fapl;
+}
+
 // Opens an existing results file, refusing what is not one of ours.
 hid_t open_existing(const std::string& path, unsigned flags) {
   quiet_hdf5();
+  Handle fapl(fapl_no_locking(), H5Pclose);
   if (H5Fis_hdf5(path.c_str()) <= 0)
     io_fail(path, "not a readable HDF5 file (truncated or corrupt?); refusing to touch it");
-  const hid_t f = H5Fopen(path.c_str(), flags, H5P_DEFAULT);
+  const hid_t f = H5Fopen(path.c_str(), flags, fapl.get());
   if (f < 0) io_fail(path, "cannot open the HDF5 file (truncated, corrupt or read-only?)");
   return f;
 }
@@ -337,9 +349,11 @@ bool is_partial(const std::string& name) {
 // cannot fail for want of space. HDF5 sees the file as longer than its data (allowed) and cuts
 // it back to its end of data when it closes the file. Without room, nothing is changed and the
 // error names what did not fit.
-void reserve_room(const std::string& path, std::uint64_t bytes, const std::string& what) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) io_fail(path, std::string("cannot open for writing: ") + std::strerror(errno));
+// FILE is the new version being written; errors name SHOWN, the results file.
+void reserve_room(const std::string& file, const std::string& shown, std::uint64_t bytes,
+                  const std::string& what) {
+  const int fd = open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) io_fail(shown, std::string("cannot open for writing: ") + std::strerror(errno));
   struct stat st {};
   int rc = fstat(fd, &st) == 0 ? 0 : errno;
   if (rc == 0) rc = posix_fallocate(fd, st.st_size, static_cast<off_t>(bytes));
@@ -349,8 +363,8 @@ void reserve_room(const std::string& path, std::uint64_t bytes, const std::strin
       // The file keeps a tail of zeros, which HDF5 ignores and cuts off at its next close.
     }
     ::close(fd);
-    io_fail(path, "no room for " + what + " (" + std::to_string(bytes / 1024) + " KiB more): " +
-                      std::strerror(rc) + "; the file holds the runs written before");
+    io_fail(shown, "no room for " + what + " (" + std::to_string(bytes / 1024) + " KiB more): " +
+                       std::strerror(rc) + "; the file holds the runs written before");
   }
   ::close(fd);
 }
@@ -374,10 +388,6 @@ std::uint64_t room_for(const RunRecord& run) {
   }
   return 128 * 1024 + 2 * b;
 }
-
-// What renaming a run into place may allocate: its name in /runs' link storage (at worst a new
-// block of the fractal heap, 64 KiB at most, and B-tree nodes).
-constexpr std::uint64_t kRenameRoom = 128 * 1024;
 
 std::vector<std::string> link_names(hid_t group) {
   std::vector<std::string> names;
@@ -411,6 +421,134 @@ void write_run_objects(hid_t g, const RunRecord& run, const std::string& path) {
   Handle t(rank_type(str.get(), run.ranks.empty() ? Attrs{} : run.ranks[0].extra), H5Tclose);
   write_dataset(g, "ranks", t.get(), rows.data(), run.ranks.size(), path);
 }
+
+// The commit of a change to a results file, as a database commits a transaction: the new
+// version is written whole under a temporary name beside the file (a copy of the current file
+// that HDF5 then changes, or a new file), flushed to the disk, and renamed over the file's name
+// (rename(2) replaces the name atomically; the folder is synced after it). So PATH is at every
+// moment either the previous complete version or the next one, whatever kills the writer and
+// when; a reader that holds PATH open keeps reading the version it opened. Until commit() the
+// temporary file is removed on every way out (a SIGKILL leaves it behind: the next writer,
+// holding the writer lock, replaces it).
+class Staged {
+ public:
+  // copy_current: start from a copy of PATH; else from nothing (the caller creates the file).
+  Staged(std::string path, bool copy_current) : path_(std::move(path)), tmp_(path_ + ".bb-tmp") {
+    ::unlink(tmp_.c_str());  // a leftover of a writer that was killed
+    if (copy_current) copy_file(path_, tmp_);
+  }
+  Staged(const Staged&) = delete;
+  Staged& operator=(const Staged&) = delete;
+  ~Staged() {
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  const std::string& tmp() const { return tmp_; }
+
+  // The temporary file becomes PATH. no_replace: fail (ConfigError) if PATH exists by now.
+  void commit(bool no_replace = false) {
+    sync_file(tmp_);
+    int rc = -1;
+    if (no_replace) {
+      rc = ::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+      if (rc != 0 && errno == EEXIST)
+        throw ConfigError("output file " + path_ +
+                          " appeared while it was being created: pass --resume to continue it or "
+                          "--force to replace it");
+      if (rc != 0 && errno != EINVAL && errno != ENOSYS)
+        io_fail(path_,
+                std::string("cannot rename the new file into place: ") + std::strerror(errno));
+    }
+    if (rc != 0 && ::rename(tmp_.c_str(), path_.c_str()) != 0)
+      io_fail(path_,
+              std::string("cannot rename the new version into place: ") + std::strerror(errno));
+    committed_ = true;
+    sync_folder(path_);
+  }
+
+ private:
+  static void sync_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      io_fail(path, std::string("cannot sync to disk: ") + std::strerror(err));
+    }
+    ::close(fd);
+  }
+  // After the rename: the folder's entry reaches the disk (a power cut keeps the new version).
+  // Where folders cannot be synced, the rename is still atomic for every other failure.
+  static void sync_folder(const std::string& path) {
+    const std::filesystem::path p(path);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (::fsync(fd) != 0) {
+      // EINVAL on file systems that do not sync folders; nothing more to do.
+    }
+    ::close(fd);
+  }
+  static void copy_file(const std::string& from, const std::string& to) {
+    const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) io_fail(from, std::string("cannot open for copying: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(in, &st) != 0) {
+      ::close(in);
+      io_fail(from, std::string("cannot stat: ") + std::strerror(errno));
+    }
+    const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0777);
+    if (out < 0) {
+      const int err = errno;
+      ::close(in);
+      io_fail(to, std::string("cannot create the new version: ") + std::strerror(err));
+    }
+    if (::fchmod(out, st.st_mode & 07777) != 0) {
+      // Keeps the creation mode (umask applied); the copy is still correct.
+    }
+    off_t left = st.st_size;
+    bool plain = false;  // copy_file_range unsupported here: read and write
+    std::vector<char> buf;
+    int err = 0;
+    while (left > 0 && err == 0) {
+      ssize_t n = -1;
+      if (!plain) {
+        n = ::copy_file_range(in, nullptr, out, nullptr, static_cast<std::size_t>(left), 0);
+        if (n < 0 &&
+            (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+          plain = true;
+          continue;
+        }
+      } else {
+        buf.resize(1 << 20);
+        n = ::read(in, buf.data(), buf.size());
+        for (ssize_t done = 0; n > 0 && done < n;) {
+          const ssize_t w = ::write(out, buf.data() + done, static_cast<std::size_t>(n - done));
+          if (w < 0) {
+            if (errno == EINTR) continue;
+            n = -1;
+            break;
+          }
+          done += w;
+        }
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        err = errno;
+      else if (n == 0)
+        err = EIO;  // the file shrank under us: it is not ours to copy
+      else
+        left -= n;
+    }
+    ::close(in);
+    if (::close(out) != 0 && err == 0) err = errno;
+    if (err != 0)
+      io_fail(from,
+              (err == ENOSPC || err == EFBIG || err == EDQUOT ? "no room for a copy of the file: "
+                                                              : "cannot copy the file: ") +
+                  std::string(std::strerror(err)) + "; the file holds the runs written before");
+  }
+  std::string path_, tmp_;
+  bool committed_ = false;
+};
 
 }  // namespace
 
@@ -513,101 +651,101 @@ ResultsFile::ResultsFile(std::string path, OpenMode mode, const Attrs& root_attr
     throw ConfigError("output file " + path_ +
                       " exists: pass --resume to continue it or --force to replace it");
   if (exists && mode == OpenMode::kResume) {
-    Handle f(open_existing(path_, H5F_ACC_RDWR), H5Fclose);
-    AttrValue v;
-    if (!read_attr(f.get(), "schema_version", &v) || !std::holds_alternative<std::int64_t>(v))
-      throw ConfigError(
-          path_ + " is not a bubblebench results file (no schema_version); refusing to resume it");
-    if (std::get<std::int64_t>(v) != kSchemaVersion)
-      throw ConfigError(path_ + " has schema_version " + std::to_string(std::get<std::int64_t>(v)) +
-                        ", this bubblebench writes " + std::to_string(kSchemaVersion) +
-                        "; refusing to resume it");
-    if (H5Lexists(f.get(), "runs", H5P_DEFAULT) > 0) {
+    // Read only: the file changes only through a Staged commit, and only when it must.
+    std::vector<std::string> remove;  // leftovers of a crash (older versions) to remove
+    {
+      Handle f(open_existing(path_, H5F_ACC_RDONLY), H5Fclose);
+      AttrValue v;
+      if (!read_attr(f.get(), "schema_version", &v) || !std::holds_alternative<std::int64_t>(v))
+        throw ConfigError(path_ +
+                          " is not a bubblebench results file (no schema_version); refusing to "
+                          "resume it");
+      if (std::get<std::int64_t>(v) != kSchemaVersion)
+        throw ConfigError(path_ + " has schema_version " +
+                          std::to_string(std::get<std::int64_t>(v)) + ", this bubblebench writes " +
+                          std::to_string(kSchemaVersion) + "; refusing to resume it");
+      if (H5Lexists(f.get(), "runs", H5P_DEFAULT) <= 0)
+        throw ConfigError(path_ +
+                          " has no /runs group: not a bubblebench results file; refusing to "
+                          "resume it");
       Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
+      if (!runs.ok()) io_fail(path_, "cannot open /runs");
       for (const auto& name : link_names(runs.get())) {
-        if (is_partial(name)) {
-          // A crash or failure mid-write. One HDF5 cannot delete (its objects never reached
-          // the disk) stays: readers skip it by name, write_run picks another temporary name.
-          H5Ldelete(runs.get(), name.c_str(), H5P_DEFAULT);
-        } else if (!group_is_readable(runs.get(), name.c_str())) {
-          if (H5Ldelete(runs.get(), name.c_str(), H5P_DEFAULT) < 0)
-            io_fail(path_, "run '" + name +
-                               "' is unreadable (a write that failed half-way, e.g. on a full "
-                               "disk) and HDF5 cannot remove it; copy the complete runs to a new "
-                               "file (docs/runtime.md, \"Salvaging a damaged file\") or start "
-                               "again with --force");
-        } else if (group_is_complete(runs.get(), name.c_str())) {
+        if (is_partial(name) || !group_is_readable(runs.get(), name.c_str()))
+          remove.push_back(name);
+        else if (group_is_complete(runs.get(), name.c_str()))
           complete_.insert(name);
-        }  // else: not complete; write_run replaces it
+        // else: not complete; write_run replaces it
       }
     }
-    check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
+    if (remove.empty()) return;
+    // Written by an older bubblebench that changed files in place: a crash left a
+    // `.partial-*` group or a run HDF5 cannot read. Removed in a new version of the file.
+    Staged st(path_, true);
+    {
+      Handle f(open_existing(st.tmp(), H5F_ACC_RDWR), H5Fclose);
+      Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
+      for (const auto& name : remove) {
+        if (H5Ldelete(runs.get(), name.c_str(), H5P_DEFAULT) < 0 && !is_partial(name))
+          io_fail(path_, "run '" + name +
+                             "' is unreadable (a write that failed half-way, e.g. on a full "
+                             "disk) and HDF5 cannot remove it; copy the complete runs to a new "
+                             "file (docs/runtime.md, \"Salvaging a damaged file\") or start "
+                             "again with --force");
+        // A partial group HDF5 cannot delete stays: readers skip it by name.
+      }
+      runs.close();
+      if (!f.close()) io_fail(path_, "HDF5 failed to close the file after cleaning it up");
+    }
+    st.commit();
     return;
   }
-  Handle f(H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.ok()) io_fail(path_, "cannot create the file");
-  write_attr(f.get(), "schema_version", kSchemaVersion, path_);
-  for (const auto& [k, v] : root_attrs) write_attr(f.get(), k, v, path_);
-  Handle runs(H5Gcreate2(f.get(), "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-  if (!runs.ok()) io_fail(path_, "cannot create /runs");
-  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush");
+  // A new file, complete with its root attributes and /runs before it gets its name: a kill
+  // or a full disk leaves no empty or half-made file behind.
+  Staged st(path_, false);
+  {
+    Handle fapl(fapl_no_locking(), H5Pclose);
+    Handle f(H5Fcreate(st.tmp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+    if (!f.ok()) io_fail(path_, "cannot create the file");
+    write_attr(f.get(), "schema_version", kSchemaVersion, path_);
+    for (const auto& [k, v] : root_attrs) write_attr(f.get(), k, v, path_);
+    {
+      Handle runs(H5Gcreate2(f.get(), "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      if (!runs.ok()) io_fail(path_, "cannot create /runs");
+    }
+    if (!f.close()) io_fail(path_, "HDF5 failed to write the new file");
+  }
+  st.commit(/*no_replace=*/mode == OpenMode::kCreate);
 }
 
-// In two steps, each preceded by reserving the room it needs and ended by a checked flush
-// and close: (1) the run under /runs/.partial-<key>, `status` last; (2) the rename to
-// /runs/<key>. HDF5 writes its metadata cache in any order when it flushes, so a flush that
-// fails half-way can leave a link to objects that never reached the disk: with the room
-// reserved first, a full disk fails the reservation instead, before anything changes. Another
-// failure after the partial group exists removes it again (as far as HDF5 still can).
+// One commit per run (see Staged): a copy of the file gets the run under its final name,
+// `status` last, and replaces the file. Room for the run is reserved in the copy first, so a
+// full disk fails before HDF5 writes anything ("no room for run ..."); any failure leaves the
+// file as it was. Cost: copying the file once per run (measured in docs/runtime.md).
 void ResultsFile::write_run(const RunRecord& run) {
   quiet_hdf5();
   const std::string key = sanitize_key(run.key);
-  std::string partial = ".partial-" + key;
-  reserve_room(path_, room_for(run), "run '" + key + "'");
+  Staged st(path_, true);
+  reserve_room(st.tmp(), path_, room_for(run), "run '" + key + "'");
   {
-    Handle f(open_existing(path_, H5F_ACC_RDWR), H5Fclose);
+    Handle f(open_existing(st.tmp(), H5F_ACC_RDWR), H5Fclose);
     Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
     if (!runs.ok()) io_fail(path_, "no /runs group");
-    // A leftover of an earlier attempt: removed, or (when HDF5 cannot) passed over.
-    for (int n = 1; H5Lexists(runs.get(), partial.c_str(), H5P_DEFAULT) > 0 &&
-                    H5Ldelete(runs.get(), partial.c_str(), H5P_DEFAULT) < 0;
-         ++n)
-      partial = ".partial-" + key + "." + std::to_string(n);
-    try {
-      {
-        Handle g(H5Gcreate2(runs.get(), partial.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                 H5Gclose);
-        if (!g.ok()) io_fail(path_, "cannot create the run group");
-        write_run_objects(g.get(), run, path_);
-        write_attr(g.get(), "status", std::string("complete"), path_);  // last: the run is whole
-      }
-      check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush the new run");
-    } catch (const IoError&) {
-      H5Ldelete(runs.get(), partial.c_str(), H5P_DEFAULT);
-      H5Fflush(f.get(), H5F_SCOPE_GLOBAL);
-      throw;
+    // A group of this name is an earlier, incomplete one (complete runs are not written again).
+    if (H5Lexists(runs.get(), key.c_str(), H5P_DEFAULT) > 0 &&
+        H5Ldelete(runs.get(), key.c_str(), H5P_DEFAULT) < 0)
+      io_fail(path_, "HDF5 failed to remove the incomplete run '" + key + "' it replaces");
+    {
+      Handle g(H5Gcreate2(runs.get(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+               H5Gclose);
+      if (!g.ok()) io_fail(path_, "cannot create the run group");
+      write_run_objects(g.get(), run, path_);
+      write_attr(g.get(), "status", std::string("complete"), path_);  // last: the run is whole
     }
     runs.close();
-    if (!f.close()) io_fail(path_, "HDF5 failed to close the file after writing the run");
+    if (!f.close()) io_fail(path_, "HDF5 failed to write the run '" + key + "'");
   }
-  // Without room for the rename the partial group stays as it is, complete and flushed (an
-  // attempt to delete it might need room too): readers skip it, --resume deletes it.
-  reserve_room(path_, kRenameRoom, "renaming run '" + key + "' into place");
-  Handle f(open_existing(path_, H5F_ACC_RDWR), H5Fclose);
-  Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
-  if (!runs.ok()) io_fail(path_, "no /runs group");
-  // A group of this name is an earlier, incomplete one (complete runs are not written again).
-  if (H5Lexists(runs.get(), key.c_str(), H5P_DEFAULT) > 0 &&
-      H5Ldelete(runs.get(), key.c_str(), H5P_DEFAULT) < 0)
-    io_fail(path_, "HDF5 failed to remove the incomplete run '" + key + "' it replaces");
-  if (H5Lmove(runs.get(), partial.c_str(), runs.get(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0) {
-    H5Ldelete(runs.get(), partial.c_str(), H5P_DEFAULT);
-    H5Fflush(f.get(), H5F_SCOPE_GLOBAL);
-    io_fail(path_, "HDF5 failed to rename the finished run into place");
-  }
-  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), path_, "flush the renamed run");
-  runs.close();
-  if (!f.close()) io_fail(path_, "HDF5 failed to close the file after renaming the run");
+  st.commit();
   complete_.insert(key);
 }
 

@@ -1,9 +1,10 @@
-// The results file of design §6 on the HDF5 C API. Only rank 0 opens it. A run is written
-// whole under a temporary name, marked complete, flushed and closed; then renamed into /runs,
-// flushed and closed. Before each step the room it needs is reserved on the file system, so a
-// full disk fails before anything changes. So between runs the file on disk is consistent and
-// holds only complete runs; a crash while writing leaves at most a `.partial-*` group, which
-// `--resume` removes.
+// The results file of design §6 on the HDF5 C API. Only rank 0 opens it. The file is never
+// changed in place: each change (a new file, each run, a clean-up on --resume) is written to a
+// copy under PATH.bb-tmp, synced to disk and renamed over PATH (see Staged in hdf5_file.cpp).
+// So whatever kills the writer, and whenever, PATH holds exactly the runs of the last complete
+// write; a reader holding PATH open (h5py) neither stops the writer nor sees a half-written
+// run. Room for a run is reserved in the copy before HDF5 writes, so a full disk fails early,
+// leaving the file as it was. HDF5's own file locks are not used (WriterLock is).
 #pragma once
 
 #include <set>
@@ -45,15 +46,16 @@ class ResultsFile {
   // Throws ConfigError (file exists without --resume/--force; other schema version; another
   // process writes it: see WriterLock) or
   // IoError (missing or read-only folder; unreadable, truncated or corrupt file; with
-  // --resume, a run group HDF5 can neither read nor remove).
+  // --resume, a run group HDF5 can neither read nor remove). With --resume, a file without
+  // /runs is refused (ConfigError).
   ResultsFile(std::string path, OpenMode mode, const Attrs& root_attrs);
 
   const std::string& path() const { return path_; }
   bool has_complete(const std::string& key) const { return complete_.count(key) != 0; }
   const std::set<std::string>& complete_keys() const { return complete_; }
 
-  // Writes the run, sets status "complete" and flushes. Throws IoError (e.g. no room for the
-  // run: the file is left with the runs it held).
+  // Writes the run with status "complete" and commits it (a copy of the file renamed over it).
+  // Throws IoError (e.g. no room for the run: the file is left exactly as it was).
   void write_run(const RunRecord& run);
 
  private:

@@ -152,5 +152,32 @@ rc=$?
 r=$?
 check "stdout on a full device: exit 4 (got $rc: $(tail -c 200 "$tmp/err.txt"))" $r
 
+# Commands of one process (no MPI): exit code, exactly one stderr line, nothing left behind.
+one() {  # name, expected exit code, expected stderr substring, command...
+  local name=$1 want_rc=$2 want=$3 rc r
+  shift 3
+  "$@" >"$tmp/out1.txt" 2>"$tmp/err1.txt"
+  rc=$?
+  [ "$rc" = "$want_rc" ] && [ "$(wc -l <"$tmp/err1.txt")" = 1 ] && grep -q -- "$want" "$tmp/err1.txt"
+  r=$?
+  check "$name: exit $want_rc (got $rc), one stderr line with '$want' (got: $(head -c 300 "$tmp/err1.txt"))" $r
+}
+# A closed pipe: exit 4 with one line, not death by SIGPIPE (141). The listing is far larger
+# than a pipe's buffer, so writes go on after `head` has gone.
+# shellcheck disable=SC2016  # $1, $2 and PIPESTATUS belong to the inner shell
+timeout 120 bash -c '"$1" show --schedule 1f1b -P 8 -M 4096 --lowered 2>"$2" | head -1 >/dev/null
+  exit "${PIPESTATUS[0]}"' _ "$BB" "$tmp/errp.txt"
+rc=$?
+[ $rc = 4 ] && [ "$(wc -l <"$tmp/errp.txt")" = 1 ] && grep -q "cannot write standard output" "$tmp/errp.txt"
+r=$?
+check "show --lowered | head -1: exit 4 (got $rc), one line (got: $(head -c 200 "$tmp/errp.txt"))" $r
+# sim --timeline on a write failure removes only a file it created: a symlink to a device that
+# fails every write (/dev/full) stays, and so does the device.
+ln -s /dev/full "$tmp/timeline.json"
+one "sim --timeline into a symlink to /dev/full" 4 "error writing trace '$tmp/timeline.json'" \
+  "$BB" sim --schedule 1f1b -P 2 -M 4 --t-f 1 --t-b 1 --timeline "$tmp/timeline.json"
+[ -L "$tmp/timeline.json" ] && [ -c /dev/full ]
+check "sim --timeline: the symlink and /dev/full are still there" $?
+
 echo "run errors: $pass passed, $fails failed"
 [ $fails = 0 ]
