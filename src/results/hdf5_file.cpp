@@ -320,11 +320,34 @@ hid_t open_existing(const std::string& path, unsigned flags) {
   return f;
 }
 
+// A run counts as complete only when what its `status` claims is there: the three datasets
+// open as 1-D datasets, and step_time_s has one row per timed iteration (`iters`).
 bool group_is_complete(hid_t runs, const char* name) {
   Handle g(H5Gopen2(runs, name, H5P_DEFAULT), H5Gclose);
   AttrValue v;
-  return g.ok() && read_attr(g.get(), "status", &v) && std::holds_alternative<std::string>(v) &&
-         std::get<std::string>(v) == "complete";
+  if (!g.ok() || !read_attr(g.get(), "status", &v) || !std::holds_alternative<std::string>(v) ||
+      std::get<std::string>(v) != "complete")
+    return false;
+  for (const char* ds : {"step_time_s", "events", "ranks"}) {
+    if (H5Lexists(g.get(), ds, H5P_DEFAULT) <= 0) return false;
+    Handle d(H5Dopen2(g.get(), ds, H5P_DEFAULT), H5Dclose);
+    if (!d.ok()) return false;
+    Handle space(H5Dget_space(d.get()), H5Sclose);
+    if (H5Sget_simple_extent_ndims(space.get()) != 1) return false;
+    AttrValue iters;
+    if (std::string(ds) == "step_time_s" && read_attr(g.get(), "iters", &iters) &&
+        std::holds_alternative<std::int64_t>(iters) &&
+        dataset_length(d.get()) != static_cast<std::size_t>(std::get<std::int64_t>(iters)))
+      return false;
+  }
+  return true;
+}
+
+// What a name under /runs is: a run is a hard link to a group; a soft or external link is
+// something else (a run of another file, or nothing).
+bool is_hard_link(hid_t runs, const char* name) {
+  H5L_info_t info;
+  return H5Lget_info(runs, name, &info, H5P_DEFAULT) >= 0 && info.type == H5L_TYPE_HARD;
 }
 
 // A run group whose objects HDF5 cannot open: what a write that stopped half-way on disk
@@ -671,6 +694,10 @@ ResultsFile::ResultsFile(std::string path, OpenMode mode, const Attrs& root_attr
       Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
       if (!runs.ok()) io_fail(path_, "cannot open /runs");
       for (const auto& name : link_names(runs.get())) {
+        if (!is_hard_link(runs.get(), name.c_str()))
+          throw ConfigError(path_ + ": /runs/" + name +
+                            " is a soft or external link, not a run written into this file; "
+                            "refusing to resume it (remove the link, or choose another --out)");
         if (is_partial(name) || !group_is_readable(runs.get(), name.c_str()))
           remove.push_back(name);
         else if (group_is_complete(runs.get(), name.c_str()))
@@ -755,7 +782,8 @@ std::set<std::string> read_complete_keys(const std::string& path) {
   if (H5Lexists(f.get(), "runs", H5P_DEFAULT) <= 0) return out;
   Handle runs(H5Gopen2(f.get(), "runs", H5P_DEFAULT), H5Gclose);
   for (const auto& name : link_names(runs.get()))
-    if (name.rfind(".partial-", 0) != 0 && group_is_complete(runs.get(), name.c_str()))
+    if (!is_partial(name) && is_hard_link(runs.get(), name.c_str()) &&
+        group_is_complete(runs.get(), name.c_str()))
       out.insert(name);
   return out;
 }

@@ -477,18 +477,26 @@ check "merge_index: index readable after moving the folder; --copy self-containe
 
 # --- 5. teardown ---------------------------------------------------------------------------
 [ $fails -ne 0 ] && dump  # while the daemons still answer
+# A daemon is identified by PID and start time (a busy machine reuses PIDs within minutes).
+started() { awk '{sub(/^.*\) /, ""); print $20}' "/proc/$1/stat" 2>/dev/null; }  # field 22
 pids=$(cat "$STATE"/pids/*.pid 2>/dev/null | tr '\n' ' ')
+declare -A t_start
+for p in $pids; do t_start[$p]=$(started "$p"); done
 "$SL" down "$STATE"
 check "tools/slurm-local.sh down" $?
 "$SL" down "$STATE"
 check "down again: no-op" $?
-gone=0
+left=""
 for p in $pids; do
-  if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then gone=1; fi
+  if [ -d "/proc/$p" ] && [ "$(started "$p")" = "${t_start[$p]}" ] &&
+    [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+    left="$left $p($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 80))"
+  fi
 done
 "$SL" status "$STATE" >/dev/null 2>&1
-[ $? = 3 ] && [ $gone = 0 ] && [ -n "$pids" ]
-check "daemons gone after down (pids $pids)" $?
+rc=$?
+[ $rc = 3 ] && [ -z "$left" ] && [ -n "$pids" ]
+check "daemons gone after down (pids $pids; status exit $rc; still running:${left:- none})" $?
 
 echo "slurm test: $(($(date +%s) - t0)) s"
 if [ $fails -ne 0 ]; then

@@ -399,6 +399,68 @@ TEST(ResultsFile, ResumeRefusesAFileWithoutRuns) {
   EXPECT_TRUE(file_bytes(path) == before);
 }
 
+// --resume verifies what it skips: a run whose `status` says complete but that lacks a dataset,
+// or whose step_time_s has fewer rows than its `iters`, is not complete (its write replaces it).
+TEST(ResultsFile, ResumeVerifiesTheRunsItSkips) {
+  TempDir d;
+  const std::string path = (d.path / "r.h5").string();
+  {
+    ResultsFile f(path, OpenMode::kCreate, {});
+    RunRecord a = sample_run("a", 3), b = sample_run("b", 3), c = sample_run("c", 3);
+    for (RunRecord* r : {&a, &b, &c}) r->attrs.emplace_back("iters", std::int64_t{3});
+    c.step_time_s.pop_back();  // 2 rows for 3 iterations
+    f.write_run(a);
+    f.write_run(b);
+    f.write_run(c);
+  }
+  {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(H5Ldelete(f, "runs/b/events", H5P_DEFAULT), 0);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(read_complete_keys(path), std::set<std::string>{"a"});
+  ResultsFile f(path, OpenMode::kResume, {});
+  EXPECT_TRUE(f.has_complete("a"));
+  EXPECT_FALSE(f.has_complete("b"));
+  EXPECT_FALSE(f.has_complete("c"));
+  f.write_run(sample_run("b", 2));
+  EXPECT_EQ(read_run(path, "b").events.size(), 2u);
+}
+
+// A soft or external link under /runs is not a run this file holds: --resume refuses the file
+// (where it used to skip the configuration the link is named after), and leaves it as it was.
+TEST(ResultsFile, ResumeRefusesALinkUnderRuns) {
+  TempDir d;
+  const std::string path = (d.path / "r.h5").string();
+  const std::string other = (d.path / "other.h5").string();
+  { ResultsFile(path, OpenMode::kCreate, {}).write_run(sample_run("a", 2)); }
+  { ResultsFile(other, OpenMode::kCreate, {}).write_run(sample_run("x", 2)); }
+  for (const bool soft : {true, false}) {
+    SCOPED_TRACE(soft ? "a soft link" : "an external link");
+    const std::string p = (d.path / (soft ? "s.h5" : "e.h5")).string();
+    fs::copy_file(path, p);
+    {
+      const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      if (soft)
+        ASSERT_GE(H5Lcreate_soft("/runs/a", f, "runs/b", H5P_DEFAULT, H5P_DEFAULT), 0);
+      else
+        ASSERT_GE(
+            H5Lcreate_external(other.c_str(), "/runs/x", f, "runs/b", H5P_DEFAULT, H5P_DEFAULT), 0);
+      H5Fclose(f);
+    }
+    EXPECT_EQ(read_complete_keys(p), std::set<std::string>{"a"});
+    const std::string before = file_bytes(p);
+    try {
+      ResultsFile f(p, OpenMode::kResume, {});
+      ADD_FAILURE() << "resumed a file with a link under /runs";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("/runs/b is a soft or external link"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(file_bytes(p) == before);
+  }
+}
+
 // A new file appears under its name only whole: the copy being written has another name, and
 // nothing of it stays behind.
 TEST(ResultsFile, NewFileAppearsWhole) {
