@@ -143,8 +143,8 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--t-fb", o.t_fb, "Synthetic overlapped F&B pair time (default: the sum)");
   app.add_option("--hidden", o.hidden, "Hidden width h (LIST)")->capture_default_str();
-  app.add_option("--layers", o.layers, "MLP blocks per chunk (LIST)")->capture_default_str();
-  app.add_option("--mb-size", o.mb_size, "Rows (tokens) of a micro-batch (LIST)")
+  app.add_option("--layers", o.layers, "Blocks per chunk (LIST)")->capture_default_str();
+  app.add_option("--mb-size", o.mb_size, "Rows of a micro-batch; transformer: sequences (LIST)")
       ->capture_default_str();
   app.add_option("--dtype", o.dtype, "fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))

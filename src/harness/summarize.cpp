@@ -56,6 +56,11 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
   s.hidden = c.hidden;
   s.layers = c.layers;
   s.mb_size = c.mb_size;
+  s.stage = o.stage;
+  s.seq = o.seq;
+  s.heads = o.heads;
+  s.ffn = o.ffn;
+  s.causal = o.causal;
   s.warmup = o.warmup;
   s.iters = o.iters;
   s.seed = o.seed;
