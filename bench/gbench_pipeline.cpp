@@ -13,19 +13,23 @@
 // FLOP/s.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/list.hpp"
 #include "common/error.hpp"
 #include "harness/measure.hpp"
+#include "harness/output.hpp"
 #include "harness/provenance.hpp"
 #include "harness/step.hpp"
 #include "harness/wire.hpp"
@@ -47,6 +51,26 @@ struct Options {
   double timeout = 300;
 };
 
+// A whole positive integer (no sign, no trailing text), else ConfigError naming the flag.
+int parse_positive_int(const std::string& text, const std::string& flag) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 1)
+    throw ConfigError(flag + ": '" + text + "' is not a positive integer");
+  return value;
+}
+
+// A whole positive finite number, else ConfigError naming the flag.
+double parse_positive_number(const std::string& text, const std::string& flag) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value) || value <= 0)
+    throw ConfigError(flag + ": '" + text + "' is not a positive number");
+  return value;
+}
+
 // Takes `--bb_name=value` flags out of argv; returns false on an unknown --bb_ flag.
 bool take_flags(int* argc, char** argv, Options& o, std::string* bad) {
   int out = 1;
@@ -57,9 +81,9 @@ bool take_flags(int* argc, char** argv, Options& o, std::string* bad) {
       if (a.rfind(p, 0) != 0) return false;
       const std::string v = a.substr(p.size());
       if constexpr (std::is_same_v<std::remove_pointer_t<decltype(dst)>, int>)
-        *dst = std::stoi(v);
+        *dst = parse_positive_int(v, p.substr(0, p.size() - 1));
       else if constexpr (std::is_same_v<std::remove_pointer_t<decltype(dst)>, double>)
-        *dst = std::stod(v);
+        *dst = parse_positive_number(v, p.substr(0, p.size() - 1));
       else
         *dst = v;
       return true;
@@ -82,11 +106,103 @@ bool take_flags(int* argc, char** argv, Options& o, std::string* bad) {
   return true;
 }
 
+// Other ranks: reports nothing, and lists nothing either (--benchmark_list_tests writes to the
+// display reporter's stream).
 class NullReporter : public benchmark::BenchmarkReporter {
  public:
+  NullReporter() {
+    SetOutputStream(&null_);
+    SetErrorStream(&null_);
+  }
   bool ReportContext(const Context&) override { return true; }
   void ReportRuns(const std::vector<Run>&) override {}
+
+ private:
+  std::ostream null_{nullptr};
 };
+
+// Rank 0: passes runs on to Google Benchmark's own reporter (console, json or csv) with names
+// that say what is measured only. The fixed --bb_iters/--bb_reps would add `iterations:N` and
+// `repeats:N` to every name (the library's rule for Iterations() and Repetitions()); they are
+// settings, in the context instead, so that runs with other settings pair up in compare.py.
+// Counters that are not finite (a closed form that does not apply, the cv of a constant 0) are
+// dropped: JSON has no NaN.
+class NamingReporter : public benchmark::BenchmarkReporter {
+ public:
+  explicit NamingReporter(std::unique_ptr<benchmark::BenchmarkReporter> inner)
+      : inner_(std::move(inner)) {}
+  bool ReportContext(const Context& context) override {
+    inner_->SetOutputStream(&GetOutputStream());
+    inner_->SetErrorStream(&GetErrorStream());
+    return inner_->ReportContext(context);
+  }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    std::vector<Run> named = runs;
+    for (Run& r : named) {
+      r.run_name.iterations.clear();
+      r.run_name.repetitions.clear();
+      for (auto it = r.counters.begin(); it != r.counters.end();)
+        it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
+    }
+    inner_->ReportRuns(named);
+  }
+  void Finalize() override { inner_->Finalize(); }
+
+ private:
+  std::unique_ptr<benchmark::BenchmarkReporter> inner_;
+};
+
+// The reporter Google Benchmark would make for --benchmark_format / --benchmark_out_format.
+std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& format,
+                                                            bool console_colour) {
+  if (format == "json") return std::make_unique<benchmark::JSONReporter>();
+  if (format == "csv") {
+    // Deprecated by the library, still one of its --benchmark_format values.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return std::make_unique<benchmark::CSVReporter>();
+#pragma GCC diagnostic pop
+  }
+  if (format != "console") throw ConfigError("unknown output format '" + format + "'");
+  return std::make_unique<benchmark::ConsoleReporter>(console_colour
+                                                          ? benchmark::ConsoleReporter::OO_Defaults
+                                                          : benchmark::ConsoleReporter::OO_Tabular);
+}
+
+// The value of --NAME=VALUE in args ("true" for a bare --NAME), or `fallback`.
+std::string flag_value(const std::vector<char*>& args, const std::string& name,
+                       const std::string& fallback) {
+  std::string value = fallback;
+  const std::string prefix = "--" + name + "=";
+  for (const char* a : args)
+    if (a != nullptr && std::string_view(a).starts_with(prefix))
+      value = a + prefix.size();
+    else if (a != nullptr && std::string_view(a) == prefix.substr(0, prefix.size() - 1))
+      value = "true";
+  return value;
+}
+
+void print_help() {
+  benchmark::PrintDefaultHelp();
+  std::cout << R"(
+Pipeline flags (each --bb_NAME=VALUE; lists as in `bubblebench run`):
+  --bb_schedules=LIST  schedules, comma-separated, or `all` (default gpipe,1f1b,zb-h1)
+  --bb_M=LIST          micro-batches per step (default 4,8)
+  --bb_v=LIST          chunks per rank, for schedules that take v (default 1,2)
+  --bb_backend=NAME    cpu or cuda (default cpu)
+  --bb_transport=NAME  mpi or nccl (default: the backend's)
+  --bb_compute=KIND    synthetic (sleep t per action) or real (GEMMs) (default synthetic)
+  --bb_t=DURATION      synthetic time of F, B and W: 1ms, 500us, ... (default 1ms)
+  --bb_hidden=N        hidden size (default 64)
+  --bb_layers=N        layers per chunk (default 1)
+  --bb_mb_size=N       micro-batch size (default 8)
+  --bb_iters=N         training steps per benchmark, fixed on every rank (default 5)
+  --bb_reps=N          repetitions of each benchmark (default 1)
+  --bb_timeout=SEC     give up on a step after SEC seconds (default 300)
+Names are schedule/P:p/M:m/v:v/hidden:h/layers:l/mb_size:b/manual_time; the settings
+(iters, reps, compute, t, backend, transport) are in the context. Run under mpiexec.
+)";
+}
 
 struct World {
   Options opt;
@@ -100,19 +216,8 @@ struct World {
 
 World* g_world = nullptr;
 
-void run_benchmark(benchmark::State& state, const std::string& name) {
+void run_benchmark(benchmark::State& state, const std::string& name, const Schedule& lowered) {
   World& w = *g_world;
-  const ScheduleParams params{w.size, static_cast<int>(state.range(0)),
-                              static_cast<int>(state.range(1))};
-  Schedule lowered;
-  try {
-    lowered = lower(generate(name, params));  // deterministic: every rank agrees
-  } catch (const ConfigError& e) {
-    state.SkipWithError(e.what());
-    for (auto _ : state) {
-    }
-    return;
-  }
   ExecutorConfig ec;
   ec.hidden = w.opt.hidden;
   ec.layers = w.opt.layers;
@@ -128,7 +233,7 @@ void run_benchmark(benchmark::State& state, const std::string& name) {
   };
   step(nullptr);  // warm-up: buffers, first-touch
   ex.reset_peaks();
-  std::vector<double> fractions, spans;
+  std::vector<double> fractions;
   for (auto _ : state) {
     step(&rec);
     const auto all =
@@ -140,7 +245,6 @@ void run_benchmark(benchmark::State& state, const std::string& name) {
       const harness::StepBubble b = harness::measure_step(ranks, w.clock);
       T = b.span_s;
       fractions.push_back(b.bubble_fraction);
-      spans.push_back(T);
     }
     state.SetIterationTime(T);
   }
@@ -150,11 +254,8 @@ void run_benchmark(benchmark::State& state, const std::string& name) {
   if (w.rank != 0) return;
   double peak = 0;
   for (const auto& p : peaks) peak = std::max(peak, p[0]);
-  double mean_fraction = 0, mean_span = 0;
-  for (std::size_t i = 0; i < fractions.size(); ++i) {
-    mean_fraction += fractions[i] / static_cast<double>(fractions.size());
-    mean_span += spans[i] / static_cast<double>(spans.size());
-  }
+  double mean_fraction = 0;
+  for (double f : fractions) mean_fraction += f / static_cast<double>(fractions.size());
   ModelInput mi;
   mi.schedule = name;
   mi.P = lowered.P;
@@ -170,10 +271,13 @@ void run_benchmark(benchmark::State& state, const std::string& name) {
                                     : 3.0 * 16.0 * ec.mb_size * static_cast<double>(ec.hidden) *
                                           ec.hidden * ec.layers * pairs;
   state.counters["bubble_fraction_measured"] = mean_fraction;
-  state.counters["bubble_fraction_model"] =
-      model.applies ? model.single.bubble_fraction : std::nan("");
+  if (model.applies) state.counters["bubble_fraction_model"] = model.single.bubble_fraction;
   state.counters["peak_activation_bytes"] = peak;
-  state.counters["flops_per_s"] = mean_span > 0 ? flops / mean_span : 0;
+  // FLOPs per step; the library divides by the (manual) time of the iterations. None with
+  // synthetic compute, which runs no GEMM.
+  if (!ec.synthetic)
+    state.counters["flops_per_s"] =
+        benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(model.applies ? "" : "no closed form");
 }
 
@@ -188,24 +292,57 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world.size);
   // Only rank 0 writes files: drop --benchmark_out* elsewhere.
   std::vector<char*> args;
-  for (int i = 0; i < argc; ++i)
+  bool help = false;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0))
+      help = true;
     if (world.rank == 0 || std::strncmp(argv[i], "--benchmark_out", 15) != 0)
       args.push_back(argv[i]);
+  }
   args.push_back(nullptr);
+  if (help) {
+    if (world.rank == 0) bb::print_help();
+    MPI_Finalize();
+    return 0;
+  }
+  // Read before Initialize() takes them out of args.
+  const std::string format = bb::flag_value(args, "benchmark_format", "console");
+  const std::string out_format = bb::flag_value(args, "benchmark_out_format", "json");
+  const std::string out_file = bb::flag_value(args, "benchmark_out", "");
+  // Listing runs nothing: without the fixed counts the library lists the names it reports.
+  const bool list_only = bb::flag_value(args, "benchmark_list_tests", "false") != "false";
+  const bool colour =
+      isatty(STDOUT_FILENO) != 0 && bb::flag_value(args, "benchmark_color", "auto") != "false";
   int n = static_cast<int>(args.size()) - 1;
   std::string bad;
   int code = 0;
-  std::vector<std::string> names;
-  std::vector<int> Ms, vs;
+  // Every configuration the lists name and the schedules accept, lowered (the same on every
+  // rank); the ones a schedule refuses are skipped with one line each, as `run` does.
+  std::vector<std::pair<std::string, std::shared_ptr<const bb::Schedule>>> configs;
+  std::vector<std::string> lines;
   try {
     if (!bb::take_flags(&n, args.data(), world.opt, &bad))
       throw bb::ConfigError("unknown flag " + bad);
-    names = bb::sweep_names(world.opt.schedules, "--bb_schedules");
-    Ms = bb::parse_int_list(world.opt.M, "--bb_M");
-    vs = bb::parse_int_list(world.opt.v, "--bb_v");
+    const auto Ms = bb::parse_int_list(world.opt.M, "--bb_M");
+    const auto vs = bb::parse_int_list(world.opt.v, "--bb_v");
     (void)bb::parse_duration(world.opt.t, "--bb_t", true);
-    if (world.opt.iters < 1 || world.opt.reps < 1)
-      throw bb::ConfigError("--bb_iters and --bb_reps must be >= 1");
+    if (world.opt.compute != "synthetic" && world.opt.compute != "real")
+      throw bb::ConfigError("--bb_compute: '" + world.opt.compute +
+                            "' is neither synthetic nor real");
+    (void)bb::make_reporter(format, false);
+    (void)bb::make_reporter(out_format, false);
+    bb::ScheduleSweep sweep =
+        bb::expand_schedules(world.opt.schedules, world.size, Ms, vs);  // unknown: ConfigError
+    const bool several = bb::sweep_combinations(world.opt.schedules, Ms, vs) > 1;
+    if (several)
+      for (const auto& why : sweep.skipped) lines.push_back("skip: " + why);
+    for (std::string note : sweep.notes) {  // the sweep's words are `run`'s: -v is --bb_v here
+      if (const auto at = note.find(": -v "); at != std::string::npos)
+        note.replace(at, 5, ": --bb_v ");
+      lines.push_back("note: " + note);
+    }
+    for (auto& [name, s] : sweep.schedules)
+      configs.emplace_back(name, std::make_shared<const bb::Schedule>(bb::lower(s)));
     world.p2p = bb::mpi::duplicate(MPI_COMM_WORLD, world.opt.timeout);
     world.coll = bb::mpi::duplicate(MPI_COMM_WORLD, world.opt.timeout);
     world.backend = bb::make_backend(world.opt.backend, 0);
@@ -218,13 +355,15 @@ int main(int argc, char** argv) {
     world.pool = std::make_unique<bb::BufferPool>(
         *world.backend, static_cast<std::size_t>(world.opt.hidden) * world.opt.mb_size);
   } catch (const std::exception& e) {
-    if (world.rank == 0) std::cerr << "gbench_pipeline: error: " << e.what() << "\n";
+    if (world.rank == 0) bb::harness::say(std::string("gbench_pipeline: error: ") + e.what());
     code = bb::kExitConfig;
   }
   if (code != 0) {
     MPI_Finalize();
     return code;
   }
+  if (world.rank == 0)
+    for (const auto& line : lines) bb::harness::say("gbench_pipeline: " + line);
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) {
     MPI_Finalize();
@@ -235,22 +374,32 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("backend", world.opt.backend);
   benchmark::AddCustomContext("transport", std::string(world.transport->name()));
   benchmark::AddCustomContext("compute", world.opt.compute);
-  for (const std::string& name : names) {
-    std::vector<int64_t> m64(Ms.begin(), Ms.end());
-    std::vector<int64_t> v64 = bb::schedule_takes_v(name)
-                                   ? std::vector<int64_t>(vs.begin(), vs.end())
-                                   : std::vector<int64_t>{1};
-    auto* b = benchmark::RegisterBenchmark(
-        name.c_str(), [name](benchmark::State& s) { bb::run_benchmark(s, name); });
-    b->ArgNames({"M", "v"})
-        ->ArgsProduct({m64, v64})
-        ->Iterations(world.opt.iters)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
-    if (world.opt.reps > 1) b->Repetitions(world.opt.reps);
+  benchmark::AddCustomContext("t", world.opt.t);
+  benchmark::AddCustomContext("iterations", std::to_string(world.opt.iters));
+  benchmark::AddCustomContext("repetitions", std::to_string(world.opt.reps));
+  for (const auto& [name, lowered] : configs) {
+    // What is measured, and only that: the schedule, P, M, the v it runs with and the sizes.
+    const std::string full =
+        name + "/P:" + std::to_string(lowered->P) + "/M:" + std::to_string(lowered->M) +
+        "/v:" + std::to_string(lowered->v) + "/hidden:" + std::to_string(world.opt.hidden) +
+        "/layers:" + std::to_string(world.opt.layers) +
+        "/mb_size:" + std::to_string(world.opt.mb_size);
+    auto* b = benchmark::RegisterBenchmark(full.c_str(),
+                                           [name = name, lowered = lowered](benchmark::State& s) {
+                                             bb::run_benchmark(s, name, *lowered);
+                                           });
+    b->UseManualTime()->Unit(benchmark::kMillisecond);
+    if (!list_only) b->Iterations(world.opt.iters);
+    if (world.opt.reps > 1 && !list_only) b->Repetitions(world.opt.reps);
   }
   if (world.rank == 0) {
-    benchmark::RunSpecifiedBenchmarks();
+    bb::NamingReporter display(bb::make_reporter(format, colour));
+    if (out_file.empty()) {
+      benchmark::RunSpecifiedBenchmarks(&display);
+    } else {
+      bb::NamingReporter file(bb::make_reporter(out_format, false));
+      benchmark::RunSpecifiedBenchmarks(&display, &file);
+    }
   } else {
     bb::NullReporter null;
     benchmark::RunSpecifiedBenchmarks(&null);
