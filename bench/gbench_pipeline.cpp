@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -192,7 +193,7 @@ Pipeline flags (each --bb_NAME=VALUE; lists as in `bubblebench run`):
   --bb_backend=NAME    cpu or cuda (default cpu)
   --bb_transport=NAME  mpi or nccl (default: the backend's)
   --bb_compute=KIND    synthetic (sleep t per action) or real (GEMMs) (default synthetic)
-  --bb_t=DURATION      synthetic time of F, B and W: 1ms, 500us, ... (default 1ms)
+  --bb_t=DURATION      synthetic time of F, B and W, with a unit: 1ms, 500us (default 1ms)
   --bb_hidden=N        hidden size (default 64)
   --bb_layers=N        layers per chunk (default 1)
   --bb_mb_size=N       micro-batch size (default 8)
@@ -325,7 +326,11 @@ int main(int argc, char** argv) {
       throw bb::ConfigError("unknown flag " + bad);
     const auto Ms = bb::parse_int_list(world.opt.M, "--bb_M");
     const auto vs = bb::parse_int_list(world.opt.v, "--bb_v");
-    (void)bb::parse_duration(world.opt.t, "--bb_t", true);
+    // A bare number would mean seconds (`--bb_t=1`: 1 s per action): ambiguous, refused.
+    if (bb::parse_duration(world.opt.t, "--bb_t", true) != 0 && !world.opt.t.empty() &&
+        (std::isdigit(static_cast<unsigned char>(world.opt.t.back())) != 0 ||
+         world.opt.t.back() == '.'))
+      throw bb::ConfigError("--bb_t: '" + world.opt.t + "' needs a unit: s, ms, us or ns");
     if (world.opt.compute != "synthetic" && world.opt.compute != "real")
       throw bb::ConfigError("--bb_compute: '" + world.opt.compute +
                             "' is neither synthetic nor real");

@@ -104,6 +104,25 @@ WANT="interleaved: needs v >= 2" refuse --bb_schedules=interleaved --bb_v=1
 WANT="--bb_iters: 'abc' is not a positive integer" refuse --bb_iters=abc
 WANT="--bb_iters: '3x' is not a positive integer" refuse --bb_iters=3x
 WANT="unknown flag --bb_nope=1" refuse --bb_nope=1
+WANT="--bb_t: '1' needs a unit" refuse --bb_t=1
+
+# 3b. Real compute: flops_per_s is a rate over the manual time, the step's GEMM FLOPs per second
+#     (1f1b, P=2, M=2: 4 chunk x micro-batch pairs, 3 passes of 16·b·h² each, b=8, h=64).
+timeout 300 "$MPIEXEC" -n 2 "$GB" --benchmark_format=json --bb_schedules=1f1b --bb_M=2 \
+  --bb_compute=real --bb_iters=2 >real.json 2>real.err
+rc=$?
+if [ $rc != 0 ]; then
+  fail "real compute: exit $rc: $(cat real.err)"
+elif $PY - real.json <<'PY'; then passed=$((passed + 1)); else fail "real compute JSON"; fi
+import json, sys
+def no_constant(c):
+    raise ValueError("not strict JSON: " + c)
+(b,) = json.loads(open(sys.argv[1]).read(), parse_constant=no_constant)["benchmarks"]
+assert b["time_unit"] == "ms", b
+flops = 3 * 16 * 8 * 64 * 64 * 4
+assert abs(b["flops_per_s"] * b["real_time"] / 1e3 - flops) < 1e-6 * flops, (b, flops)
+print("real compute ok")
+PY
 
 # 4. --help names the --bb_ flags, once (rank 0).
 timeout 60 "$MPIEXEC" -n 2 "$GB" --help >help.txt 2>&1
