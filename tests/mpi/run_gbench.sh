@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Google Benchmark front end under mpiexec -n 2: strict JSON (no NaN) with the counters, from
 # rank 0 only (rank 1 reports nothing and writes no --benchmark_out file); names that say what is
-# measured only, so that runs with other --bb_iters/--bb_reps pair up as in Google Benchmark's
-# tools/compare.py; refusals up front (one line, exit 2); --help and --benchmark_list_tests.
+# measured only, so that runs with other --bb_iters/--bb_reps pair up as in the compare.py of
+# github.com/google/benchmark (its tools/ folder); refusals up front (one line, exit 2); --help
+# and --benchmark_list_tests.
 set -uo pipefail
 GB=$(readlink -f "${1:?usage: $0 gbench_pipeline mpiexec}")
 MPIEXEC=${2:-mpiexec}
