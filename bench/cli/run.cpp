@@ -29,6 +29,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -168,12 +169,30 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();
   app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
-  app.add_option("--seed", o.seed, "Seed of parameters, inputs and targets")->capture_default_str();
-  app.add_option("--out", o.out, "HDF5 results file (written by rank 0, one run at a time)");
+  // Given values are checked as written: an empty path is not "no output", and a seed past
+  // 2^64-1 is refused rather than saturated.
+  const CLI::Validator not_empty(
+      [](std::string& v) { return v.empty() ? std::string("an empty path (omit the flag)") : ""; },
+      "PATH");
+  const CLI::Validator u64(
+      [](std::string& v) {
+        std::uint64_t x = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        return ec == std::errc() && end == v.data() + v.size()
+                   ? std::string()
+                   : "'" + v + "' is not an integer 0..18446744073709551615";
+      },
+      "UINT64");
+  app.add_option("--seed", o.seed, "Seed of parameters, inputs and targets")
+      ->check(u64)
+      ->capture_default_str();
+  app.add_option("--out", o.out, "HDF5 results file (written by rank 0, one run at a time)")
+      ->check(not_empty);
   app.add_flag("--resume", o.resume, "Continue --out: skip the runs already complete in it");
   app.add_flag("--force", o.force, "Replace --out if it exists");
   app.add_option("--trace", o.trace,
-                 "Directory for one Chrome-trace JSON per run (the last timed iteration)");
+                 "Directory for one Chrome-trace JSON per run (the last timed iteration)")
+      ->check(not_empty);
   app.add_flag("--debug-records", o.debug_records,
                "Diagnostics: print every timed action (host clock, ms) on stderr")
       ->group("");  // hidden

@@ -58,6 +58,10 @@ reject "--resume without --out" 2 "--resume needs --out" 2 --resume
 reject "--force without --out" 2 "--force needs --out" 2 --force
 reject "--resume with --force" 2 "exclude each other" 2 --out "$tmp/x.h5" --resume --force
 reject "--out in a missing folder" 2 "does not exist" 2 --out "$tmp/no/such/dir/x.h5"
+reject "--out ''" 2 "--out: an empty path" 2 --out ''
+reject "--trace ''" 2 "--trace: an empty path" 2 --trace ''
+reject "--seed past 2^64-1" 2 "'18446744073709551616' is not an integer" 2 --seed 18446744073709551616
+reject "--seed negative" 2 "'-1' is not an integer" 2 --seed -1
 reject "--out where no file can be made" 2 "/proc/bb-test.h5" 2 --out /proc/bb-test.h5
 : >"$tmp/exists.h5"
 reject "--out exists" 2 "exists: pass --resume to continue it or --force" 2 --out "$tmp/exists.h5"
