@@ -27,6 +27,7 @@
 #include "results/links_io.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
+#include "schedule/periodic.hpp"
 #include "schedule/text.hpp"
 #include "schedule/validate.hpp"
 #include "sim/sim.hpp"
@@ -254,8 +255,21 @@ std::string timeline_path(const std::string& base, const std::string& schedule, 
          std::to_string(s.v) + ext;
 }
 
+// Validation and simulation of sim: on the lists in periodic form (validation on the segments,
+// the periodic engine; each falls back to the flat lists where it cannot tell or does not
+// apply), unless a timeline is asked for (it names every action) or BB_FLAT_PASSES=1.
+SimResult validate_and_simulate(Schedule s, const SimConfig& cfg) {
+  if (cfg.record_events || flat_passes_forced()) {
+    validate_or_throw(s);
+    return simulate(s, cfg);
+  }
+  const PeriodicSchedule ps = to_periodic(std::move(s));
+  validate_or_throw(ps);
+  return simulate(ps, cfg);
+}
+
 // One configuration's JSON object (design §5.2); the schedule is dropped after it.
-json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name, const Schedule& s,
+json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name, Schedule s,
               bool simulate_too, bool many) {
   const std::string label = config_label(name, s);
   check_cost_lists(sc, name, s);
@@ -266,7 +280,7 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
   j["M"] = s.M;
   j["v"] = s.v;
   // A CSV's lists are read below (the message count): they must be valid first.
-  if (simulate_too || name.rfind("csv:", 0) == 0) validate_or_throw(s);
+  if (!simulate_too && name.rfind("csv:", 0) == 0) validate_or_throw(s);
   if (simulate_too) {
     if (sc.links)
       for (const auto& [src, dst] : pipeline_pairs(s))
@@ -276,7 +290,9 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
                             " (calibrate with as many ranks, --pairs all)");
     SimConfig run_cfg = sc;
     run_cfg.record_events = !sel.timeline.empty();
-    const SimResult r = simulate(s, run_cfg);
+    // The timeline reads the flat lists: they are kept only then.
+    const SimResult r = run_cfg.record_events ? validate_and_simulate(s, run_cfg)
+                                              : validate_and_simulate(std::move(s), run_cfg);
     put_metrics(j, r.single, r.steady);
     j["t_ideal"] = r.t_ideal;
     std::vector<double> peaks, peak_bytes;
@@ -309,7 +325,7 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
       sel.schedules, sel.P, Ms, vs, true,
       [&](const std::string& name, Schedule s) {
         csv_note(sel, name, s);
-        out.push_back(evaluate(sel, sc, name, s, simulate_too, many));
+        out.push_back(evaluate(sel, sc, name, std::move(s), simulate_too, many));
       },
       say_stderr);
   const bool steady_first = sel.sync == "none";
@@ -421,25 +437,40 @@ Schedule load_one(const Selection& sel, const std::optional<std::string>& csv) {
   return std::move(*one);
 }
 
+// A compute schedule is validated and lowered in periodic form (the flat lists where the
+// periodic passes cannot tell, or with BB_FLAT_PASSES=1); a lowered one is dry-run as given.
 int cmd_validate(const Selection& sel, const std::optional<std::string>& csv) {
   Schedule s = load_one(sel, csv);
-  ValidationReport rep = validate(s);
-  if (!rep.ok()) {
-    std::cout << rep.describe(s);
-    return kExitCheckFailed;
-  }
-  std::size_t compute = s.compute_size();
+  const auto report = [&](const Schedule& flat) {
+    const ValidationReport rep = validate(flat);
+    if (!rep.ok()) std::cout << rep.describe(flat);
+    return rep.ok();
+  };
+  const std::string label = s.name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M) +
+                            " v=" + std::to_string(s.v);
+  std::size_t compute = 0, total = 0;
   if (s.lowered) {
+    if (!report(s)) return kExitCheckFailed;
     DryRunResult dr = dry_run(s);
     if (!dr.ok) {
       std::cout << "schedule '" << s.name << "' fails its dry run:\n" << dr.message;
       return kExitCheckFailed;
     }
-  } else {
+    compute = s.compute_size();
+    total = s.size();
+  } else if (flat_passes_forced()) {
+    if (!report(s)) return kExitCheckFailed;
+    compute = s.compute_size();
     s = lower(std::move(s));
+    total = s.size();
+  } else {
+    PeriodicSchedule ps = to_periodic(std::move(s));
+    if (!surely_valid(ps) && !report(to_flat(ps))) return kExitCheckFailed;
+    compute = ps.compute_size();
+    ps = lower(ps);
+    total = ps.size();
   }
-  std::cout << "ok: " << s.name << " P=" << s.P << " M=" << s.M << " v=" << s.v << ": " << compute
-            << " compute actions, " << (s.size() - compute)
+  std::cout << "ok: " << label << ": " << compute << " compute actions, " << (total - compute)
             << " send/recv actions; dry run without deadlock\n";
   return kExitOk;
 }
@@ -448,7 +479,7 @@ int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool l
              const std::string& format) {
   Schedule s = load_one(sel, csv);
   validate_or_throw(s);
-  if (lowered && !s.lowered) s = lower(std::move(s));
+  if (lowered && !s.lowered) s = lower_by_periodic_form(std::move(s));
   if (format == "csv") {
     dump_csv(s, std::cout);
   } else if (format == "grid") {

@@ -385,7 +385,8 @@ Schedule lower(Schedule s, LowerPhases* phases) {
     s.lowered = true;
   };
   bool periodic = false;
-  if (s.size() >= periodic_lower_min_actions.load() && s.uniform_routes()) {
+  if (s.size() >= periodic_lower_min_actions.load() && s.uniform_routes() &&
+      !flat_passes_forced()) {
     // Unit-time pass by the periodic engine; where it finds no repetition to jump over (or a
     // cyclic wait, which the plain pass below then reports), the plain pass.
     const PeriodicLists lists = compress(s);

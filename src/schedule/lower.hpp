@@ -45,6 +45,10 @@ Schedule lower(Schedule s, LowerPhases* phases = nullptr);
 // lower_periodic.cpp); where it does not repeat, lower() above, compressed.
 struct PeriodicSchedule;
 PeriodicSchedule lower(const PeriodicSchedule& s, LowerPhases* phases = nullptr);
+// lower() as the commands use it (show --lowered, validate, run): by way of the periodic form
+// (to_periodic, the lowering above, to_flat) unless flat_passes_forced() (periodic.hpp). The
+// same lists either way; the result carries no compute_order.
+Schedule lower_by_periodic_form(Schedule s);
 // timed_dry_run() below on the segments (the repetitions of a repeating pipeline are checked
 // as the repetition they repeat); it passes and fails where timed_dry_run(to_flat(s)) does.
 struct DryRunResult;

@@ -831,4 +831,9 @@ PeriodicSchedule lower(const PeriodicSchedule& ps, LowerPhases* phases) {
   return out;
 }
 
+Schedule lower_by_periodic_form(Schedule s) {
+  if (flat_passes_forced() || s.lowered) return lower(std::move(s));
+  return to_flat(lower(to_periodic(std::move(s))));
+}
+
 }  // namespace bb

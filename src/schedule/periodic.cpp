@@ -1,6 +1,8 @@
 #include "schedule/periodic.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "schedule/parallel.hpp"
 
@@ -148,6 +150,11 @@ Schedule to_flat(const PeriodicSchedule& s) {
   for (std::size_t r = 0; r < out.ranks.size(); ++r)
     out.ranks[r] = expand(s.lists, static_cast<int>(r));
   return out;
+}
+
+bool flat_passes_forced() {
+  const char* v = std::getenv("BB_FLAT_PASSES");
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 std::vector<Action> expand(const PeriodicLists& lists, int rank) {

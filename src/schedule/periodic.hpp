@@ -64,4 +64,10 @@ struct PeriodicSchedule {
 PeriodicSchedule to_periodic(Schedule s);
 Schedule to_flat(const PeriodicSchedule& s);
 
+// Whether every pass must be flat: the environment variable BB_FLAT_PASSES set to 1. Then the
+// commands (sim, show --lowered, validate, run's lowering) keep flat lists, and simulate() and
+// lower() of flat lists never use the periodic engine. By default the periodic passes run
+// where they apply; the results are the same either way (tests compare both).
+bool flat_passes_forced();
+
 }  // namespace bb

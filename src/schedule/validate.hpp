@@ -32,5 +32,7 @@ void validate_or_throw(const Schedule& s);
 // cannot tell (then validate the flat lists, which also gives the report).
 struct PeriodicSchedule;
 bool surely_valid(const PeriodicSchedule& s);
+// validate_or_throw() of its flat lists, on the segments where surely_valid() can tell.
+void validate_or_throw(const PeriodicSchedule& s);
 
 }  // namespace bb

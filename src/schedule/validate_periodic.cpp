@@ -204,4 +204,8 @@ bool surely_valid(const PeriodicSchedule& s) {
   return PeriodicChecker(s).run();
 }
 
+void validate_or_throw(const PeriodicSchedule& s) {
+  if (!surely_valid(s)) validate_or_throw(to_flat(s));
+}
+
 }  // namespace bb

@@ -355,7 +355,7 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   // about 6 % of the compute actions run, the rest jumped over), and the counts from the
   // periodic lists.
   std::size_t jumped = 0;
-  if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events &&
+  if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events && !flat_passes_forced() &&
       (cfg.engine == SimConfig::Engine::periodic || s.size() >= kPeriodicMinActions) &&
       s.uniform_routes() && costs.exact(s.size(), cfg.steps)) {
     const PeriodicLists lists = compress(s, true);
