@@ -101,7 +101,8 @@ std::vector<RunConfig> make_configs(std::vector<NamedSchedule> schedules, const 
                         std::to_string(world));
     validate_or_throw(s);
     const std::string csv_hash = csv ? file_hash(name.substr(4)) : "";
-    auto lowered = std::make_shared<const Schedule>(s.lowered ? std::move(s) : lower(std::move(s)));
+    auto lowered = std::make_shared<const Schedule>(
+        s.lowered ? std::move(s) : lower_by_periodic_form(std::move(s)));
     for (int h : lists.hidden)
       for (int L : lists.layers)
         for (int b : lists.mb_size)

@@ -52,6 +52,7 @@ class JumpTimes {
         M_(static_cast<std::size_t>(s.M)),
         dense_(static_cast<float*>(std::calloc(2 * C_ * M_, sizeof(float))), std::free),
         ranges_(2 * C_),
+        by_residue_(2 * C_),
         route_(s.routes.front()) {
     if (!dense_) throw std::bad_alloc();
   }
@@ -72,29 +73,30 @@ class JumpTimes {
               {static_cast<std::int64_t>(a.mb), g.mb_step, jump.reps});
       }
     }
+    index_ranges();
   }
 
   // When the message (direction, chunk naming it as in PeriodicEngine, micro-batch) was made.
   UnitTime time(int dir, std::uint32_t chunk, std::int64_t mb) const {
     const std::size_t row = (static_cast<std::size_t>(dir) * C_ + chunk) * M_;
-    for (const Range& g : ranges_[static_cast<std::size_t>(dir) * C_ + chunk]) {
-      const std::int64_t j = g.index(mb);
-      if (j >= 0)
-        return dense_[row + static_cast<std::size_t>(g.first_mb - g.mb_step)] +
-               static_cast<UnitTime>(j + 1) * lambda_;
-    }
+    if (const Range* g = find(static_cast<std::size_t>(dir) * C_ + chunk, mb))
+      return dense_[row + static_cast<std::size_t>(g->first_mb - g->mb_step)] +
+             static_cast<UnitTime>(g->index(mb) + 1) * lambda_;
     return dense_[row + static_cast<std::size_t>(mb)];
   }
   // Whether that message is one of a jumped repetition (its time a formula).
   bool jumped(int dir, std::uint32_t chunk, std::int64_t mb) const {
-    for (const Range& g : ranges_[static_cast<std::size_t>(dir) * C_ + chunk])
-      if (g.index(mb) >= 0) return true;
-    return false;
+    return find(static_cast<std::size_t>(dir) * C_ + chunk, mb) != nullptr;
   }
 
   // Whether micro-batches a and b of that message are in one jumped range.
   bool same_range(int dir, std::uint32_t chunk, std::int64_t a, std::int64_t b) const {
-    for (const Range& g : ranges_[static_cast<std::size_t>(dir) * C_ + chunk])
+    const std::size_t row = static_cast<std::size_t>(dir) * C_ + chunk;
+    if (!by_residue_[row].empty()) {  // ranges of distinct residues: only find(a) can hold a
+      const Range* g = find(row, a);
+      return g != nullptr && g->index(b) >= 0;
+    }
+    for (const Range& g : ranges_[row])
       if (g.index(a) >= 0 && g.index(b) >= 0) return true;
     return false;
   }
@@ -124,10 +126,46 @@ class JumpTimes {
       return j >= 0 && j < count ? j : -1;
     }
   };
+  // The range holding micro-batch mb of a message row, if any.
+  const Range* find(std::size_t row, std::int64_t mb) const {
+    const auto& rs = ranges_[row];
+    const auto& idx = by_residue_[row];
+    if (idx.empty()) {
+      for (const Range& g : rs)
+        if (g.index(mb) >= 0) return &g;
+      return nullptr;
+    }
+    const std::int64_t step = static_cast<std::int64_t>(idx.size());
+    const std::int32_t i = idx[static_cast<std::size_t>(((mb % step) + step) % step)];
+    return i >= 0 && rs[static_cast<std::size_t>(i)].index(mb) >= 0
+               ? &rs[static_cast<std::size_t>(i)]
+               : nullptr;
+  }
+  // A long pattern (interleaved: P messages of one chunk per repetition) gives a row many ranges,
+  // of one micro-batch step and distinct residues modulo it: those rows look their range up by
+  // residue instead of trying each.
+  void index_ranges() {
+    by_residue_.assign(ranges_.size(), {});
+    for (std::size_t row = 0; row < ranges_.size(); ++row) {
+      const auto& rs = ranges_[row];
+      if (rs.size() <= 8) continue;
+      const std::int64_t step = std::abs(static_cast<std::int64_t>(rs.front().mb_step));
+      std::vector<std::int32_t> idx(static_cast<std::size_t>(step), -1);
+      bool distinct = true;
+      for (std::size_t i = 0; i < rs.size() && distinct; ++i) {
+        auto& slot = idx[static_cast<std::size_t>(((rs[i].first_mb % step) + step) % step)];
+        distinct = std::abs(static_cast<std::int64_t>(rs[i].mb_step)) == step && slot < 0;
+        slot = static_cast<std::int32_t>(i);
+      }
+      if (distinct) by_residue_[row] = std::move(idx);
+    }
+  }
+
   const Schedule& s_;
   std::size_t C_, M_;
   std::unique_ptr<float[], void (*)(void*)> dense_;
   std::vector<std::vector<Range>> ranges_;
+  std::vector<std::vector<std::int32_t>> by_residue_;  // per row: range by mb mod |step|, or empty
   Route route_;
   UnitTime lambda_ = 0;
 };

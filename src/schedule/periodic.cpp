@@ -4,77 +4,134 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "schedule/edges.hpp"
 #include "schedule/parallel.hpp"
 
 namespace bb {
 namespace {
 
-// Same action but for the micro-batch number.
-bool same_shape(const Action& a, const Action& b) {
-  return a.op == b.op && a.chunk == b.chunk && a.flags == b.flags;
-}
+// a[start, start + length·reps) is a[start, start + length) repeated reps times, each micro-batch
+// number moving by step; a literal run (reps 1) is single actions (FB pairs whole).
+struct Run {
+  std::size_t start = 0, length = 0, reps = 1;
+  std::int32_t step = 0;
+  bool literal = false;
+};
 
-}  // namespace
+class Compressor {
+ public:
+  explicit Compressor(const std::vector<Action>& a) : a_(a), n_(a.size()) {}
 
-// One rank's list (already filtered) into segments appended to `segs`, patterns to `pool`.
-void append_compressed(const std::vector<Action>& a, std::vector<Action>& pool,
-                       std::vector<Segment>& segs) {
-  const std::size_t n = a.size();
   // Repetitions of a[i, i+p) from i on, each shifted by the same micro-batch step, up to cap.
-  const auto reps_of = [&](std::size_t i, std::size_t p, std::size_t cap, std::int32_t* step) {
-    if (i + 2 * p > n || a[i + p - 1].overlap_next()) return std::size_t{1};
+  std::size_t reps_of(std::size_t i, std::size_t p, std::size_t cap, std::int32_t* step) const {
+    if (i + 2 * p > n_ || a_[i + p - 1].overlap_next()) return 1;
     const std::int32_t d =
-        static_cast<std::int32_t>(a[i + p].mb) - static_cast<std::int32_t>(a[i].mb);
+        static_cast<std::int32_t>(a_[i + p].mb) - static_cast<std::int32_t>(a_[i].mb);
     std::size_t k = i + p;
-    const std::size_t stop = std::min(n, i + cap * p);
+    const std::size_t stop = cap >= n_ ? n_ : std::min(n_, i + cap * p);
     for (; k < stop; ++k) {
-      const Action& x = a[k];
-      const Action& y = a[k - p];
+      const Action& x = a_[k];
+      const Action& y = a_[k - p];
       if (!same_shape(x, y) ||
           static_cast<std::int32_t>(x.mb) - static_cast<std::int32_t>(y.mb) != d)
         break;
     }
     *step = d;
     return (k - i) / p;
-  };
-  Segment* literal = nullptr;  // the open run of single actions, if any
-  for (std::size_t i = 0; i < n;) {
-    // The shortest period that repeats kMinReps times, else the one covering the most.
-    std::size_t best_p = 0, best_reps = 1;
-    std::int32_t best_step = 0;
-    for (std::size_t p = 1; p <= kMaxPeriod && i + 2 * p <= n; ++p) {
-      std::int32_t step = 0;
-      const std::size_t r = reps_of(i, p, kMinReps, &step);
-      if (r >= kMinReps) {
-        best_p = p;
-        best_reps = reps_of(i, p, n, &best_step);
+  }
+
+  // Greedily from `from` on: at each position the shortest pattern of at most kMaxPeriod actions
+  // that repeats kMinReps times (else the one covering the most, twice or more), else the action on
+  // its own.
+  void short_runs(std::size_t from, std::vector<Run>& out) const {
+    for (std::size_t i = from; i < n_;) {
+      std::size_t best_p = 0, best_reps = 1;
+      std::int32_t best_step = 0;
+      for (std::size_t p = 1; p <= kMaxPeriod && i + 2 * p <= n_; ++p) {
+        std::int32_t step = 0;
+        const std::size_t r = reps_of(i, p, kMinReps, &step);
+        if (r >= kMinReps) {
+          best_p = p;
+          best_reps = reps_of(i, p, n_, &best_step);
+          break;
+        }
+        if (r >= 2 && r * p > best_reps * std::max<std::size_t>(best_p, 1) && r * p >= 4) {
+          best_p = p;
+          best_reps = r;
+          best_step = step;
+        }
+      }
+      if (best_p > 0 && best_reps >= 2) {
+        out.push_back({i, best_p, best_reps, best_step, false});
+        i += best_p * best_reps;
+        continue;
+      }
+      const std::size_t take = unit_length(a_[i], n_ - i);
+      if (out.empty() || !out.back().literal || out.back().start + out.back().length != i)
+        out.push_back({i, 0, 1, 0, true});
+      out.back().length += take;
+      i += take;
+    }
+  }
+
+  // The runs of the whole list: the short ones, except where a longer pattern (its length the
+  // distance from one short run's start to a later one's, up to kMaxLongPeriod) repeats kMinReps
+  // times and covers more than the short run it starts at (interleaved: a block of 2·v·P actions).
+  std::vector<Run> runs() const {
+    std::vector<Run> out, shorts;
+    for (std::size_t pos = 0; pos < n_;) {
+      shorts.clear();
+      short_runs(pos, shorts);
+      Run best;
+      std::size_t t = 0;
+      for (; t < shorts.size() && best.reps == 1; ++t) {
+        const std::size_t i = shorts[t].start;
+        std::size_t cover = shorts[t].length * shorts[t].reps;
+        for (std::size_t u = t + 1; u < shorts.size() && u <= t + kLongCandidates; ++u) {
+          const std::size_t p = shorts[u].start - i;
+          if (p <= kMaxPeriod) continue;
+          if (p > kMaxLongPeriod || i + kMinReps * p > n_) break;
+          std::int32_t step = 0;
+          const std::size_t r = reps_of(i, p, n_, &step);
+          if (r >= kMinReps && r * p > cover) {
+            best = {i, p, r, step, false};
+            cover = r * p;
+          }
+        }
+      }
+      if (best.reps == 1) {
+        out.insert(out.end(), shorts.begin(), shorts.end());
         break;
       }
-      if (r >= 2 && r * p > best_reps * std::max<std::size_t>(best_p, 1) && r * p >= 4) {
-        best_p = p;
-        best_reps = r;
-        best_step = step;
-      }
+      out.insert(out.end(), shorts.begin(), shorts.begin() + static_cast<std::ptrdiff_t>(t - 1));
+      out.push_back(best);
+      pos = best.start + best.length * best.reps;
     }
-    if (best_p > 0 && best_reps >= 2) {
-      segs.push_back({static_cast<std::uint32_t>(pool.size()), static_cast<std::uint32_t>(best_p),
-                      static_cast<std::uint32_t>(best_reps), best_step});
-      pool.insert(pool.end(), a.begin() + static_cast<std::ptrdiff_t>(i),
-                  a.begin() + static_cast<std::ptrdiff_t>(i + best_p));
-      literal = nullptr;
-      i += best_p * best_reps;
-      continue;
-    }
-    // On its own (with its partner, if it starts an FB pair).
-    const std::size_t take = a[i].overlap_next() && i + 1 < n ? 2 : 1;
-    if (!literal) {
-      segs.push_back({static_cast<std::uint32_t>(pool.size()), 0, 1, 0});
-      literal = &segs.back();
-    }
-    pool.insert(pool.end(), a.begin() + static_cast<std::ptrdiff_t>(i),
-                a.begin() + static_cast<std::ptrdiff_t>(i + take));
-    literal->length += static_cast<std::uint32_t>(take);
-    i += take;
+    return out;
+  }
+
+ private:
+  // Same action but for the micro-batch number.
+  static bool same_shape(const Action& a, const Action& b) {
+    return a.op == b.op && a.chunk == b.chunk && a.flags == b.flags;
+  }
+  // Later short runs tried as the end of a longer pattern's first repetition.
+  static constexpr std::size_t kLongCandidates = 64;
+
+  const std::vector<Action>& a_;
+  std::size_t n_;
+};
+
+}  // namespace
+
+// One rank's list (already filtered) into segments appended to `segs`, patterns to `pool`.
+void append_compressed(const std::vector<Action>& a, std::vector<Action>& pool,
+                       std::vector<Segment>& segs) {
+  for (const Run& run : Compressor(a).runs()) {
+    segs.push_back({static_cast<std::uint32_t>(pool.size()), static_cast<std::uint32_t>(run.length),
+                    static_cast<std::uint32_t>(run.reps), run.step});
+    pool.insert(pool.end(), a.begin() + static_cast<std::ptrdiff_t>(run.start),
+                a.begin() + static_cast<std::ptrdiff_t>(run.start + run.length));
   }
 }
 

@@ -1,8 +1,8 @@
-// Periodic form of action lists: each rank's list as segments, each a short pattern of actions
-// repeated `reps` times, every micro-batch number moving by `mb_step` from one repetition to
-// the next. A 1F1B rank is three segments (warm-up F, the F/B pair, cool-down B) however large
-// M is. Passes that understand the form (the simulator's periodic engine) work on the
-// segments instead of every action; `expand()` gives back the flat lists.
+// Periodic form of action lists: each rank's list as segments, each a pattern of actions repeated
+// `reps` times, every micro-batch number moving by `mb_step` from one repetition to the next. A
+// 1F1B rank is three segments (warm-up F, the F/B pair, cool-down B) however large M is. Passes
+// that understand the form (the simulator's periodic engine) work on the segments instead of every
+// action; `expand()` gives back the flat lists.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +34,13 @@ struct PeriodicLists {
   std::size_t size() const;  // actions of all ranks, expanded
 };
 
-// The lists of s (only their compute actions when compute_only) in periodic form: greedily,
-// at each position the shortest pattern (up to kMaxPeriod actions) that repeats at least
-// kMinReps times, else the action on its own. Lossless: expand() gives the lists back.
+// The lists of s (only their compute actions when compute_only) in periodic form: greedily, at each
+// position the shortest pattern (up to kMaxPeriod actions) that repeats at least kMinReps times,
+// else the action on its own; then, where a longer pattern (up to kMaxLongPeriod actions, from the
+// start of one such segment to the start of a later one) repeats kMinReps times and covers more,
+// that one (an interleaved rank's block of 2·v·P actions). Lossless: expand() gives the lists back.
 inline constexpr std::uint32_t kMaxPeriod = 16;
+inline constexpr std::uint32_t kMaxLongPeriod = 1 << 16;
 inline constexpr std::uint32_t kMinReps = 4;
 PeriodicLists compress(const Schedule& s, bool compute_only = false);
 

@@ -100,6 +100,12 @@ class PeriodicEngine {
   PeriodicEngine(const Schedule& s, const PeriodicLists& lists, Policy& policy, int steps)
       : s_(s), L_(lists), pol_(policy), steps_(steps) {}
 
+  // Before run(): a step may have several periodic parts, one after the other (GPipe: its forwards,
+  // then its backwards), each with its own fences and jump. Only where every rank has the same
+  // number of segments long enough to fence, the k-th ones with one micro-batch step; a phase whose
+  // fence cannot be held is run through. Jump (jump_in) tells of the first phase.
+  void allow_phases() { many_phases_ = true; }
+
   Outcome run() {
     const int P = s_.P;
     if (s_.routes.empty() || !s_.uniform_routes() || steps_ > kMaxSteps || !pairs_whole(L_))
@@ -108,7 +114,7 @@ class PeriodicEngine {
     if (!choose_periodic_parts()) return Outcome::no_period;
     st_.assign(P, RankState{});
     for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
-    start_phase(0);
+    start_phase(0, 0);
     for (;;) {
       while (!ready_.empty()) {
         const int r = ready_.back();
@@ -119,11 +125,11 @@ class PeriodicEngine {
       if (fence_on_ && parked_ > 0 && parked_ < P) {
         // Held ranks hold up the others (their parts start elsewhere in the pattern): those
         // ranks' fences move one repetition on, and the state is taken where all can stop.
-        if (!move_held_fences()) return Outcome::no_period;
+        if (!move_held_fences() && !skip_phase()) return Outcome::no_period;
         continue;
       }
       if (!fence_on_ || parked_ != P) return parked_ > 0 ? Outcome::no_period : Outcome::stuck;
-      if (!at_fence()) return Outcome::no_period;
+      if (!at_fence() && !skip_phase()) return Outcome::no_period;
     }
   }
 
@@ -166,6 +172,12 @@ class PeriodicEngine {
   static constexpr int kMaxSteps = 1 << 14;
   static constexpr std::size_t kNone = ~std::size_t{0};
 
+  struct Phase {
+    std::vector<std::uint32_t> part;   // per rank: its periodic segment
+    std::vector<std::uint32_t> units;  // per rank: compute units in one repetition of it
+    std::int32_t mb_step = 0;          // every part's
+  };
+
   struct RankState {
     std::uint32_t seg = 0, rep = 0, k = 0;  // next action: segment, repetition, index
     int step = 0;
@@ -192,36 +204,83 @@ class PeriodicEngine {
                                     dmb * 2 * static_cast<std::int64_t>(s_.num_chunks()));
   }
 
-  // Every rank's periodic part: its segment with the most repetitions. A fence needs them all
-  // to have at least three and one micro-batch step.
-  bool choose_periodic_parts() {
-    const int P = s_.P;
-    part_.assign(P, 0);
-    min_reps_ = ~std::uint32_t{0};
-    for (int r = 0; r < P; ++r) {
-      const auto& segs = L_.ranks[r];
-      if (segs.empty()) return false;
-      std::uint32_t best = 0;
-      for (std::uint32_t g = 1; g < segs.size(); ++g)
-        if (segs[g].reps > segs[best].reps) best = g;
-      part_[r] = best;
-      const Segment& g = segs[best];
-      if (r == 0) mb_step_ = g.mb_step;
-      if (g.mb_step != mb_step_ || g.mb_step == 0) return false;
-      min_reps_ = std::min(min_reps_, g.reps);
-      std::uint32_t units = 0;
-      for (std::uint32_t k = 0; k < g.length; ++k) {
-        const Action& a = L_.pool[g.begin + k];
-        units += is_compute(a.op) && !a.overlap_next();
-      }
-      part_units_.push_back(units);
+  // Compute units (FB pairs once) in one repetition of segment g.
+  std::uint32_t units_of(const Segment& g) const {
+    std::uint32_t units = 0;
+    for (std::uint32_t k = 0; k < g.length; ++k) {
+      const Action& a = L_.pool[g.begin + k];
+      units += is_compute(a.op) && !a.overlap_next();
     }
-    return min_reps_ >= 3;
+    return units;
   }
 
-  void start_phase(int step) {
+  // Every rank's periodic part: its segment covering the most actions (length x repetitions). A
+  // fence needs them all to have at least three repetitions and one micro-batch step. With
+  // allow_phases(), where every rank has K >= 2 segments that could be fenced and the k-th ones
+  // share a micro-batch step, those are the parts of K phases instead.
+  bool choose_periodic_parts() {
+    const int P = s_.P;
+    const auto fenceable = [](const Segment& g) { return g.reps >= 3 && g.mb_step != 0; };
+    phases_.clear();
+    if (many_phases_) {
+      std::vector<std::vector<std::uint32_t>> by_rank(P);
+      bool same = true;
+      for (int r = 0; r < P && same; ++r) {
+        const auto& segs = L_.ranks[r];
+        for (std::uint32_t g = 0; g < segs.size(); ++g)
+          if (fenceable(segs[g])) by_rank[r].push_back(g);
+        same = by_rank[r].size() == by_rank[0].size();
+      }
+      const std::size_t K = same ? by_rank[0].size() : 0;
+      for (std::size_t k = 0; K >= 2 && k < K; ++k) {
+        Phase ph;
+        for (int r = 0; r < P; ++r) ph.part.push_back(by_rank[r][k]);
+        if (!fill_phase(ph)) {
+          phases_.clear();
+          break;
+        }
+        phases_.push_back(std::move(ph));
+      }
+    }
+    if (phases_.empty()) {
+      Phase ph;
+      for (int r = 0; r < P; ++r) {
+        const auto& segs = L_.ranks[r];
+        if (segs.empty()) return false;
+        std::uint32_t best = 0;
+        const auto cover = [&](std::uint32_t g) {
+          return static_cast<std::uint64_t>(segs[g].length) * segs[g].reps;
+        };
+        for (std::uint32_t g = 1; g < segs.size(); ++g)
+          if (cover(g) > cover(best)) best = g;
+        ph.part.push_back(best);
+      }
+      if (!fill_phase(ph)) return false;
+      phases_.push_back(std::move(ph));
+    }
+    return true;
+  }
+
+  // A phase's micro-batch step and units; false where it cannot be fenced.
+  bool fill_phase(Phase& ph) const {
+    ph.mb_step = L_.ranks[0][ph.part[0]].mb_step;
+    std::uint32_t min_reps = ~std::uint32_t{0};
+    for (int r = 0; r < s_.P; ++r) {
+      const Segment& g = L_.ranks[r][ph.part[r]];
+      if (g.mb_step != ph.mb_step || g.mb_step == 0) return false;
+      min_reps = std::min(min_reps, g.reps);
+      ph.units.push_back(units_of(g));
+    }
+    return min_reps >= 3;
+  }
+
+  void start_phase(int step, std::size_t phase) {
     fence_on_ = step < steps_;
     fence_step_ = step;
+    phase_ = phase;
+    part_ = phases_[phase].part;
+    part_units_ = phases_[phase].units;
+    mb_step_ = phases_[phase].mb_step;
     fence_rep_ = 1;
     offset_.assign(s_.P, 0);
     tries_ = 0;
@@ -240,6 +299,22 @@ class PeriodicEngine {
       if (fence_of(r) + 1 >= L_.ranks[r][part_[r]].reps) return false;
     return true;
   }
+  // The next phase: of this step, else the first of the next.
+  void next_phase() {
+    if (phase_ + 1 < phases_.size())
+      start_phase(fence_step_, phase_ + 1);
+    else
+      start_phase(fence_step_ + 1, 0);
+  }
+  // A later phase whose fence cannot be held is run through (the fences only hold ranks back, they
+  // change no time). False: the first phase, give up.
+  bool skip_phase() {
+    if (phases_.size() < 2) return false;
+    next_phase();
+    unpark_all();
+    return true;
+  }
+
   // Every held rank's fence one repetition on (the snapshot before, taken with other fences,
   // no longer compares). False: give up.
   bool move_held_fences() {
@@ -270,7 +345,7 @@ class PeriodicEngine {
     msgs_.for_each([&](std::size_t k, double t) { cur_msgs_.push_back({k, t}); });
     if (have_prev_ && repeats()) {
       jump();
-      start_phase(fence_step_ + 1);
+      next_phase();
       unpark_all();
       return true;
     }
@@ -317,11 +392,14 @@ class PeriodicEngine {
     for (const auto& [k, t] : cur_msgs_) {
       // The state J repetitions on is a true state of the schedule: its messages exist.
       if (static_cast<std::int64_t>(key_mb(k)) + dmb >= s_.M)
-        throw std::logic_error("periodic engine: a jump moved a message past the last micro-batch");
+        throw std::logic_error(
+            "periodic engine: a jump moved a message past "
+            "the last micro-batch");
       msgs_.put(moved(k, dmb), t + dt);
       if (dense_) dense_[dense_index(moved(k, dmb))] = static_cast<float>(t + dt);
     }
-    if (dense_ && fill_jumped_ && steps_ == 1) fill_dense(J);
+    if (dense_ && fill_jumped_ && steps_ == 1 && phases_.size() == 1) fill_dense(J);
+    if (phase_ != 0) return;
     if (jumps_.size() <= static_cast<std::size_t>(fence_step_)) jumps_.resize(fence_step_ + 1);
     Jump& jp = jumps_[fence_step_];
     jp = {true, {}, J, lambda_};
@@ -450,9 +528,11 @@ class PeriodicEngine {
   Policy& pol_;
   int steps_;
   Route route_;
-  std::vector<std::uint32_t> part_;        // per rank: its periodic segment
-  std::vector<std::uint32_t> part_units_;  // compute units in one repetition of it
-  std::uint32_t min_reps_ = 0;
+  std::vector<Phase> phases_;  // of every step, in order
+  std::size_t phase_ = 0;      // the one fenced now
+  bool many_phases_ = false;
+  std::vector<std::uint32_t> part_;        // the current phase's parts
+  std::vector<std::uint32_t> part_units_;  // and units
   std::int32_t mb_step_ = 0;
   std::vector<RankState> st_;
   std::vector<int> ready_;

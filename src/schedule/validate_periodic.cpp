@@ -1,23 +1,24 @@
-// Validation of a compute schedule in periodic form without writing out its repetitions: the
-// checks of validate() (validate.cpp) for a schedule that is not lowered, on the segments.
-//
-// Every action of a pattern has its chunk in every repetition, so range (of the first and last
-// repetition), placement, route and FB-pair checks are made once per pattern. A segment of
-// at least four repetitions (micro-batch step ±1) is walked action by action in its first
-// three; the rest are passed as ranges of micro-batches per (kind, chunk) ("claims"): a
-// passed F, B or W must not have happened before (its range is disjoint from everything walked
-// or claimed so far), and what it must follow (F for B, B for W) is either in the same segment
-// (so it ran, by the same argument, one or more repetitions before) or checked to have
-// happened before the segment. At the end every (chunk, micro-batch) of every kind has been
-// seen once when each chunk counts M of each. Anything this cannot tell (a pair across a
-// pattern's end, other micro-batch steps) is walked; anything wrong makes it say "not sure",
-// and the caller runs validate() on the flat lists for the report.
+// Validation of a compute schedule in periodic form without writing out its repetitions: the checks
+// of validate() (validate.cpp) for a schedule that is not lowered, on the segments. Every action of
+// a pattern has its chunk in every repetition, so range (of the first and last repetition),
+// placement, route and FB-pair checks are made once per pattern. A segment of at least four
+// repetitions (micro-batch step ±1, or a step s with each kind and chunk of the pattern on |s|
+// consecutive micro-batches, as in interleaved's blocks) is walked action by action in its first
+// three; the rest are passed as ranges of micro-batches per (kind, chunk) ("claims"): a passed F, B
+// or W must not have happened before (its range is disjoint from everything walked or claimed so
+// far), and what it must follow (F for B, B for W) is either in the same segment (so it ran, by the
+// same argument, one or more repetitions before) or checked to have happened before the segment. At
+// the end every (chunk, micro-batch) of every kind has been seen once when each chunk counts M of
+// each. Anything this cannot tell (a pair across a pattern's end, other micro-batch steps) is
+// walked; anything wrong makes it say "not sure", and the caller runs validate() on the flat lists
+// for the report.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "schedule/periodic.hpp"
@@ -133,7 +134,7 @@ class PeriodicChecker {
   bool segment(int r, std::size_t gi) {
     const Segment& g = L_.ranks[r][gi];
     if (!pattern_ok(r, g, gi + 1 == L_.ranks[r].size())) return false;
-    const bool pass = g.reps >= 4 && (g.mb_step == 1 || g.mb_step == -1);
+    const bool pass = g.reps >= 4 && g.mb_step != 0 && groups_tile(g);
     const std::uint32_t walked = pass ? 3 : g.reps;
     for (std::uint32_t rep = 0; rep < walked; ++rep)
       for (std::uint32_t k = 0; k < g.length; ++k)
@@ -141,9 +142,70 @@ class PeriodicChecker {
     return !pass || claim(g);
   }
 
+  // The pattern's actions of one kind and chunk: what a passed repetition claims together.
+  struct Group {
+    std::uint8_t bit;
+    std::uint32_t chunk;
+    std::int64_t lo, hi;  // their micro-batches in repetition 0
+    std::uint32_t n;
+  };
+  static bool has(std::uint8_t bit, Op op) {
+    return bit == kF   ? op == Op::F
+           : bit == kB ? (op == Op::B || op == Op::BW)
+                       : (op == Op::W || op == Op::BW);
+  }
+  // Groups of g's pattern, sorted by (bit, chunk).
+  std::vector<Group> groups(const Segment& g) const {
+    std::vector<Group> out;
+    for (std::uint32_t k = 0; k < g.length; ++k) {
+      const Action e = L_.pool[g.begin + k];
+      for (const std::uint8_t bit : {kF, kB, kW})
+        if (has(bit, e.op)) out.push_back({bit, e.chunk, e.mb, e.mb, 1});
+    }
+    std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
+      return a.bit != b.bit ? a.bit < b.bit : a.chunk != b.chunk ? a.chunk < b.chunk : a.lo < b.lo;
+    });
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (w > 0 && out[w - 1].bit == out[i].bit && out[w - 1].chunk == out[i].chunk) {
+        out[w - 1].hi = out[i].hi;
+        ++out[w - 1].n;
+      } else {
+        out[w++] = out[i];
+      }
+    }
+    out.resize(w);
+    return out;
+  }
+  // Whether each group's micro-batches are |mb_step| consecutive ones (distinct, sorted above):
+  // then the group's passed repetitions tile one range (interleaved: P forwards of a chunk per
+  // block, the block P micro-batches on). With a step of ±1, one action per kind and chunk.
+  bool groups_tile(const Segment& g) const {
+    const std::int64_t k = g.mb_step < 0 ? -static_cast<std::int64_t>(g.mb_step) : g.mb_step;
+    for (const Group& gr : groups(g))
+      if (static_cast<std::int64_t>(gr.n) != k || gr.hi - gr.lo + 1 != k) return false;
+    return true;
+  }
+
   // Repetitions 3 ... reps-1 of g, passed.
   bool claim(const Segment& g) {
     const std::int64_t s = g.mb_step, from = 3, to = g.reps;  // [from, to)
+    // Where each (kind, chunk, micro-batch) of the pattern first is (long patterns: looked up).
+    std::unordered_map<std::uint64_t, std::uint32_t> first_at;
+    const bool indexed = g.length > 32;
+    const auto place = [](std::uint8_t bit, std::uint32_t chunk, std::int64_t mb) {
+      return (static_cast<std::uint64_t>(bit) << 56) | (static_cast<std::uint64_t>(chunk) << 32) |
+             static_cast<std::uint64_t>(static_cast<std::uint32_t>(mb));
+    };
+    std::int64_t lo_mb = std::numeric_limits<std::int64_t>::max(), hi_mb = -1;
+    if (indexed)
+      for (std::uint32_t j = 0; j < g.length; ++j) {
+        const Action p = L_.pool[g.begin + j];
+        lo_mb = std::min<std::int64_t>(lo_mb, p.mb);
+        hi_mb = std::max<std::int64_t>(hi_mb, p.mb);
+        for (const std::uint8_t bit : {kF, kB})
+          if (has(bit, p.op)) first_at.emplace(place(bit, p.chunk, p.mb), j);
+      }
     // What each passed action must follow, first (claims below would hide a missing one).
     for (std::uint32_t k = 0; k < g.length; ++k) {
       const Action e = L_.pool[g.begin + k];
@@ -151,15 +213,27 @@ class PeriodicChecker {
       const std::uint8_t need = e.op == Op::W ? kB : kF;
       // The same chunk's F (or B/BW) in this pattern, d repetitions back (d >= 0).
       std::int64_t d = -1;
-      for (std::uint32_t j = 0; j < g.length; ++j) {
-        const Action p = L_.pool[g.begin + j];
-        const bool kind_ok = need == kF ? p.op == Op::F : (p.op == Op::B || p.op == Op::BW);
-        if (!kind_ok || p.chunk != e.chunk) continue;
-        const std::int64_t diff = static_cast<std::int64_t>(p.mb) - e.mb;  // = d·s
-        if (diff % s != 0) continue;
-        const std::int64_t back = diff / s;
-        if (back > 0 || (back == 0 && j < k)) {
-          d = d < 0 ? back : std::min(d, back);
+      if (indexed) {
+        // Its micro-batch there is e.mb + d·s, inside the pattern's span.
+        for (std::int64_t back = 0;; ++back) {
+          const std::int64_t mb = e.mb + back * s;
+          if (mb < lo_mb || mb > hi_mb) break;
+          const auto it = first_at.find(place(need, e.chunk, mb));
+          if (it != first_at.end() && (back > 0 || it->second < k)) {
+            d = back;
+            break;
+          }
+        }
+      } else {
+        for (std::uint32_t j = 0; j < g.length; ++j) {
+          const Action p = L_.pool[g.begin + j];
+          if (!has(need, p.op) || p.chunk != e.chunk) continue;
+          const std::int64_t diff = static_cast<std::int64_t>(p.mb) - e.mb;  // = d·s
+          if (diff % s != 0) continue;
+          const std::int64_t back = diff / s;
+          if (back > 0 || (back == 0 && j < k)) {
+            d = d < 0 ? back : std::min(d, back);
+          }
         }
       }
       // Passed repetitions x with x - d >= 0 find it in this segment; the others before it.
@@ -167,24 +241,18 @@ class PeriodicChecker {
       for (std::int64_t x = from; x < before_to; ++x)
         if (!done(need, e.chunk, e.mb + x * s)) return false;
     }
-    for (std::uint32_t k = 0; k < g.length; ++k) {
-      const Action e = L_.pool[g.begin + k];
-      const std::int64_t a = e.mb + from * s, b = e.mb + (to - 1) * s;
-      const Claim c{std::min(a, b), std::max(a, b)};
-      for (const std::uint8_t bit : {kF, kB, kW}) {
-        const bool has = bit == kF   ? e.op == Op::F
-                         : bit == kB ? (e.op == Op::B || e.op == Op::BW)
-                                     : (e.op == Op::W || e.op == Op::BW);
-        if (!has) continue;
-        auto& list = claims_[kind(bit) * C_ + e.chunk];
-        for (const Claim& o : list)
-          if (c.lo <= o.hi && o.lo <= c.hi) return false;  // twice
-        const Span& w = walked_[kind(bit) * C_ + e.chunk];
-        for (std::int64_t mb = std::max(c.lo, w.lo); mb <= std::min(c.hi, w.hi); ++mb)
-          if (seen_[e.chunk * M_ + static_cast<std::size_t>(mb)] & bit) return false;  // twice
-        list.push_back(c);
-        count_[kind(bit) * C_ + e.chunk] += static_cast<std::size_t>(c.hi - c.lo + 1);
-      }
+    // Each group's passed repetitions as one range of micro-batches (groups_tile()).
+    for (const Group& gr : groups(g)) {
+      const Claim c{gr.lo + std::min(from * s, (to - 1) * s),
+                    gr.hi + std::max(from * s, (to - 1) * s)};
+      auto& list = claims_[kind(gr.bit) * C_ + gr.chunk];
+      for (const Claim& o : list)
+        if (c.lo <= o.hi && o.lo <= c.hi) return false;  // twice
+      const Span& w = walked_[kind(gr.bit) * C_ + gr.chunk];
+      for (std::int64_t mb = std::max(c.lo, w.lo); mb <= std::min(c.hi, w.hi); ++mb)
+        if (seen_[gr.chunk * M_ + static_cast<std::size_t>(mb)] & gr.bit) return false;  // twice
+      list.push_back(c);
+      count_[kind(gr.bit) * C_ + gr.chunk] += static_cast<std::size_t>(c.hi - c.lo + 1);
     }
     return true;
   }

@@ -360,6 +360,7 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
       s.uniform_routes() && costs.exact(s.size(), cfg.steps)) {
     const PeriodicLists lists = compress(s, true);
     PeriodicEngine<Recorder> engine(s, lists, rec, cfg.steps);
+    engine.allow_phases();
     if (engine.run() == PeriodicEngine<Recorder>::Outcome::done) {
       done = true;
       jumped = engine.jumped_units();
@@ -410,6 +411,7 @@ SimResult simulate(const PeriodicSchedule& ps, const SimConfig& cfg_in) {
       costs.exact(ps.size(), cfg.steps)) {
     Recorder rec(s, cfg, s.P, false);
     PeriodicEngine<Recorder> engine(s, ps.lists, rec, cfg.steps);
+    engine.allow_phases();
     if (engine.run() == PeriodicEngine<Recorder>::Outcome::done)
       return finish(s, cfg, costs, rec, rank_counts(s, ps.lists, costs), engine.jumped_units());
   }

@@ -160,7 +160,8 @@ TEST(Periodic, SimulatorMatchesThePlainEngine) {
   EXPECT_GT(compared, 500u);
   // The jumps were taken: 1F1B repeats itself from its second F/B pair on; ZB-H1's and ZB-V's
   // ranks start their periodic parts at different places in the pattern (fences per rank).
-  for (const char* name : {"1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev"})
+  // GPipe jumps in both its parts (phases), interleaved over its blocks of 2·v·P actions.
+  for (const char* name : {"1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev", "gpipe", "interleaved"})
     EXPECT_GT(jumped[name], 0u) << name;
 }
 
@@ -373,6 +374,44 @@ TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
   EXPECT_GT(r.jumped_units, s.compute_size() * 2 * 9 / 10);  // of 2 steps
   cfg.engine = SimConfig::Engine::plain;
   expect_same(simulate(s, cfg), r, "1f1b P=8 M=4096");
+}
+
+// Interleaved repeats a block of 2·v·P actions on every rank, P micro-batches on each time:
+// compress() finds it as one long pattern, every pass keeps the results.
+TEST(Periodic, InterleavedBlocksAreOneLongPattern) {
+  const int P = 8, M = 128, v = 2;
+  const Schedule s = generate("interleaved", {P, M, v});
+  const PeriodicSchedule ps = to_periodic(s);
+  EXPECT_TRUE(to_flat(ps) == s);
+  for (int r = 0; r < P; ++r) {
+    const auto& segs = ps.lists.ranks[r];
+    const bool block = std::any_of(segs.begin(), segs.end(), [&](const Segment& g) {
+      return g.length == 2u * v * P && g.reps >= kMinReps && g.mb_step == P;
+    });
+    EXPECT_TRUE(block) << "rank " << r;
+  }
+  EXPECT_TRUE(surely_valid(ps));
+  SimConfig cfg;
+  cfg.steps = 3;
+  const SimResult r = simulate(ps, cfg);
+  EXPECT_GT(r.jumped_units, s.compute_size() * 3 / 2);  // more than half of 3 steps
+  cfg.engine = SimConfig::Engine::plain;
+  expect_same(simulate(s, cfg), r, "interleaved P=8 M=128 v=2");
+  const PeriodicSchedule low = lower(ps);
+  EXPECT_TRUE(to_flat(low) == lower(s));
+  EXPECT_TRUE(timed_dry_run(low).ok);
+}
+
+// GPipe's forwards and backwards are two periodic parts of a step: both are jumped over.
+TEST(Periodic, GpipeJumpsInBothParts) {
+  const Schedule s = generate("gpipe", {8, 1024, 1});
+  SimConfig cfg;
+  cfg.steps = 2;
+  cfg.engine = SimConfig::Engine::periodic;
+  const SimResult r = simulate(s, cfg);
+  EXPECT_GT(r.jumped_units, s.compute_size() * 2 * 9 / 10);  // of 2 steps
+  cfg.engine = SimConfig::Engine::plain;
+  expect_same(simulate(s, cfg), r, "gpipe P=8 M=1024");
 }
 
 // Segments that split an FB pair (hand-made; compress() never does): the periodic passes take
