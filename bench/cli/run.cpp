@@ -91,7 +91,7 @@ struct RunOptions : StageOptions {  // --stage and the transformer's shape
   double lr = 1e-3;
   std::uint64_t seed = 1234;
   std::string out, trace;
-  bool resume = false, force = false;
+  bool resume = false, force = false, no_calibrate = false;
   int drop_sends_rank = -1;     // testing the watchdog
   int perturb_grads_rank = -1;  // testing a failing --check
   bool debug_records = false;   // every timed action's record on stderr
@@ -190,6 +190,7 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->check(not_empty);
   app.add_flag("--resume", o.resume, "Continue --out: skip the runs already complete in it");
   app.add_flag("--force", o.force, "Replace --out if it exists");
+  app.add_flag("--no-calibrate", o.no_calibrate, "Skip the link calibration before the runs");
   app.add_option("--trace", o.trace,
                  "Directory for one Chrome-trace JSON per run (the last timed iteration)")
       ->check(not_empty);
@@ -246,6 +247,7 @@ RunSettings settings_of(const RunOptions& o) {
   s.drop_sends_rank = o.drop_sends_rank;
   s.perturb_grads_rank = o.perturb_grads_rank;
   s.debug_records = o.debug_records;
+  s.calibrate = !o.no_calibrate;
   return apply_stage_options(o, s);
 }
 

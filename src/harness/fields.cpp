@@ -5,6 +5,7 @@
 #include <map>
 
 #include "harness/table.hpp"
+#include "results/links_io.hpp"
 
 namespace bb::harness {
 namespace {
@@ -317,6 +318,7 @@ json to_json(const RunSummary& s) {
       j[std::string(f.name)] = std::move(a);
     }
   }
+  if (!s.links.empty()) j["links"] = links_to_json(s.links);  // a nested table (summary.hpp)
   return j;
 }
 
@@ -348,6 +350,8 @@ RunRecord to_record(const RunSummary& s) {
   run.attrs = to_attrs(s);
   run.step_time_s = s.step_time_s;
   run.ranks = to_rank_records(s);
+  run.links = s.links;
+  run.links_attrs = s.links_attrs;
   return run;
 }
 
@@ -381,6 +385,7 @@ json json_of_record(const RunRecord& r) {
     }
   }
   j["step_time_s"] = r.step_time_s;
+  if (!r.links.empty()) j["links"] = links_to_json(r.links);
   return j;
 }
 
@@ -492,6 +497,9 @@ std::string fields_markdown() {
       "Null values are JSON `null`, NaN (reals) or `\"\"` (text) in HDF5. Booleans are 0 or 1\n"
       "in HDF5. Per-rank fields are a JSON array over the ranks and/or a column of the HDF5\n"
       "`ranks` table. Times are seconds unless the unit says otherwise.\n\n"
+      "Beside the fields, a nested table: `links`, the launch's link calibration of the pairs\n"
+      "the run uses (JSON: an array, one object per directed pair; HDF5: the group `links`\n"
+      "of the run; docs/runtime.md, \"Link calibration\"), absent with `--no-calibrate`.\n\n"
       "| field | unit | type | JSON | HDF5 | column | meaning |\n"
       "|---|---|---|---|---|---|---|\n";
   for (const Field& f : kFields) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "harness/calibration.hpp"
 #include "harness/fields.hpp"
 #include "harness/output.hpp"
 #include "harness/step.hpp"
@@ -211,6 +212,10 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   std::vector<RankSummary> ranks;
   for (const auto& r : all) ranks.push_back(unpack(r));
   out.summary = summarize(c, o, std::string(ctx.transport.name()), ranks, ctx.where, check);
+  if (!ctx.links.empty()) {
+    out.summary->links = links_used(ctx.links, *c.lowered);
+    out.summary->links_attrs = ctx.links_attrs;
+  }
   start_writing(ctx, c, *out.summary, ranks);
   return out;
 }
@@ -227,6 +232,7 @@ SweepOutcome run_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
   const std::size_t to_run =
       configs.size() - static_cast<std::size_t>(std::count(skip.begin(), skip.end(), 1));
   std::size_t ran = 0;
+  if (ctx.o.calibrate) calibrate_sweep(ctx, configs, skip);
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const RunConfig& c = configs[i];
     char head[64];

@@ -24,6 +24,7 @@
 #include "runtime/backend.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/transport.hpp"
+#include "sim/links.hpp"
 
 namespace bb::harness {
 
@@ -38,6 +39,9 @@ struct RunContext {
   Placement where;                 // rank 0: hosts, devices, the clock verdict
   ResultsFile* results = nullptr;  // rank 0 with --out
   std::string trace_dir;           // rank 0 with --trace
+  // Rank 0: the launch's link calibration (harness/calibration.hpp) and its settings.
+  std::vector<LinkFit> links;
+  Attrs links_attrs;
   // Activation buffers, one pool per tensor size (activation_count), kept across runs.
   std::map<std::size_t, std::unique_ptr<BufferPool>> pools;
   // Rank 0: the last run's results-file entry and trace, written by a thread while the next

@@ -30,6 +30,7 @@ struct RunSettings {
   std::string stage = "mlp";
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
+  bool calibrate = true;  // links of the sweep's pairs before its first run
 
   bool synthetic() const { return compute == "synthetic"; }
   bool barrier() const { return sync == "barrier"; }

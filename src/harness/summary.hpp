@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "results/run_record.hpp"
 #include "runtime/placement.hpp"
+#include "sim/links.hpp"
 
 namespace bb::harness {
 
@@ -57,6 +59,11 @@ struct RunSummary {
   std::string check_message;
 
   std::vector<RankResult> ranks;
+  // The launch's link calibration (harness/calibration.hpp) of the pairs this run's schedule
+  // uses, and its settings; empty with --no-calibrate or one rank. Nested tables, written
+  // beside the field table: JSON "links", HDF5 the run's `links` group.
+  std::vector<LinkFit> links;
+  Attrs links_attrs;
 };
 
 }  // namespace bb::harness

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/error.hpp"
+#include "results/links_io.hpp"
 
 namespace bb {
 namespace {
@@ -403,6 +404,7 @@ std::uint64_t room_for(const RunRecord& run) {
     b += 160 + k.size() +
          (std::holds_alternative<std::string>(v) ? std::get<std::string>(v).size() : 0);
   for (const EventRecord& e : run.events) b += 64 + e.kind.size();
+  for (const LinkFit& l : run.links) b += 512 + 48 * (l.samples.size() + l.regimes.size());
   for (const RankRecord& r : run.ranks) {
     b += 160 + r.host.size();
     for (const auto& [k, v] : r.extra)
@@ -443,6 +445,7 @@ void write_run_objects(hid_t g, const RunRecord& run, const std::string& path) {
   const std::vector<unsigned char> rows = rank_rows(run.ranks, path);
   Handle t(rank_type(str.get(), run.ranks.empty() ? Attrs{} : run.ranks[0].extra), H5Tclose);
   write_dataset(g, "ranks", t.get(), rows.data(), run.ranks.size(), path);
+  if (!run.links.empty()) write_links(g, run.links, run.links_attrs, path);
 }
 
 // The commit of a change to a results file, as a database commits a transaction: the new
@@ -841,6 +844,11 @@ RunRecord read_run(const std::string& path, const std::string& key) {
       H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, rk.data());
       read_extra_columns(ds.get(), str.get(), run.ranks, path);
     }
+  }
+  if (H5Lexists(g.get(), "links", H5P_DEFAULT) > 0) {
+    run.links = read_links(g.get(), path);
+    Handle links(H5Gopen2(g.get(), "links", H5P_DEFAULT), H5Gclose);
+    run.links_attrs = read_all_attrs(links.get());
   }
   return run;
 }

@@ -7,6 +7,8 @@
 #include <variant>
 #include <vector>
 
+#include "sim/links.hpp"
+
 namespace bb {
 
 using AttrValue = std::variant<std::int64_t, double, std::string>;
@@ -43,6 +45,10 @@ struct RunRecord {
   std::vector<double> step_time_s;  // one per timed iteration (max over ranks)
   std::vector<EventRecord> events;
   std::vector<RankRecord> ranks;
+  // The launch's link calibration of the pairs the run uses (empty: none), and its settings:
+  // the run's group `links` (results/links_io.hpp).
+  std::vector<LinkFit> links;
+  Attrs links_attrs;
 };
 
 // A value of an attribute by name, or nullptr.

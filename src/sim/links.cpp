@@ -13,6 +13,7 @@ namespace bb {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kPointsPerRegime = 3;
 
 // Sum of squared relative errors of `line` over [first, last).
 double relative_sse(const LinkSample* first, const LinkSample* last, const AlphaBeta& line) {
@@ -144,7 +145,9 @@ LinkFit fit_link(int src, int dst, std::vector<LinkSample> samples, const FitOpt
 
   const int n = static_cast<int>(x.size());
   const int m = std::min(opt.min_points, n);
-  const int K = std::max(1, std::min(opt.max_regimes, n / m));
+  // At most one regime per kPointsPerRegime sizes on average (a regime may still hold fewer):
+  // with more, the regimes would just interpolate the sizes.
+  const int K = std::max(1, std::min({opt.max_regimes, n / m, n / kPointsPerRegime}));
   // Every segment [i, j) of at least m sizes, fitted once.
   std::vector<std::vector<Segment>> seg(static_cast<std::size_t>(n + 1),
                                         std::vector<Segment>(static_cast<std::size_t>(n + 1)));

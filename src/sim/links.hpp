@@ -6,8 +6,9 @@
 // protocol with the size (eager, then rendezvous; other steps show at a few sizes), so a fit
 // has two forms, both kept and both reported:
 //  - `line`: one α-β line over all measured sizes;
-//  - `regimes`: piecewise α-β over consecutive size ranges (at most FitOptions::max_regimes,
-//    each with at least min_points sizes), the segmentation chosen by dynamic programming to
+//  - `regimes`: piecewise α-β over consecutive size ranges (at most FitOptions::max_regimes
+//    and one per 3 measured sizes, each with at least min_points sizes; fewer sizes than 3:
+//    the line), the segmentation chosen by dynamic programming to
 //    minimise the largest relative error (then the sum of squared relative errors); the
 //    fewest regimes that reach FitOptions::target_rel, else the best.
 // Each line is a least-squares fit in relative terms (every size weighs alike, whatever its

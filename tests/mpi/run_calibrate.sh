@@ -71,6 +71,45 @@ check "links lengthen the simulated step" $?
 timeout 60 "$BB" sim -s 1f1b -P "$P" -M 8 --links "$tmp/c.json" --format csv >/dev/null
 check "sim --links FILE.json" $?
 
+# `run` calibrates the pairs its schedules use before the timed steps and keeps each run's
+# own pairs (JSON "links", HDF5 the run's links group); --no-calibrate leaves them out.
+SCHEDS=1f1b,interleaved
+timeout 300 "$MPIEXEC" -n "$P" "$BB" run -s "$SCHEDS" -M "$((2 * P))" -v 2 --compute synthetic \
+  --t-f 100us --t-b 200us --hidden 16 --mb-size 4 --warmup 0 --iters 2 --timeout 60 \
+  --format json --out "$tmp/runs.h5" >"$tmp/run.json" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 0 ] || cat "$tmp/err.txt"
+check "run with calibration" $rc
+grep -q "^links: .* pairs calibrated, 8 B..1024 B" "$tmp/err.txt"
+check "run prints one links line ($(grep links "$tmp/err.txt"))" $?
+timeout 300 "$MPIEXEC" -n "$P" "$BB" run -s 1f1b -M "$P" --compute synthetic --t-f 100us \
+  --t-b 200us --warmup 0 --iters 1 --no-calibrate --format json >"$tmp/plain.json" 2>"$tmp/err2.txt"
+check "run --no-calibrate" $?
+! grep -q "^links:" "$tmp/err2.txt"
+check "no links line with --no-calibrate" $?
+$PY - "$tmp/run.json" "$tmp/runs.h5" "$tmp/plain.json" "$P" <<'PY'
+import json, sys
+import h5py
+runs = json.load(open(sys.argv[1]))
+P = int(sys.argv[4])
+want = {"1f1b": sorted([(a, a + 1) for a in range(P - 1)] + [(a + 1, a) for a in range(P - 1)])}
+want["interleaved"] = sorted(set(want["1f1b"]) | {(P - 1, 0), (0, P - 1)})
+assert sorted(r["schedule"] for r in runs) == sorted(want), [r["schedule"] for r in runs]
+with h5py.File(sys.argv[2], "r") as f:
+    for r in runs:
+        pairs = sorted((l["src"], l["dst"]) for l in r["links"])
+        assert pairs == want[r["schedule"]], (r["schedule"], pairs)
+        for l in r["links"]:  # 16 x 4 floats = 256 B messages: sizes up to 4x that
+            assert [s["bytes"] for s in l["samples"]] == [8 << k for k in range(8)], l
+            assert len(l["regimes"]) <= 2, l  # one regime per 3 sizes at most
+        g = f["runs"][r["run_key"]]["links"]
+        assert len(g["fits"]) == len(pairs), r["run_key"]
+        assert g.attrs["transport"] == "mpi" and g.attrs["max_bytes"] == 1024
+plain = json.load(open(sys.argv[3]))
+assert all("links" not in r for r in plain), plain
+PY
+check "each run keeps its own pairs" $?
+
 # Refusals.
 timeout 60 "$MPIEXEC" -n 1 "$BB" calibrate >"$tmp/out" 2>"$tmp/err.txt"
 rc=$?

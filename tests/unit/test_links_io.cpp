@@ -8,7 +8,11 @@
 
 #include "cli/calibrate.hpp"
 #include "common/error.hpp"
+#include "harness/calibration.hpp"
+#include "harness/fields.hpp"
+#include "results/hdf5_file.hpp"
 #include "results/links_io.hpp"
+#include "schedule/generators.hpp"
 
 namespace bb {
 namespace {
@@ -122,6 +126,48 @@ TEST_F(LinksIo, BadInputIsRefused) {
   std::swap(j[0]["regimes"][0], j[0]["regimes"][1]);
   j[0]["regimes"][0]["lo_bytes"] = 16;  // overlaps the other after sorting
   EXPECT_THROW(links_from_json(j), ConfigError);
+}
+
+// A run's links: kept with the run in the results file (its group `links`, settings as its
+// attributes) and in its JSON record; a run without them has neither.
+TEST_F(LinksIo, StoredWithTheRun) {
+  harness::RunSummary s;
+  s.run_key = "with_links";
+  s.schedule = "1f1b";
+  s.P = 2;
+  s.links = some_fits();
+  s.links_attrs = {{"transport", std::string("mpi")}, {"reps", std::int64_t{30}}};
+  const std::string p = path("runs.h5");
+  {
+    ResultsFile f(p, OpenMode::kCreate, {});
+    f.write_run(harness::to_record(s));
+    harness::RunSummary plain = s;
+    plain.run_key = "without";
+    plain.links.clear();
+    f.write_run(harness::to_record(plain));
+  }
+  const RunRecord back = read_run(p, "with_links");
+  expect_same(back.links, s.links);
+  ASSERT_NE(find_attr(back.links_attrs, "reps"), nullptr);
+  EXPECT_EQ(std::get<std::int64_t>(*find_attr(back.links_attrs, "reps")), 30);
+  EXPECT_TRUE(read_run(p, "without").links.empty());
+  const nlohmann::json j = harness::to_json(s);
+  ASSERT_TRUE(j.contains("links"));
+  expect_same(links_from_json(j["links"]), s.links);
+  EXPECT_EQ(harness::json_of_record(back)["links"], j["links"]);
+  s.links.clear();
+  EXPECT_FALSE(harness::to_json(s).contains("links"));
+}
+
+TEST(LinksUsed, ThePairsOfTheSchedule) {
+  std::vector<LinkFit> all;
+  for (const auto& [a, b] : all_pairs(4))
+    all.push_back(fit_link(a, b, {{8, 1e-6 * (a + 1)}, {16, 2e-6}, {32, 3e-6}}));
+  const auto used = harness::links_used(all, generate("1f1b", {4, 8, 1}));
+  ASSERT_EQ(used.size(), 6u);
+  for (const LinkFit& f : used) EXPECT_EQ(std::abs(f.src - f.dst), 1);
+  EXPECT_EQ(harness::links_used(all, generate("interleaved", {4, 8, 2})).size(), 8u);
+  EXPECT_TRUE(harness::links_used({}, generate("1f1b", {4, 8, 1})).empty());
 }
 
 TEST(LinksTable, PrintsEveryPairAndItsRegimes) {
