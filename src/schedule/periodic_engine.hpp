@@ -105,6 +105,10 @@ class PeriodicEngine {
   // number of segments long enough to fence, the k-th ones with one micro-batch step; a phase whose
   // fence cannot be held is run through. Jump (jump_in) tells of the first phase.
   void allow_phases() { many_phases_ = true; }
+  // Before run(): every rank is held at the start of each step; where two steps start λ apart on
+  // every rank (nothing is in flight between steps), every later step is the last one moved by
+  // λ, and the engine records their ends without running them.
+  void skip_repeated_steps() { step_fences_ = true; }
 
   Outcome run() {
     const int P = s_.P;
@@ -113,6 +117,8 @@ class PeriodicEngine {
     route_ = s_.routes.front();
     if (!choose_periodic_parts()) return Outcome::no_period;
     st_.assign(P, RankState{});
+    step_end_.assign(P, 0.0);
+    step_start_.assign(P, 0.0);
     for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
     start_phase(0, 0);
     for (;;) {
@@ -122,6 +128,10 @@ class PeriodicEngine {
         advance(r);
       }
       if (finished_ == P) return Outcome::done;
+      if (step_fences_ && at_boundary_ == P) {
+        at_step_boundary();
+        continue;
+      }
       if (fence_on_ && parked_ > 0 && parked_ < P) {
         // Held ranks hold up the others (their parts start elsewhere in the pattern): those
         // ranks' fences move one repetition on, and the state is taken where all can stop.
@@ -299,6 +309,38 @@ class PeriodicEngine {
       if (fence_of(r) + 1 >= L_.ranks[r][part_[r]].reps) return false;
     return true;
   }
+  // Every rank at the start of step s (finished with s-1, nothing in flight): where the steps
+  // s-1 and s start λ apart on every rank, the steps from s on are s-1 moved by λ each (the
+  // rules depend neither on when nor on the step): their ends are recorded, none is run.
+  void at_step_boundary() {
+    const int P = s_.P;
+    const int s = st_[0].step;
+    at_boundary_ = 0;
+    if (have_start_ && msgs_.size() == 0) {
+      const double lambda = st_[0].clock - step_start_[0];
+      bool same = true;
+      for (int r = 0; r < P && same; ++r) same = st_[r].clock - step_start_[r] == lambda;
+      if (same) {
+        for (int r = 0; r < P; ++r) {
+          if constexpr (requires { pol_.step_done(r, s, 0.0); })
+            for (int t = s; t < steps_; ++t)
+              pol_.step_done(r, t, step_end_[r] + static_cast<double>(t - s + 1) * lambda);
+          std::size_t units = 0;
+          for (const Segment& g : L_.ranks[r])
+            units += static_cast<std::size_t>(units_of(g)) * g.reps;
+          jumped_ += units * static_cast<std::size_t>(steps_ - s);
+          st_[r].step = steps_;
+        }
+        fence_on_ = false;
+        finished_ = P;
+        return;
+      }
+    }
+    for (int r = 0; r < P; ++r) step_start_[r] = st_[r].clock;
+    have_start_ = true;
+    for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
+  }
+
   // The next phase: of this step, else the first of the next.
   void next_phase() {
     if (phase_ + 1 < phases_.size())
@@ -481,8 +523,16 @@ class PeriodicEngine {
       if (st.seg == segs.size()) {
         if constexpr (requires { pol_.step_done(r, st.step, st.clock); })
           pol_.step_done(r, st.step, st.clock);
+        const double end = st.clock;
         st.seg = st.rep = st.k = 0;
-        if (++st.step < steps_) st.clock += pol_.step_gap(r);
+        if (++st.step < steps_) {
+          st.clock += pol_.step_gap(r);
+          if (step_fences_) {  // held at the start of the step
+            step_end_[r] = end;
+            ++at_boundary_;
+            return;
+          }
+        }
         continue;
       }
       if (at_fence_position(r, st)) {
@@ -547,6 +597,9 @@ class PeriodicEngine {
   std::vector<double> prev_clock_, cur_clock_;
   std::vector<std::pair<std::size_t, double>> prev_msgs_, cur_msgs_;
   std::size_t jumped_ = 0;
+  bool step_fences_ = false, have_start_ = false;
+  int at_boundary_ = 0;                        // ranks held at the start of their next step
+  std::vector<double> step_end_, step_start_;  // per rank: its last step's end, this one's start
   float* dense_ = nullptr;
   bool fill_jumped_ = true;
   std::vector<Jump> jumps_;

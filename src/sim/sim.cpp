@@ -361,6 +361,7 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
     const PeriodicLists lists = compress(s, true);
     PeriodicEngine<Recorder> engine(s, lists, rec, cfg.steps);
     engine.allow_phases();
+    engine.skip_repeated_steps();
     if (engine.run() == PeriodicEngine<Recorder>::Outcome::done) {
       done = true;
       jumped = engine.jumped_units();
@@ -412,6 +413,7 @@ SimResult simulate(const PeriodicSchedule& ps, const SimConfig& cfg_in) {
     Recorder rec(s, cfg, s.P, false);
     PeriodicEngine<Recorder> engine(s, ps.lists, rec, cfg.steps);
     engine.allow_phases();
+    engine.skip_repeated_steps();
     if (engine.run() == PeriodicEngine<Recorder>::Outcome::done)
       return finish(s, cfg, costs, rec, rank_counts(s, ps.lists, costs), engine.jumped_units());
   }
