@@ -27,6 +27,9 @@ FieldValue when_checked(const RunSummary& s, FieldValue v) {
 FieldValue when_synthetic(const RunSummary& s, FieldValue v) {
   return s.synthetic ? v : FieldValue(Omit{});
 }
+FieldValue attributed(const RunSummary& s, double RunSummary::Attribution::*term) {
+  return s.attribution ? FieldValue((*s.attribution).*term) : FieldValue(Null{});
+}
 
 constexpr unsigned kBoth = kJson | kAttr;
 constexpr unsigned kRankBoth = kJsonArray | kRankColumn;
@@ -184,6 +187,49 @@ const Field kFields[] = {
      [](const RunSummary& s) -> FieldValue { return s.check; },
      nullptr,
      {"check", 20, Show::kAlways}},
+    // Where the bubble came from (sim/attribution.hpp), a column group of the table.
+    {"attribution_schedule",
+     "",
+     "attribution: the schedule's own bubble (a replay with one median time per action kind, "
+     "free links), fraction of P·T of the median step",
+     FieldType::kReal,
+     kBoth | kSummary | kJsonGroup,
+     [](const RunSummary& s) { return attributed(s, &RunSummary::Attribution::schedule); },
+     nullptr,
+     {"sched", 15, Show::kAlways}},
+    {"attribution_imbalance",
+     "",
+     "attribution: what per-(rank, chunk, kind) median times add to the schedule term",
+     FieldType::kReal,
+     kBoth | kSummary | kJsonGroup,
+     [](const RunSummary& s) { return attributed(s, &RunSummary::Attribution::imbalance); },
+     nullptr,
+     {"imbal", 16, Show::kAlways}},
+    {"attribution_jitter",
+     "",
+     "attribution: what every action's own time in the step adds to the imbalance replay",
+     FieldType::kReal,
+     kBoth | kSummary | kJsonGroup,
+     [](const RunSummary& s) { return attributed(s, &RunSummary::Attribution::jitter); },
+     nullptr,
+     {"jitter", 17, Show::kAlways}},
+    {"attribution_communication",
+     "",
+     "attribution: what the link costs add to the jitter replay",
+     FieldType::kReal,
+     kBoth | kSummary | kJsonGroup,
+     [](const RunSummary& s) { return attributed(s, &RunSummary::Attribution::communication); },
+     nullptr,
+     {"comm", 18, Show::kAlways}},
+    {"attribution_residual",
+     "",
+     "attribution: measured minus the replay with links (runtime, progress, launch overhead); "
+     "the five terms add up to the median step's measured bubble fraction",
+     FieldType::kReal,
+     kBoth | kSummary | kJsonGroup,
+     [](const RunSummary& s) { return attributed(s, &RunSummary::Attribution::residual); },
+     nullptr,
+     {"resid", 19, Show::kAlways}},
     {"t_fb_s", "s", "median time of an overlapped F&B pair", FieldType::kReal, kBoth,
      [](const RunSummary& s) { return opt(s.t_fb_s); }},
     {"clock", "", "shared (all ranks on one host clock) or per-rank", FieldType::kText, kBoth,
@@ -297,6 +343,15 @@ double as_double(const AttrValue& v) {
   return std::nan("");
 }
 
+// Where a field's value goes in the JSON record: its own key, or (kJsonGroup) a key of the
+// object its name's prefix names.
+json& json_slot(json& j, const Field& f) {
+  const std::string name(f.name);
+  const auto cut = name.find('_');
+  if (!(f.sinks & kJsonGroup) || cut == std::string::npos) return j[name];
+  return j[name.substr(0, cut)][name.substr(cut + 1)];
+}
+
 }  // namespace
 
 std::span<const Field> fields() {
@@ -310,7 +365,7 @@ json to_json(const RunSummary& s) {
       const FieldValue v = f.run(s);
       if (std::holds_alternative<Omit>(v)) continue;
       if (std::holds_alternative<Null>(v) && (f.sinks & kJsonOmitsNull)) continue;
-      j[std::string(f.name)] = json_value(v);
+      json_slot(j, f) = json_value(v);
     } else if (f.rank != nullptr && (f.sinks & kJsonArray)) {
       json a = json::array();
       for (std::size_t r = 0; r < s.ranks.size(); ++r)
@@ -377,7 +432,7 @@ json json_of_record(const RunRecord& r) {
       if (v == nullptr) continue;
       const json x = json_of_attr(f, *v);
       if (x.is_null() && (f.sinks & kJsonOmitsNull)) continue;
-      j[name] = x;
+      json_slot(j, f) = x;
     } else if (f.rank != nullptr && (f.sinks & kJsonArray) && (f.sinks & kRankColumn)) {
       json a = json::array();
       for (const RankRecord& rr : r.ranks) a.push_back(json_of_attr(f, rank_column(rr, name)));
@@ -469,6 +524,15 @@ const char* type_name(FieldType t) {
 std::string json_place(const Field& f) {
   if (f.sinks & kJsonArray) return "array over ranks";
   if (!(f.sinks & kJson)) return "";
+  if (f.sinks & kJsonGroup) {
+    const std::string_view name = f.name;
+    std::string out = "`";  // appended, not "`" + ...: GCC 12 warns falsely (-Wrestrict)
+    out += name.substr(0, name.find('_'));
+    out += "` object's `";
+    out += name.substr(name.find('_') + 1);
+    out += '`';
+    return out;
+  }
   return (f.sinks & kJsonOmitsNull) ? "key (absent when null)" : "key";
 }
 

@@ -37,6 +37,8 @@ enum Sink : unsigned {
   kRankColumn = 32,    // per rank: a column of the HDF5 ranks table
   kDataset = 64,       // written as its own HDF5 dataset (documentation only)
   kWriterOwned = 128,  // written by the results file, not from the summary (documentation)
+  kJsonGroup = 256,    // JSON: inside an object named by the part of the name before its first
+                       // '_', under the rest (attribution_jitter: "attribution": {"jitter"})
 };
 
 // When a table column is shown.

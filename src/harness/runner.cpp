@@ -61,17 +61,18 @@ std::vector<TraceSlice> trace_slices(const Schedule& s, const std::vector<RankSu
   return slices;
 }
 
-// This rank's record of one timed step (ITER: its index among the timed steps).
+// This rank's record of one timed step (ITER: its index among the timed steps). Compute
+// events always (the attribution replays them); communication events when asked for.
 void add_step(RankSummary& mine, const StepRecord& rec, bool events) {
   const double iter = static_cast<double>(mine.steps.size());
   mine.steps.push_back(step_summary(rec));
   for (const ActionRecord& a : rec.actions)
     mine.durations[static_cast<int>(a.kind)].push_back((a.end - a.start) / a.fraction);
-  if (!events) return;
   for (const ActionRecord& a : rec.actions)
     mine.events.push_back({iter, static_cast<double>(a.index), static_cast<double>(a.kind),
                            static_cast<double>(a.chunk), static_cast<double>(a.mb), a.ready,
                            a.start, a.end});
+  if (!events) return;
   for (const CommRecord& m : rec.comms)
     mine.events.push_back({iter, static_cast<double>(m.index),
                            static_cast<double>(kFirstCommKind + static_cast<int>(m.op) -
@@ -194,6 +195,7 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
   ec.recompute = c.recompute;
   ec.drop_sends = o.drop_sends_rank == ctx.transport.rank();
+  ec.debug_delay_s = o.debug_delay_rank == ctx.transport.rank() ? o.debug_delay_s : 0.0;
   ctx.backend.reset_peak_allocated();  // peak_device_bytes: this configuration's
   Executor ex(*c.lowered, ctx.backend, ctx.transport, ctx.pool(activation_count(ec)), ec);
   CheckOutcome check;

@@ -31,6 +31,12 @@ struct RunSettings {
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
   bool calibrate = true;  // links of the sweep's pairs before its first run
+  // Testing the attribution (hidden options): a slow rank (seconds added to each of its
+  // computes) and a slow link (seconds added to every message from src to dst).
+  int debug_delay_rank = -1;
+  double debug_delay_s = 0;
+  int debug_link_src = -1, debug_link_dst = -1;
+  double debug_link_delay_s = 0;
 
   bool synthetic() const { return compute == "synthetic"; }
   bool barrier() const { return sync == "barrier"; }

@@ -4,6 +4,7 @@
 
 #include "model/closed_form.hpp"
 #include "runtime/executor.hpp"
+#include "sim/attribution.hpp"
 #include "sim/sim.hpp"
 
 namespace bb::harness {
@@ -72,6 +73,38 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
   if (o.t_fb >= 0) s.synthetic_t_fb_s = o.t_fb;
 }
 
+// The attribution of the measured bubble (sim/attribution.hpp): every rank's compute events,
+// the measured span of every step (the makespan, or with --sync none the period) and the link
+// costs. Links: the known delay of --debug-link-delay (testing); otherwise free.
+std::optional<RunSummary::Attribution> attribution(const RunConfig& c, const RunSettings& o,
+                                                   const std::vector<RankSummary>& ranks,
+                                                   const StepSeries& m) {
+  const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
+  AttributionInput in;
+  in.lowered = c.lowered.get();
+  in.back_to_back = !o.barrier();
+  in.records.assign(ranks.size(), std::vector<std::vector<MeasuredUnit>>(n));
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (const EventSummary& e : ranks[r].events)
+      if (static_cast<int>(e.kind) < kFirstCommKind && static_cast<std::size_t>(e.iter) < n)
+        in.records[r][static_cast<std::size_t>(e.iter)].push_back(
+            {static_cast<std::uint32_t>(e.index), e.start, e.end});
+  if (o.barrier()) {
+    in.span = m.step_time;
+  } else {  // the first step has no period
+    in.span.assign(1, 0.0);
+    in.span.insert(in.span.end(), m.period.begin(), m.period.end());
+  }
+  in.message_bytes = 4.0 * c.hidden * c.mb_size;  // one activation of floats
+  if (o.debug_link_src >= 0)
+    in.link = [src = o.debug_link_src, dst = o.debug_link_dst, d = o.debug_link_delay_s](
+                  int a, int b, double) { return a == src && b == dst ? d : 0.0; };
+  const Attribution at = attribute(in);
+  if (at.steps.empty()) return std::nullopt;
+  const AttributionTerms& t = at.median;
+  return RunSummary::Attribution{t.schedule, t.imbalance, t.jitter, t.communication, t.residual};
+}
+
 }  // namespace
 
 RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string& transport,
@@ -127,6 +160,7 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
         o.barrier() ? model.single.bubble_fraction : model.steady.bubble_fraction;
   else
     s.model_reason = model.reason;
+  s.attribution = attribution(c, o, ranks, m);
   s.check = check.status;
   s.check_max_rel_error = check.max_rel_error;
   s.check_message = check.message;

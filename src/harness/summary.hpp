@@ -53,6 +53,13 @@ struct RunSummary {
   double bubble_fraction_sim = 0;
   std::optional<double> bubble_fraction_model;
   std::string model_reason;  // why the closed form does not apply ("" when it does)
+  // Where the bubble came from (sim/attribution.hpp): the terms of the median step, fractions
+  // of P·T that add up to its measured bubble fraction. Absent where there is no step to
+  // attribute (--sync none with one timed step).
+  struct Attribution {
+    double schedule = 0, imbalance = 0, jitter = 0, communication = 0, residual = 0;
+  };
+  std::optional<Attribution> attribution;
   // --check.
   std::string check = "skipped";
   double check_max_rel_error = 0;

@@ -9,21 +9,59 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
+#include "common/error.hpp"
 #include "runtime/transport.hpp"
 
 namespace bb {
+
+// `SRC:DST:US`: messages from rank SRC to rank DST leave US microseconds late.
+struct LinkDelay {
+  int src = -1, dst = -1;
+  double seconds = 0;
+};
+
+// Throws ConfigError (one line) unless TEXT is SRC:DST:US with ranks >= 0, SRC != DST, US >= 0.
+inline LinkDelay parse_link_delay(const std::string& text) {
+  const auto bad = [&] {
+    return ConfigError("--debug-link-delay: expected SRC:DST:US (ranks, microseconds), got '" +
+                       text + "'");
+  };
+  const auto a = text.find(':');
+  const auto b = a == std::string::npos ? a : text.find(':', a + 1);
+  if (b == std::string::npos) throw bad();
+  LinkDelay d;
+  try {
+    std::size_t n1 = 0, n2 = 0, n3 = 0;
+    d.src = std::stoi(text.substr(0, a), &n1);
+    d.dst = std::stoi(text.substr(a + 1, b - a - 1), &n2);
+    d.seconds = std::stod(text.substr(b + 1), &n3) * 1e-6;
+    if (n1 != a || n2 != b - a - 1 || n3 != text.size() - b - 1) throw bad();
+  } catch (const std::logic_error&) {  // stoi/stod: invalid_argument, out_of_range
+    throw bad();
+  }
+  if (d.src < 0 || d.dst < 0 || d.src == d.dst || !(d.seconds >= 0) || !std::isfinite(d.seconds))
+    throw bad();
+  return d;
+}
 
 class DelayedLinkTransport final : public Transport {
  public:
   // Sends from this rank to `peer` leave `delay_s` after isend(). `inner` must outlive this.
   DelayedLinkTransport(Transport& inner, int peer, double delay_s)
       : inner_(inner), peer_(peer), delay_(std::chrono::duration<double>(delay_s)) {}
+  // The same, owning the wrapped transport.
+  DelayedLinkTransport(std::unique_ptr<Transport> inner, int peer, double delay_s)
+      : DelayedLinkTransport(*inner, peer, delay_s) {
+    owned_ = std::move(inner);
+  }
 
   std::string_view name() const override { return inner_.name(); }
   int rank() const override { return inner_.rank(); }
@@ -78,6 +116,7 @@ class DelayedLinkTransport final : public Transport {
     }
   }
 
+  std::unique_ptr<Transport> owned_;  // declared first: destroyed after the rest
   Transport& inner_;
   int peer_;
   std::chrono::duration<double> delay_;

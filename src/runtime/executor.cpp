@@ -281,7 +281,7 @@ void Executor::await_input(Tensor& t, const Action& consumer, int dir) {
                                : "no output gradient (no RECV_B and no local producer)");
   if (!t.request.valid()) return;
   wait_until(
-      [&] { return transport_.test(t.request); }, [&] { progress_sends(); }, config_.timeout_s,
+      [&] { return transport_.test(t.request); }, [&] { progress_all(); }, config_.timeout_s,
       [&] {
         const MessageName in =
             message_in(consumer, lowered_.routes[static_cast<std::size_t>(consumer.mb)]);
@@ -378,7 +378,7 @@ void Executor::sleep_synthetic(double seconds) {
     backend_.sleep_for(seconds);
     return;
   }
-  constexpr double kProgressSlice = 200e-6;
+  constexpr double kProgressSlice = 100e-6;
   const double deadline = backend_.now() + seconds;
   const double spin_from = deadline - std::min(0.2 * seconds, 300e-6);
   for (double now = backend_.now(); now < spin_from; now = backend_.now()) {
@@ -487,7 +487,9 @@ void Executor::run_step(StepRecord* record) {
       sleep_synthetic((config_.synthetic ? synthetic_time(&a, n) : 0.0) + config_.debug_delay_s);
     const std::size_t end_mark = record != nullptr ? backend_.mark() : 0;
     comm_at_last_end = comm_time_;
-    if (!sends_.empty()) progress_sends();
+    // One progress poll of every message in flight (a rendezvous receive moves only while
+    // this rank polls), not only of the sends.
+    if (!sends_.empty() || !recvs_.empty()) progress_all();
     if (record != nullptr) {
       ActionRecord r;
       r.index = static_cast<std::uint32_t>(i);

@@ -260,6 +260,7 @@ RunSummary sample(bool steady) {
     s.model_reason = "no closed form";
   else
     s.bubble_fraction_model = 0.2;
+  if (steady) s.attribution = RunSummary::Attribution{0.0625, 0.125, -0.03125, 0.0, 0.25};
   s.check = steady ? "skipped" : "pass";
   s.check_max_rel_error = 1e-7;
   s.check_message = steady ? "" : "ok";
@@ -295,6 +296,11 @@ TEST(HarnessFields, JsonRecordKeepsItsKeys) {
   EXPECT_TRUE(k["bubble_fraction_model"].is_null());
   EXPECT_EQ(k["model_reason"], "no closed form");
   EXPECT_FALSE(k.contains("check_max_rel_error"));
+  // The attribution: one JSON object, null terms where there is none.
+  EXPECT_EQ(k["attribution"]["jitter"], -0.03125);
+  EXPECT_EQ(k["attribution"]["residual"], 0.25);
+  EXPECT_FALSE(k.contains("attribution_jitter"));
+  EXPECT_TRUE(j["attribution"]["schedule"].is_null());
 }
 
 TEST(HarnessFields, AttributesKeepTheirForm) {
@@ -376,12 +382,13 @@ TEST(HarnessFields, TableColumnsFollowTheSweep) {
   std::vector<RunSummary> runs{sample(false), sample(false)};
   Table t = to_table(runs);
   const std::vector<std::string> cols = {
-      "schedule", "P",   "M",     "v",        "recompute",      "makespan_ms",
-      "measured", "sim", "model", "peak_act", "peak_act_sched", "peak_act_MiB",
-      "check"};
+      "schedule", "P",     "M",      "v",        "recompute",      "makespan_ms",
+      "measured", "sim",   "model",  "peak_act", "peak_act_sched", "peak_act_MiB",
+      "sched",    "imbal", "jitter", "comm",     "resid",          "check"};
   EXPECT_EQ(t.headers, cols);
-  EXPECT_EQ(t.rows.at(0).at(5), "500");  // ms
-  EXPECT_EQ(t.rows.at(0).at(12), "pass");
+  EXPECT_EQ(t.rows.at(0).at(5), "500");   // ms
+  EXPECT_EQ(t.rows.at(0).at(12), "n/a");  // no attribution in the sample
+  EXPECT_EQ(t.rows.at(0).at(17), "pass");
   EXPECT_EQ(t.rows.at(0).at(11), "0.007812");  // 8192 B in MiB, 4 digits
   runs[1].hidden = 128;
   t = to_table(runs);
