@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "cli/build_info.hpp"
+#include "cli/debug_options.hpp"
 #include "cli/list.hpp"
 #include "cli/stage_options.hpp"
 #include "cli/table.hpp"
@@ -52,7 +53,6 @@
 #include "harness/runner.hpp"
 #include "harness/sweep.hpp"
 #include "results/hdf5_file.hpp"
-#include "runtime/debug_transport.hpp"
 #include "runtime/factory.hpp"
 #include "runtime/mpi_util.hpp"
 #include "runtime/placement.hpp"
@@ -71,7 +71,7 @@ using harness::RunConfig;
 using harness::RunSettings;
 using harness::say;
 
-struct RunOptions : StageOptions {  // --stage and the transformer's shape
+struct RunOptions : StageOptions, DebugDelayOptions {  // --stage ..., --debug-*-delay
   std::string schedules = "1f1b";
   std::string M = "8";
   std::string v = "1";
@@ -97,12 +97,9 @@ struct RunOptions : StageOptions {  // --stage and the transformer's shape
   int perturb_grads_rank = -1;  // testing a failing --check
   bool debug_records = false;   // every timed action's record on stderr
   bool resume = false, force = false;
-  int drop_sends_rank = -1;      // testing the watchdog
-  int perturb_grads_rank = -1;   // testing a failing --check
-  bool debug_records = false;    // every timed action's record on stderr
-  int debug_delay_rank = -1;     // testing the attribution: a slow rank ...
-  double debug_delay_us = 0;     // ... by this much per compute
-  std::string debug_link_delay;  // ... and a slow link, SRC:DST:US
+  int drop_sends_rank = -1;     // testing the watchdog
+  int perturb_grads_rank = -1;  // testing a failing --check
+  bool debug_records = false;   // every timed action's record on stderr
 };
 
 // An error of phase 1: exit code and one line.
@@ -212,15 +209,7 @@ void add_options(CLI::App& app, RunOptions& o) {
                  "Testing: this rank skips its sends (the watchdog must fire)")
       ->group("");  // hidden
   add_stage_options(app, o);
-  app.add_option("--debug-delay-rank", o.debug_delay_rank,
-                 "Testing: this rank's computes take --debug-delay-us longer")
-      ->group("");  // hidden
-  app.add_option("--debug-delay-us", o.debug_delay_us,
-                 "Testing: microseconds added to every compute of --debug-delay-rank")
-      ->group("");  // hidden
-  app.add_option("--debug-link-delay", o.debug_link_delay,
-                 "Testing: SRC:DST:US, every message from rank SRC to DST leaves US later")
-      ->group("");  // hidden
+  add_debug_delay_options(app, o);
 }
 
 // `run` takes one duration per flag (no per-chunk lists): "1,2" and "1," are refused.
@@ -265,14 +254,6 @@ RunSettings settings_of(const RunOptions& o) {
   s.perturb_grads_rank = o.perturb_grads_rank;
   s.debug_records = o.debug_records;
   s.calibrate = !o.no_calibrate;
-  s.debug_delay_rank = o.debug_delay_rank;
-  s.debug_delay_s = o.debug_delay_us * 1e-6;
-  if (!o.debug_link_delay.empty()) {
-    const LinkDelay d = parse_link_delay(o.debug_link_delay);
-    s.debug_link_src = d.src;
-    s.debug_link_dst = d.dst;
-    s.debug_link_delay_s = d.seconds;
-  }
   return apply_stage_options(o, s);
 }
 
@@ -297,12 +278,7 @@ void validate_options(const RunOptions& o, int world) {
     throw ConfigError("--check needs --compute gemm (synthetic compute has no gradients)");
   std::string why;
   if (!backend_supports_dtype(o.backend, o.dtype, &why)) throw ConfigError(why);
-  const RunSettings s = settings_of(o);  // the durations parse
-  if (s.debug_delay_rank >= world || s.debug_delay_rank < -1 || !(s.debug_delay_s >= 0))
-    throw ConfigError("--debug-delay-rank must be a rank and --debug-delay-us >= 0");
-  if (s.debug_link_src >= world || s.debug_link_dst >= world)
-    throw ConfigError("--debug-link-delay: ranks must be below the world size " +
-                      std::to_string(world));
+  (void)settings_of(o);  // the durations parse
 }
 
 // Every combination of the lists; skipped combinations are reported by rank 0, one line each.
@@ -391,7 +367,7 @@ int parse_and_expand(Launch& L, CLI::App& app, int argc, char** argv) {
       throw ConfigError(e.what() + std::string(" (see --help)"));
     }
     validate_options(L.o, L.world);
-    L.settings = settings_of(L.o);
+    L.settings = apply_debug_delay_options(L.o, settings_of(L.o), L.world);
     L.configs = expand(L.o, L.settings, L.world, L.me == 0);
   } catch (const ConfigError& e) {
     L.err = {kExitConfig, std::string("bubblebench: error: ") + e.what()};
@@ -459,10 +435,8 @@ int set_up(Launch& L, int argc, char** argv) {
   if (o.resume) mpi::broadcast(L.skip, 0, L.coll, o.timeout);
   // The transport (collective; NCCL connects its peers here).
   L.attempt([&] {
-    L.transport = make_transport(L.settings.transport, L.p2p, *L.backend);
-    if (L.settings.debug_link_src == L.me)  // testing: one slow link
-      L.transport = std::make_unique<DelayedLinkTransport>(
-          std::move(L.transport), L.settings.debug_link_dst, L.settings.debug_link_delay_s);
+    L.transport = with_debug_link_delay(make_transport(L.settings.transport, L.p2p, *L.backend),
+                                        L.settings, L.me);
   });
   if (const int code = L.agree(); code != 0) {
     L.transport.reset();
