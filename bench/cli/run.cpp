@@ -96,10 +96,6 @@ struct RunOptions : StageOptions, DebugDelayOptions {  // --stage ..., --debug-*
   int drop_sends_rank = -1;     // testing the watchdog
   int perturb_grads_rank = -1;  // testing a failing --check
   bool debug_records = false;   // every timed action's record on stderr
-  bool resume = false, force = false;
-  int drop_sends_rank = -1;     // testing the watchdog
-  int perturb_grads_rank = -1;  // testing a failing --check
-  bool debug_records = false;   // every timed action's record on stderr
 };
 
 // An error of phase 1: exit code and one line.
