@@ -248,4 +248,19 @@ ScheduleSweep expand_schedules(const std::string& names_text, int P, const std::
   return out;
 }
 
+double duration_of(const std::string& text, const char* what) {
+  if (text.find(',') != std::string::npos)
+    throw ConfigError(std::string(what) + " takes one duration");
+  return parse_duration(text, what, true);
+}
+
+std::vector<int> int_list_in(const std::string& text, const char* what, int lo, int hi) {
+  auto values = parse_int_list(text, what);
+  for (int x : values)
+    if (x < lo || x > hi)
+      throw ConfigError(std::string(what) + " must be " + std::to_string(lo) + ".." +
+                        std::to_string(hi) + " (got " + std::to_string(x) + ")");
+  return values;
+}
+
 }  // namespace bb

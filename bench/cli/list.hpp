@@ -22,6 +22,12 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
 // error (`1,`). Throws ConfigError naming `what`.
 std::vector<double> parse_number_list(std::string_view text, std::string_view what);
 
+// One duration per flag (`run`: no per-chunk lists, so "1,2" and "1," are refused).
+double duration_of(const std::string& text, const char* what);
+
+// A LIST option whose every value lies in [lo, hi]. Throws ConfigError.
+std::vector<int> int_list_in(const std::string& text, const char* what, int lo, int hi);
+
 // A schedule CSV named on the command line (`csv:FILE`, `--csv FILE`): unreadable or
 // malformed is a configuration error (ConfigError, exit 2); whether the schedule it holds is
 // valid is checked later (exit 1).

@@ -47,6 +47,7 @@
 #include "cli/list.hpp"
 #include "cli/stage_options.hpp"
 #include "cli/table.hpp"
+#include "cli/validators.hpp"
 #include "common/error.hpp"
 #include "harness/output.hpp"
 #include "harness/provenance.hpp"
@@ -170,20 +171,8 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();
   app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
-  // Given values are checked as written: an empty path is not "no output", and a seed past
-  // 2^64-1 is refused rather than saturated.
-  const CLI::Validator not_empty(
-      [](std::string& v) { return v.empty() ? std::string("an empty path (omit the flag)") : ""; },
-      "PATH");
-  const CLI::Validator u64(
-      [](std::string& v) {
-        std::uint64_t x = 0;
-        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-        return ec == std::errc() && end == v.data() + v.size()
-                   ? std::string()
-                   : "'" + v + "' is not an integer 0..18446744073709551615";
-      },
-      "UINT64");
+  // Given values are checked as written (cli/validators.hpp).
+  const CLI::Validator not_empty = non_empty_path(), u64 = uint64_text();
   app.add_option("--seed", o.seed, "Seed of parameters, inputs and targets")
       ->check(u64)
       ->capture_default_str();
@@ -206,23 +195,6 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->group("");  // hidden
   add_stage_options(app, o);
   add_debug_delay_options(app, o);
-}
-
-// `run` takes one duration per flag (no per-chunk lists): "1,2" and "1," are refused.
-double duration_of(const std::string& text, const char* what) {
-  if (text.find(',') != std::string::npos)
-    throw ConfigError(std::string(what) + " takes one duration");
-  return parse_duration(text, what, true);
-}
-
-// A LIST option whose every value lies in [lo, hi].
-std::vector<int> int_list_in(const std::string& text, const char* what, int lo, int hi) {
-  auto values = parse_int_list(text, what);
-  for (int x : values)
-    if (x < lo || x > hi)
-      throw ConfigError(std::string(what) + " must be " + std::to_string(lo) + ".." +
-                        std::to_string(hi) + " (got " + std::to_string(x) + ")");
-  return values;
 }
 
 // The parsed settings every configuration shares. Throws ConfigError.
