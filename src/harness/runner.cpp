@@ -213,9 +213,11 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
 
   std::vector<RankSummary> ranks;
   for (const auto& r : all) ranks.push_back(unpack(r));
-  out.summary = summarize(c, o, std::string(ctx.transport.name()), ranks, ctx.where, check);
-  if (!ctx.links.empty()) {
-    out.summary->links = links_used(ctx.links, *c.lowered);
+  const std::vector<LinkFit> used =
+      ctx.links.empty() ? std::vector<LinkFit>{} : links_used(ctx.links, *c.lowered);
+  out.summary = summarize(c, o, std::string(ctx.transport.name()), ranks, ctx.where, check, used);
+  if (!used.empty()) {
+    out.summary->links = used;
     out.summary->links_attrs = ctx.links_attrs;
   }
   start_writing(ctx, c, *out.summary, ranks);

@@ -1,10 +1,12 @@
 #include "harness/summarize.hpp"
 
 #include <cmath>
+#include <memory>
 
 #include "model/closed_form.hpp"
 #include "runtime/executor.hpp"
 #include "sim/attribution.hpp"
+#include "sim/links.hpp"
 #include "sim/sim.hpp"
 
 namespace bb::harness {
@@ -75,10 +77,12 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
 
 // The attribution of the measured bubble (sim/attribution.hpp): every rank's compute events,
 // the measured span of every step (the makespan, or with --sync none the period) and the link
-// costs. Links: the known delay of --debug-link-delay (testing); otherwise free.
+// costs. Links: the known delay of --debug-link-delay (testing); otherwise the launch's
+// calibrated fits of the run's pairs; free when there are none (--no-calibrate).
 std::optional<RunSummary::Attribution> attribution(const RunConfig& c, const RunSettings& o,
                                                    const std::vector<RankSummary>& ranks,
-                                                   const StepSeries& m) {
+                                                   const StepSeries& m,
+                                                   const std::vector<LinkFit>& links) {
   const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
   AttributionInput in;
   in.lowered = c.lowered.get();
@@ -99,6 +103,10 @@ std::optional<RunSummary::Attribution> attribution(const RunConfig& c, const Run
   if (o.debug_link_src >= 0)
     in.link = [src = o.debug_link_src, dst = o.debug_link_dst, d = o.debug_link_delay_s](
                   int a, int b, double) { return a == src && b == dst ? d : 0.0; };
+  else if (!links.empty())
+    in.link = [model = std::make_shared<const LinkModel>(links)](int a, int b, double bytes) {
+      return model->cost(a, b, bytes);
+    };
   const Attribution at = attribute(in);
   if (at.steps.empty()) return std::nullopt;
   const AttributionTerms& t = at.median;
@@ -109,7 +117,7 @@ std::optional<RunSummary::Attribution> attribution(const RunConfig& c, const Run
 
 RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string& transport,
                      const std::vector<RankSummary>& ranks, const Placement& where,
-                     const CheckOutcome& check) {
+                     const CheckOutcome& check, const std::vector<LinkFit>& links) {
   const Schedule& sched = *c.lowered;
   RunSummary s;
   set_configuration(s, c, o, transport);
@@ -160,7 +168,7 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
         o.barrier() ? model.single.bubble_fraction : model.steady.bubble_fraction;
   else
     s.model_reason = model.reason;
-  s.attribution = attribution(c, o, ranks, m);
+  s.attribution = attribution(c, o, ranks, m, links);
   s.check = check.status;
   s.check_max_rel_error = check.max_rel_error;
   s.check_message = check.message;
