@@ -202,6 +202,15 @@ Attribution attribute(const AttributionInput& in) {
       return out.steps[x].measured < out.steps[y].measured;
     });
     out.median = out.steps[order[(order.size() - 1) / 2]];
+    if (order.size() % 2 == 0) {  // the mean of the two middle steps, as a median of an even
+      const AttributionTerms& hi = out.steps[order[order.size() / 2]];  // count is
+      AttributionTerms& m = out.median;
+      for (auto f :
+           {&AttributionTerms::span, &AttributionTerms::measured, &AttributionTerms::schedule,
+            &AttributionTerms::imbalance, &AttributionTerms::jitter,
+            &AttributionTerms::communication, &AttributionTerms::residual})
+        m.*f = 0.5 * (m.*f + hi.*f);
+    }
   }
   return out;
 }

@@ -53,8 +53,10 @@ struct AttributionTerms {
 
 struct Attribution {
   std::vector<AttributionTerms> steps;  // every attributed step
-  AttributionTerms median;              // the step with the median measured bubble (lower
-                                        // middle for an even count); zeros without steps
+  AttributionTerms median;              // the step with the median measured bubble; for an
+                                        // even count the mean of the two middle steps (so its
+                                        // terms add up to the median of the measured bubble;
+                                        // `step` is the lower one); zeros without steps
 };
 
 // Throws ConfigError for records that do not fit the schedule (a position that is not a

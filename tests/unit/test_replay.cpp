@@ -3,6 +3,7 @@
 // known costs (and known link delays), so each injected cause has a known place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -267,6 +268,27 @@ TEST(Attribution, TermsAlwaysAddUp) {
       found |= t.step == a.median.step && t.measured == a.median.measured;
     EXPECT_TRUE(found) << what;
   });
+}
+
+TEST(Attribution, EvenStepCountAveragesTheTwoMiddleSteps) {
+  const Schedule s = lower(generate("1f1b", {2, 4, 1}));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  std::vector<double> f(1024);
+  for (double& x : f) x = u(rng);
+  const auto cost = [&](int r, std::size_t i, int k) {
+    return base_cost(s, r, i) *
+           f[(i * 7 + static_cast<std::size_t>(r) * 131 + static_cast<std::size_t>(k) * 977) %
+             f.size()];
+  };
+  Constructed c = construct(s, 4, cost, MessageCost{}, 0.0);
+  const Attribution a = attribute(c.in);
+  ASSERT_EQ(a.steps.size(), 4u);
+  std::vector<double> measured;
+  for (const AttributionTerms& t : a.steps) measured.push_back(t.measured);
+  std::sort(measured.begin(), measured.end());
+  EXPECT_NEAR(a.median.measured, 0.5 * (measured[1] + measured[2]), 1e-12);
+  EXPECT_NEAR(a.median.sum(), a.median.measured, 1e-9);
 }
 
 TEST(Attribution, BackToBackStepsUseThePeriod) {
