@@ -30,9 +30,9 @@ BUBBLE_TABLE = [
     ("closed form", "bubble_fraction_closed_form", "frac"),
     ("meas−sim", "diff_measured_sim", "diff"),
     ("meas−model", "diff_measured_model", "diff"),
-    ("model vs closed form", "closed_form_check", None),
-    ("from events", "bubble_fraction_events", "frac"),
     ("residual", "attribution_residual", "diff"),
+    ("model vs closed form", "closed_form_check", None),
+    ("from events", "bubble_fraction_events", "frac"),  # last: n/a in the steady-state view
 ]
 #: "Where the bubble came from": the attribution terms of each run's median step.
 ATTRIBUTION_TABLE = [
