@@ -283,6 +283,35 @@ void run_benchmark(benchmark::State& state, const std::string& name, const Sched
 }
 
 }  // namespace
+
+// The settings in the context, and one benchmark per configuration, named by what it measures.
+void register_benchmarks(
+    const World& w,
+    const std::vector<std::pair<std::string, std::shared_ptr<const Schedule>>>& configs,
+    bool list_only) {
+  benchmark::AddCustomContext("world_size", std::to_string(w.size));
+  benchmark::AddCustomContext("backend", w.opt.backend);
+  benchmark::AddCustomContext("transport", std::string(w.transport->name()));
+  benchmark::AddCustomContext("compute", w.opt.compute);
+  benchmark::AddCustomContext("t", w.opt.t);
+  benchmark::AddCustomContext("iterations", std::to_string(w.opt.iters));
+  benchmark::AddCustomContext("repetitions", std::to_string(w.opt.reps));
+  for (const auto& [name, lowered] : configs) {
+    // What is measured, and only that: the schedule, P, M, the v it runs with and the sizes.
+    const std::string full =
+        name + "/P:" + std::to_string(lowered->P) + "/M:" + std::to_string(lowered->M) +
+        "/v:" + std::to_string(lowered->v) + "/hidden:" + std::to_string(w.opt.hidden) +
+        "/layers:" + std::to_string(w.opt.layers) + "/mb_size:" + std::to_string(w.opt.mb_size);
+    auto* b = benchmark::RegisterBenchmark(full.c_str(),
+                                           [name = name, lowered = lowered](benchmark::State& s) {
+                                             run_benchmark(s, name, *lowered);
+                                           });
+    b->UseManualTime()->Unit(benchmark::kMillisecond);
+    if (!list_only) b->Iterations(w.opt.iters);
+    if (w.opt.reps > 1 && !list_only) b->Repetitions(w.opt.reps);
+  }
+}
+
 }  // namespace bb
 
 int main(int argc, char** argv) {
@@ -375,28 +404,7 @@ int main(int argc, char** argv) {
     return bb::kExitConfig;
   }
   bb::g_world = &world;
-  benchmark::AddCustomContext("world_size", std::to_string(world.size));
-  benchmark::AddCustomContext("backend", world.opt.backend);
-  benchmark::AddCustomContext("transport", std::string(world.transport->name()));
-  benchmark::AddCustomContext("compute", world.opt.compute);
-  benchmark::AddCustomContext("t", world.opt.t);
-  benchmark::AddCustomContext("iterations", std::to_string(world.opt.iters));
-  benchmark::AddCustomContext("repetitions", std::to_string(world.opt.reps));
-  for (const auto& [name, lowered] : configs) {
-    // What is measured, and only that: the schedule, P, M, the v it runs with and the sizes.
-    const std::string full =
-        name + "/P:" + std::to_string(lowered->P) + "/M:" + std::to_string(lowered->M) +
-        "/v:" + std::to_string(lowered->v) + "/hidden:" + std::to_string(world.opt.hidden) +
-        "/layers:" + std::to_string(world.opt.layers) +
-        "/mb_size:" + std::to_string(world.opt.mb_size);
-    auto* b = benchmark::RegisterBenchmark(full.c_str(),
-                                           [name = name, lowered = lowered](benchmark::State& s) {
-                                             bb::run_benchmark(s, name, *lowered);
-                                           });
-    b->UseManualTime()->Unit(benchmark::kMillisecond);
-    if (!list_only) b->Iterations(world.opt.iters);
-    if (world.opt.reps > 1 && !list_only) b->Repetitions(world.opt.reps);
-  }
+  bb::register_benchmarks(world, configs, list_only);
   if (world.rank == 0) {
     bb::NamingReporter display(bb::make_reporter(format, colour));
     if (out_file.empty()) {
