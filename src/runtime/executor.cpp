@@ -280,15 +280,15 @@ void Executor::await_input(Tensor& t, const Action& consumer, int dir) {
     missing(consumer, dir == 0 ? "no input activation (no RECV_F and no local producer)"
                                : "no output gradient (no RECV_B and no local producer)");
   if (!t.request.valid()) return;
-  wait_until(
-      [&] { return transport_.test(t.request); }, [&] { progress_all(); }, config_.timeout_s,
-      [&] {
-        const MessageName in =
-            message_in(consumer, lowered_.routes[static_cast<std::size_t>(consumer.mb)]);
-        const int peer = in.none() ? -1 : producer_rank(lowered_, in);
-        return "rank " + std::to_string(rank_) + ": waiting " + (dir == 0 ? "RECV_F " : "RECV_B ") +
-               where(consumer) + " from rank " + std::to_string(peer);
-      });
+  wait_until([&] { return transport_.test(t.request); }, [&] { progress_all(); }, config_.timeout_s,
+             [&] {
+               const MessageName in =
+                   message_in(consumer, lowered_.routes[static_cast<std::size_t>(consumer.mb)]);
+               const int peer = in.none() ? -1 : producer_rank(lowered_, in);
+               return "rank " + std::to_string(rank_) + ": waiting " +
+                      (dir == 0 ? "RECV_F " : "RECV_B ") + where(consumer) + " from rank " +
+                      std::to_string(peer);
+             });
 }
 
 void Executor::sample_units() {
