@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "cli/build_info.hpp"
+#include "cli/mpi_start.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
 #include "results/links_io.hpp"
@@ -25,10 +26,6 @@
 #include "runtime/factory.hpp"
 #include "runtime/mpi_util.hpp"
 #include "runtime/wait.hpp"
-
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 namespace bb {
 namespace {
@@ -289,15 +286,7 @@ std::string links_table(const std::vector<LinkFit>& fits) {
 }
 
 int calibrate_main(int argc, char** argv) {
-  int provided = 0;
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-    say("bubblebench: error: MPI_Init failed");
-    return kExitConfig;
-  }
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-#if defined(__linux__)
-  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // µs sleeps of the waits' backoff
-#endif
+  if (!start_mpi(&argc, &argv)) return kExitConfig;
   int code = kExitOk;
   try {
     code = calibrate_all(argc, argv);

@@ -45,6 +45,7 @@
 #include "cli/build_info.hpp"
 #include "cli/debug_options.hpp"
 #include "cli/list.hpp"
+#include "cli/mpi_start.hpp"
 #include "cli/stage_options.hpp"
 #include "cli/table.hpp"
 #include "cli/validators.hpp"
@@ -60,10 +61,6 @@
 #include "runtime/wait.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
-
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
 namespace bb {
 namespace {
@@ -453,17 +450,7 @@ int run_all(int argc, char** argv) {
 }  // namespace
 
 int run_main(int argc, char** argv) {
-  int provided = 0;
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-    say("bubblebench: error: MPI_Init failed");
-    return kExitConfig;
-  }
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-#if defined(__linux__)
-  // Sleeps of ~µs (the waits' backoff, synthetic compute) otherwise overshoot by the default
-  // 50 µs timer slack.
-  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-#endif
+  if (!start_mpi(&argc, &argv)) return kExitConfig;
   int code = kExitOk;
   const int me = world_rank();
   // One line naming this rank, then the whole job ends with `exit_code`.
