@@ -195,6 +195,8 @@ int calibrate_all(int argc, char** argv) {
     if (const char* v = std::getenv("MPI_LOCALRANKID")) local = std::atoi(v);
     if (const char* v = std::getenv("SLURM_LOCALID")) local = std::atoi(v);
     backend = make_backend(o.backend, local);
+  } catch (const TimeoutError&) {
+    throw;  // the watchdog: exit 3 with its own line (calibrate_main)
   } catch (const std::exception& e) {
     fail(kExitConfig,
          std::string("bubblebench: error: rank ") + std::to_string(me) + ": " + e.what());
@@ -202,6 +204,8 @@ int calibrate_all(int argc, char** argv) {
   if (const int c = agree(); c != kExitOk) return c;
   try {
     transport = make_transport(transport_name, p2p, *backend);
+  } catch (const TimeoutError&) {
+    throw;
   } catch (const std::exception& e) {
     fail(kExitConfig,
          std::string("bubblebench: error: rank ") + std::to_string(me) + ": " + e.what());
@@ -286,7 +290,7 @@ std::string links_table(const std::vector<LinkFit>& fits) {
 }
 
 int calibrate_main(int argc, char** argv) {
-  if (!start_mpi(&argc, &argv)) return kExitConfig;
+  if (const int started = start_mpi(&argc, &argv); started != kExitOk) return started;
   int code = kExitOk;
   try {
     code = calibrate_all(argc, argv);
@@ -296,8 +300,7 @@ int calibrate_main(int argc, char** argv) {
     say(timeout ? std::string(e.what())
                 : "bubblebench: rank " + std::to_string(mpi::rank(MPI_COMM_WORLD)) +
                       ": error: " + e.what());
-    std::fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, timeout ? kExitTimeout : kExitCheckFailed);
+    abort_job(timeout ? kExitTimeout : kExitCheckFailed);
   }
   MPI_Finalize();
   return code;

@@ -93,6 +93,7 @@ struct RunOptions : StageOptions, DebugDelayOptions {  // --stage ..., --debug-*
   bool resume = false, force = false, no_calibrate = false;
   int drop_sends_rank = -1;     // testing the watchdog
   int perturb_grads_rank = -1;  // testing a failing --check
+  int stall_setup_rank = -1;    // testing the watchdog during the setup
   bool debug_records = false;   // every timed action's record on stderr
 };
 
@@ -101,17 +102,6 @@ struct SetupError {
   int code = 0;
   std::string line;
 };
-
-[[noreturn]] void abort_job(int code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  // MPI_Abort makes Hydra tear the job down at once, and output still in the pipe to its proxy
-  // can be dropped: CI once saw exit 3 with the watchdog's line missing. A pause lets the proxy
-  // forward this rank's last lines first; it only delays a job that is failing anyway.
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::abort();
-}
 
 int world_rank() {
   int r = 0;
@@ -189,6 +179,9 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->group("");  // hidden
   app.add_option("--debug-drop-sends", o.drop_sends_rank,
                  "Testing: this rank skips its sends (the watchdog must fire)")
+      ->group("");  // hidden
+  app.add_option("--debug-stall-setup", o.stall_setup_rank,
+                 "Testing: this rank sleeps past --timeout before the setup's first collective")
       ->group("");  // hidden
   add_stage_options(app, o);
   add_debug_delay_options(app, o);
@@ -304,6 +297,8 @@ struct Launch {
   void attempt(Phase&& phase) {
     try {
       phase();
+    } catch (const TimeoutError&) {
+      throw;  // the watchdog: exit 3 with its own line (run_main)
     } catch (const ConfigError& e) {
       err = {kExitConfig, std::string("bubblebench: error: ") + e.what()};
     } catch (const std::exception& e) {
@@ -360,6 +355,8 @@ int parse_and_expand(Launch& L, CLI::App& app, int argc, char** argv) {
 // Returns the agreed exit code, or -1 to go on.
 int set_up(Launch& L, int argc, char** argv) {
   const RunOptions& o = L.o;
+  if (L.me == o.stall_setup_rank)
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.timeout + 5));
   L.attempt([&] {
     L.p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     L.coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
@@ -450,7 +447,7 @@ int run_all(int argc, char** argv) {
 }  // namespace
 
 int run_main(int argc, char** argv) {
-  if (!start_mpi(&argc, &argv)) return kExitConfig;
+  if (const int started = start_mpi(&argc, &argv); started != kExitOk) return started;
   int code = kExitOk;
   const int me = world_rank();
   // One line naming this rank, then the whole job ends with `exit_code`.

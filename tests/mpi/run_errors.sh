@@ -110,14 +110,57 @@ launch 2 --help
 [ "$(cat "$tmp/rc.0")" = 0 ] && [ "$(cat "$tmp/rc.1")" = 0 ] && [ "$(grep -c -- '--schedule' "$tmp/out.txt")" = 1 ]
 check "help printed once, exit 0" $?
 
-# Ranks that build different sweeps (an MPMD launch, other -M per rank; or a csv: file that
-# differs between nodes): exit 2 at once with one line, not a wait for the watchdog.
+# MPMD launches whose ranks were given other arguments (issue 23): every rank's argument list is
+# compared with rank 0's before any work. Exit 2 on every rank at once, one line naming the first
+# differing rank and argument, nothing on stdout, no file left behind.
+rec='"$@"; echo $? >"'"$tmp"'/rc.$PMI_RANK"'
+mpmd() {  # name, expected stderr substring, file that must not exist ('' for none), command, args of rank 0 -- args of rank 1
+  local name=$1 want=$2 left=$3 cmd=$4 start r
+  shift 4
+  local a0=() a1=()
+  while [ "$1" != -- ]; do a0+=("$1"); shift; done
+  shift
+  a1=("$@")
+  rm -f "$tmp"/rc.*
+  start=$(date +%s)
+  timeout 120 "$MPIEXEC" -n 1 bash -c "$rec" _ "$BB" "$cmd" "${a0[@]}" \
+    : -n 1 bash -c "$rec" _ "$BB" "$cmd" "${a1[@]}" >"$tmp/out.txt" 2>"$tmp/err.txt"
+  [ "$(cat "$tmp/rc.0" 2>/dev/null)" = 2 ] && [ "$(cat "$tmp/rc.1" 2>/dev/null)" = 2 ] &&
+    [ "$(wc -l <"$tmp/err.txt")" = 1 ] && grep -q -- "$want" "$tmp/err.txt" && [ ! -s "$tmp/out.txt" ]
+  r=$?
+  check "$name: exit 2 on every rank, one line with '$want' (got: $(head -c 300 "$tmp/err.txt"))" $r
+  [ $(($(date +%s) - start)) -lt 30 ]
+  check "$name: no wait for the watchdog" $?
+  if [ -n "$left" ]; then
+    [ ! -e "$left" ] && [ ! -e "$left.lock" ]
+    check "$name: nothing left behind" $?
+  fi
+}
+mpmd "MPMD, --out on rank 0 only" \
+  "rank 1 was given other arguments than rank 0: argument 8 is '--out' on rank 0 and is missing on rank 1" \
+  "$tmp/mpmd.h5" run -M 4 --compute synthetic --timeout 60 --out "$tmp/mpmd.h5" \
+  -- -M 4 --compute synthetic --timeout 60
+mpmd "MPMD, --check on rank 1 only" \
+  "argument 8 is missing on rank 0 and is '--check' on rank 1" "" \
+  run -M 4 --hidden 16 --timeout 60 -- -M 4 --hidden 16 --timeout 60 --check
+mpmd "MPMD, other -M" "argument 3 is '4' on rank 0 and is '8' on rank 1" "" \
+  run -M 4 --compute synthetic -- -M 8 --compute synthetic
+mpmd "MPMD calibrate, other --reps" "argument 3 is '3' on rank 0 and is '4' on rank 1" "" \
+  calibrate --reps 3 --max-bytes 64 -- --reps 4 --max-bytes 64
+
+# Ranks given the same arguments that build different sweeps (a csv: file that differs between
+# nodes; here: the same relative path in another folder): exit 2 at once with one line.
+mkdir -p "$tmp/node0" "$tmp/node1"
+"$BB" show --schedule 1f1b -P 2 -M 4 --format csv >"$tmp/node0/s.csv"
+"$BB" show --schedule gpipe -P 2 -M 4 --format csv >"$tmp/node1/s.csv"
 rm -f "$tmp"/rc.*
 start=$(date +%s)
-rec='"$@"; echo $? >"'"$tmp"'/rc.$PMI_RANK"'
-timeout 120 "$MPIEXEC" -n 1 bash -c "$rec" _ "$BB" run -M 4 --compute synthetic --timeout 60 \
-  : -n 1 bash -c "$rec" _ "$BB" run -M 8 --compute synthetic --timeout 60 \
-  >"$tmp/out.txt" 2>"$tmp/err.txt"
+bb_abs=$(readlink -f "$BB")
+# shellcheck disable=SC2016  # $1.. belong to the inner shells
+timeout 120 "$MPIEXEC" -n 1 bash -c 'cd "$1" && shift && '"$rec" _ "$tmp/node0" "$bb_abs" run \
+  --schedule csv:s.csv --compute synthetic --timeout 60 \
+  : -n 1 bash -c 'cd "$1" && shift && '"$rec" _ "$tmp/node1" "$bb_abs" run \
+  --schedule csv:s.csv --compute synthetic --timeout 60 >"$tmp/out.txt" 2>"$tmp/err.txt"
 [ "$(cat "$tmp/rc.0" 2>/dev/null)" = 2 ] && [ "$(cat "$tmp/rc.1" 2>/dev/null)" = 2 ] &&
   [ "$(wc -l <"$tmp/err.txt")" = 1 ] &&
   grep -q "rank 1 built other configurations than rank 0" "$tmp/err.txt" && [ ! -s "$tmp/out.txt" ]
@@ -125,6 +168,18 @@ r=$?
 check "ranks with other sweeps: exit 2, one line (got: $(head -c 300 "$tmp/err.txt"))" $r
 [ $(($(date +%s) - start)) -lt 30 ]
 check "ranks with other sweeps: no wait for the watchdog" $?
+
+# The watchdog during the setup (rank 1 stalls before the first collective): exit 3 with the
+# waiting line once, not exit 2 and not "rank 0: rank 0:".
+start=$(date +%s)
+timeout 120 "$MPIEXEC" -n 2 "$BB" run -M 4 --hidden 16 --timeout 1 --debug-stall-setup 1 \
+  >"$tmp/out.txt" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 3 ] && [ "$(wc -l <"$tmp/err.txt")" = 1 ] && grep -Eq '^rank 0: waiting [^:]+$' "$tmp/err.txt"
+r=$?
+check "watchdog in the setup: exit 3 (got $rc), one line (got: $(head -c 300 "$tmp/err.txt"))" $r
+[ $(($(date +%s) - start)) -lt 30 ]
+check "watchdog in the setup fired within 30 s" $?
 
 # Watchdog: rank 0 drops its sends; a wait exceeds --timeout 1: exit 3 and the waiting line.
 start=$(date +%s)
