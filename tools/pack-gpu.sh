@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs prebuilt bubblebench binaries for a GPU machine that has the NVIDIA driver (and
-# usually CUDA) but not MPICH, HDF5, OpenBLAS, GoogleTest...: the binaries, MPICH's mpiexec and
-# hydra_pmi_proxy, UCX's transport modules, and every shared library they need that is not part
-# of the C runtime or the driver, into one folder. Run it there with
+# usually CUDA) but not MPICH, HDF5, OpenBLAS, GoogleTest...: the binaries, the CUDA plugin
+# libbb_cuda.so (into lib/), MPICH's mpiexec and hydra_pmi_proxy, UCX's transport modules, and
+# every shared library they need that is not part of the C runtime or the driver, into one
+# folder. Run it there with
 #   tools/gpu-check.sh --bindir DIR
 #
 # Usage: tools/pack-gpu.sh [--build DIR] [--out DIR] [--archive FILE] [--with-cuda-libs]
@@ -43,6 +44,14 @@ bins=()
 for b in bubblebench unit_tests bench_sim; do
   if [ -x "$build/$b" ]; then cp -f "$build/$b" "$out/"; bins+=("$out/$b"); fi
 done
+# The CUDA plugin (the CUDA backend and NCCL transport, which bubblebench loads with dlopen for
+# --backend cuda; unit_tests links it): into lib/, where both find it.
+if [ -f "$build/libbb_cuda.so" ]; then
+  cp -f "$build/libbb_cuda.so" "$out/lib/"
+  bins+=("$out/lib/libbb_cuda.so")
+else
+  echo "pack-gpu: warning: no $build/libbb_cuda.so (a build without CUDA): --backend cuda will not work" >&2
+fi
 
 # gemm_efficiency: standalone (CUDA runtime + cuBLAS only).
 nvcc="$(command -v nvcc || true)"
@@ -105,6 +114,8 @@ packed with --with-cuda-libs):
   ./gpu-check.sh --bindir "\$PWD"                 (from this folder)
   or, in a checkout:  tools/gpu-check.sh --bindir /path/to/this/folder
 By hand: export LD_LIBRARY_PATH=\$PWD/lib:\$LD_LIBRARY_PATH UCX_MODULE_DIR=\$PWD/lib/ucx PATH=\$PWD:\$PATH
+(bubblebench loads lib/libbb_cuda.so, the CUDA backend, for --backend cuda; BB_CUDA_PLUGIN=FILE
+names another.)
          mpiexec -n 2 ./bubblebench run --schedule 1f1b -M 8 --backend cuda --transport mpi --check
 TXT
 

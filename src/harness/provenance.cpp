@@ -7,12 +7,8 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "runtime/cuda_plugin.hpp"
 #include "runtime/mpi_util.hpp"
-
-#if defined(BB_HAVE_CUDA)
-#include "runtime/cuda/cuda_backend.hpp"
-#include "runtime/cuda/nccl_transport.hpp"
-#endif
 
 namespace bb::harness {
 namespace {
@@ -30,11 +26,8 @@ std::string host_name() {
   return name;
 }
 
-int device_of([[maybe_unused]] Backend& backend) {
-#if defined(BB_HAVE_CUDA)
-  if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) return cuda->device();
-#endif
-  return -1;
+int device_of(Backend& backend) {
+  return cuda_plugin::device_of(backend);
 }
 
 int local_rank() {
@@ -95,13 +88,8 @@ std::string mpi_library_version() {
 
 Attrs root_attributes(int argc, char** argv, const std::string& tool_version,
                       const std::string& git_sha) {
-#if defined(BB_HAVE_CUDA)
-  const std::string cuda_version = cuda::runtime_version_string();
-  const std::string cuda_driver = cuda::driver_version_string();
-  const std::string nccl_version = cuda::nccl_version_string();
-#else
-  const std::string cuda_version = "none", cuda_driver = "none", nccl_version = "none";
-#endif
+  // Loads the CUDA plugin where there is one (its versions), "none" each without.
+  const cuda_plugin::Versions cuda = cuda_plugin::versions();
   return {
       {"tool_version", tool_version},
       {"git_sha", git_sha},
@@ -109,9 +97,9 @@ Attrs root_attributes(int argc, char** argv, const std::string& tool_version,
       {"hostname", host_name()},
       {"cmdline", command_line(argc, argv)},
       {"mpi_library", mpi_library_version()},
-      {"cuda_version", cuda_version},
-      {"cuda_driver_version", cuda_driver},
-      {"nccl_version", nccl_version},
+      {"cuda_version", cuda.runtime},
+      {"cuda_driver_version", cuda.driver},
+      {"nccl_version", cuda.nccl},
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
       {"slurm_array_job_id", env_or_empty("SLURM_ARRAY_JOB_ID")},
       {"slurm_array_task_id", env_or_empty("SLURM_ARRAY_TASK_ID")},

@@ -1,6 +1,8 @@
 // Backend and transport by name (`run --backend cpu|cuda --transport mpi|nccl`). The CUDA
-// backend and the NCCL transport live in runtime/cuda/ and exist only in builds with
-// BB_HAVE_CUDA / BB_HAVE_NCCL; asking for them otherwise is a configuration error (exit 2).
+// backend and the NCCL transport live in runtime/cuda/, built as the plugin libbb_cuda.so when
+// CMake finds CUDA, and are loaded with dlopen at the first request (runtime/cuda_plugin.hpp);
+// a missing plugin, a build without NCCL or a machine without a GPU is a configuration error
+// (exit 2) with one line saying which.
 #pragma once
 
 #include <mpi.h>
@@ -13,7 +15,7 @@
 
 namespace bb {
 
-// Throws ConfigError with one line, e.g. "--backend cuda: built without CUDA",
+// Throws ConfigError with one line, e.g. "--backend cuda: no CUDA device (...)",
 // "--dtype bf16: backend cpu computes in fp32 only". `local_rank` (the rank's index on its node)
 // selects the GPU: device local_rank mod the node's device count, so ranks beyond the device
 // count share GPUs round-robin (MPI transport only: NCCL refuses two ranks on one GPU); the CPU

@@ -1,0 +1,73 @@
+// The CUDA backend and the NCCL transport as a plugin: `libbb_cuda.so` (src/runtime/cuda/,
+// built when CMake finds CUDA) is loaded with dlopen the first time something asks for CUDA
+// (`run --backend cuda`, `--transport nccl`, the CUDA versions of a results file's root
+// attributes), so commands that never touch a GPU (`sim`, `model`, `validate`, `show`, `run`
+// on the CPU) neither link nor load cuBLAS, cuBLASLt, NCCL or the CUDA runtime.
+//
+// Where the plugin is looked for, first found wins: $BB_CUDA_PLUGIN (a path; then nowhere
+// else), the folder of the running executable, its lib/ folder (tools/pack-gpu.sh's layout),
+// then the dynamic loader's own search (LD_LIBRARY_PATH, the system's folders). It is never
+// unloaded (objects it made may live until the process ends).
+//
+// This header names no CUDA type: the main binary includes it; the plugin implements the C
+// entry points below (src/runtime/cuda/plugin.cpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "runtime/backend.hpp"
+#include "runtime/transport.hpp"
+
+// --- The plugin's C entry points (resolved with dlsym by name) --------------------------------
+// The status codes: 0 success, 2 a configuration error (no device, a negative rank, NCCL not
+// in the build, NCCL with a CPU backend), 1 any other failure; `err` (err_len bytes) gets a
+// one-line, NUL-terminated message when the status is not 0.
+extern "C" {
+// kCudaPluginAbi of the build that made the plugin; the loader refuses another value.
+int bb_cuda_plugin_abi(void);
+// A CudaBackend on GPU local_rank mod the node's device count; bf16 != 0: bf16 GEMM operands.
+int bb_cuda_make_backend(int local_rank, int bf16, bb::Backend** out, char* err,
+                         std::size_t err_len);
+// An NCCL transport over `comm` (collective) for a backend this plugin made.
+int bb_cuda_make_nccl_transport(MPI_Comm comm, bb::Backend* backend, bb::Transport** out, char* err,
+                                std::size_t err_len);
+// The device of a backend this plugin made; -1 for any other backend.
+int bb_cuda_device_of(bb::Backend* backend);
+// CUDA runtime ("13.0"), driver ("13.0" or "none") and NCCL ("2.28.9" or "none") versions.
+void bb_cuda_versions(char* runtime, char* driver, char* nccl, std::size_t len);
+}
+
+namespace bb::cuda_plugin {
+
+// Raised whenever an entry point or its meaning changes.
+inline constexpr int kCudaPluginAbi = 1;
+inline constexpr const char* kFileName = "libbb_cuda.so";
+
+// Whether the plugin is loaded (loading it at the first call); when not, `why` gets one line
+// saying where it was looked for and what failed.
+bool available(std::string* why = nullptr);
+
+// Throw ConfigError ("--backend cuda: ...", "--transport nccl: ...") when the plugin is
+// missing or says so (no device, ...), std::runtime_error for a CUDA failure.
+std::unique_ptr<Backend> make_backend(int local_rank, bool bf16);
+std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend);
+
+// -1 without the plugin or for a backend it did not make. Never loads the plugin: a backend
+// it made means it is loaded.
+int device_of(Backend& backend);
+
+struct Versions {
+  std::string runtime = "none", driver = "none", nccl = "none";
+};
+// "none" each without the plugin.
+Versions versions();
+
+// Opens the plugin at `path` (for tests and the search above): its handle, or null with `why`
+// set (the loader's message, or which entry point is missing, or an ABI mismatch).
+void* open(const std::string& path, std::string* why);
+
+}  // namespace bb::cuda_plugin
