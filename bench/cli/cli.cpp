@@ -417,7 +417,12 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
 
 // The one schedule of validate / show: --csv FILE, or one name with one M and one v.
 Schedule load_one(const Selection& sel, const std::optional<std::string>& csv) {
-  if (csv) return load_csv_arg(*csv);
+  if (csv) {
+    std::string note;
+    Schedule s = load_csv_arg(*csv, &note);
+    if (!note.empty()) say_stderr("note", note);
+    return s;
+  }
   check_P(sel);
   const auto names = parse_name_list(sel.schedules, "--schedule");
   if (names.size() != 1 || names[0] == "all")
@@ -477,11 +482,17 @@ int cmd_validate(const Selection& sel, const std::optional<std::string>& csv) {
 
 int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool lowered,
              const std::string& format) {
+  if (lowered && format == "pytorch-csv")
+    throw ConfigError(
+        "--format pytorch-csv holds compute actions only (PyTorch adds its own communication): "
+        "drop --lowered");
   Schedule s = load_one(sel, csv);
   validate_or_throw(s);
   if (lowered && !s.lowered) s = lower_by_periodic_form(std::move(s));
   if (format == "csv") {
     dump_csv(s, std::cout);
+  } else if (format == "pytorch-csv") {
+    dump_pytorch_csv(s, std::cout);
   } else if (format == "grid") {
     std::cout << format_grid(s, -1, 0, static_cast<std::size_t>(-1));
   } else {
@@ -524,8 +535,10 @@ int commands(int argc, char** argv) {
   auto* show_csv_opt =
       show->add_option("--csv", show_csv, "Show a schedule CSV instead")->check(kFileName);
   show->add_flag("--lowered", show_lowered, "Insert the SEND/RECV actions");
-  show->add_option("--format", show_format, "text, grid or csv")
-      ->check(CLI::IsMember({"text", "grid", "csv"}))
+  show->add_option("--format", show_format,
+                   "text, grid, csv (bubblebench's CSV) or pytorch-csv (PyTorch's pipelining "
+                   "CSV, compute actions only; docs/csv.md)")
+      ->check(CLI::IsMember({"text", "grid", "csv", "pytorch-csv"}))
       ->capture_default_str();
   // `run` and `calibrate` are dispatched before this parser (cli_main); listed for --help.
   app.add_subcommand("run",

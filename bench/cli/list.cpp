@@ -113,9 +113,11 @@ std::vector<double> parse_number_list(std::string_view text, std::string_view wh
   return out;
 }
 
-Schedule load_csv_arg(const std::string& path) {
+Schedule load_csv_arg(const std::string& path, std::string* note) {
   try {
-    return load_csv_file(path);
+    CsvSchedule csv = read_csv_file(path);
+    if (note) *note = std::move(csv.note);
+    return std::move(csv.schedule);
   } catch (const IoError& e) {
     throw ConfigError(e.what());
   } catch (const ScheduleError& e) {
@@ -201,7 +203,9 @@ void for_each_schedule(const std::string& names_text, int P, const std::vector<i
   };
   for (const auto& name : names) {
     if (is_csv(name)) {
-      Schedule s = load_csv_arg(name.substr(4));
+      std::string note;
+      Schedule s = load_csv_arg(name.substr(4), &note);
+      if (!note.empty()) tell("note", note);
       if (check_lowered && s.lowered) dry_run_or_throw(s, name);
       accept(name, std::move(s));
       continue;

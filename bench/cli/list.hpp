@@ -30,8 +30,9 @@ std::vector<int> int_list_in(const std::string& text, const char* what, int lo, 
 
 // A schedule CSV named on the command line (`csv:FILE`, `--csv FILE`): unreadable or
 // malformed is a configuration error (ConfigError, exit 2); whether the schedule it holds is
-// valid is checked later (exit 1).
-Schedule load_csv_arg(const std::string& path);
+// valid is checked later (exit 1). Either dialect (schedule/text.hpp); `note` gets the one line
+// the reader has to say (PyTorch's tokens left out), or is cleared.
+Schedule load_csv_arg(const std::string& path, std::string* note = nullptr);
 
 // Validates a lowered schedule and dry-runs it (the timed dry run, then the searching one if
 // that fails): throws ScheduleError, with the dry run's report, when it cannot complete.

@@ -14,12 +14,15 @@
 #include "schedule/edges.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
+#include "schedule/text_detail.hpp"
 
 namespace bb {
-namespace {
+namespace text_detail {
 
-[[noreturn]] void bad_token(std::string_view token, std::string_view why) {
-  throw ScheduleError("bad action '" + std::string(token) + "': " + std::string(why));
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
 }
 
 bool parse_uint(std::string_view s, std::uint64_t* out) {
@@ -29,13 +32,38 @@ bool parse_uint(std::string_view s, std::uint64_t* out) {
   return ec == std::errc() && p == end;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
+namespace {
+
+// `s` with every byte outside printable ASCII as \xNN, cut after `max` bytes ("...").
+std::string escaped(std::string_view s, std::size_t max = 40) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < std::min(s.size(), max); ++i) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x20 && ch < 0x7f) {
+      out += static_cast<char>(ch);
+    } else {
+      out += "\\x";
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    }
+  }
+  if (s.size() > max) out += "...";
+  return out;
 }
 
 }  // namespace
+
+void bad_token(std::string_view token, std::string_view why) {
+  throw ScheduleError("bad action '" + escaped(token) + "': " + std::string(why));
+}
+
+}  // namespace text_detail
+
+using text_detail::bad_token;
+using text_detail::CsvLine;
+using text_detail::parse_uint;
+using text_detail::trim;
 
 Action parse_action(std::string_view token) {
   token = trim(token);
@@ -144,16 +172,61 @@ std::string dump_csv(const Schedule& s) {
   return os.str();
 }
 
-Schedule load_csv(std::istream& in) {
+std::string_view csv_format_name(CsvFormat f) {
+  return f == CsvFormat::pytorch ? "PyTorch" : "bubblebench";
+}
+
+namespace text_detail {
+
+Schedule csv_schedule(std::string name, int P, int M, int v, Placement placement,
+                      std::vector<std::vector<Action>> rows) {
+  const std::string too_large =
+      action_limits_problem(P, M, v, static_cast<long long>(P) * std::max(v, 2));
+  if (!too_large.empty()) throw ScheduleError("CSV: " + too_large);
+  if (static_cast<long long>(P) * std::max(v, 2) * M > kMaxChunkMicroBatches)
+    throw ScheduleError("CSV: P=" + std::to_string(P) + ", M=" + std::to_string(M) +
+                        ", v=" + std::to_string(v) + " is too large");
+  Schedule s = make_schedule(std::move(name), P, M, v);
+  set_placement(s, placement);
+  s.ranks = std::move(rows);
+  for (const auto& r : s.ranks)
+    for (const auto& a : r) s.lowered = s.lowered || is_comm(a.op);
+  return s;
+}
+
+}  // namespace text_detail
+
+namespace {
+
+// The lines that are not blank. A UTF-8 byte-order mark before the first is dropped (editors
+// on Windows write one); a control byte anywhere is refused, escaped in the message.
+std::vector<CsvLine> read_lines(std::istream& in) {
+  std::vector<CsvLine> lines;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const auto ch = static_cast<unsigned char>(line[i]);
+      if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+        throw ScheduleError("CSV line " + std::to_string(number) + ": control byte " +
+                            text_detail::escaped(line.substr(i, 1)) + " at column " +
+                            std::to_string(i + 1) + " (a schedule CSV is text)");
+    }
+    const std::string_view l = trim(line);
+    if (!l.empty()) lines.push_back({number, std::string(l)});
+  }
+  return lines;
+}
+
+// bubblebench's dialect: `# key=value` header lines and rows of actions.
+Schedule read_native_csv(std::vector<CsvLine>& lines) {
   std::map<std::string, std::string> meta;
   std::vector<std::vector<Action>> rows;
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::string_view l = trim(line);
-    if (l.empty()) continue;
+  for (CsvLine& line : lines) {
+    std::string_view l = line.text;
     if (l.front() == '#') {
       l.remove_prefix(1);
       l = trim(l);
@@ -162,15 +235,12 @@ Schedule load_csv(std::istream& in) {
         meta[std::string(trim(l.substr(0, eq)))] = std::string(trim(l.substr(eq + 1)));
       continue;
     }
-    try {
-      rows.push_back(parse_actions(l));
-    } catch (const ScheduleError& e) {
-      throw ScheduleError("CSV line " + std::to_string(lineno) + ": " + e.what());
-    }
+    rows.push_back(text_detail::on_line(line, parse_actions));
+    std::string().swap(line.text);
   }
   if (rows.empty()) throw ScheduleError("CSV: no rows (one row of actions per rank expected)");
   constexpr long kMaxHeader = 1L << 24;
-  auto get_int = [&](const char* key, long fallback) -> long {
+  auto get_int = [&](const char* key, long fallback) -> int {
     auto it = meta.find(key);
     std::uint64_t v = static_cast<std::uint64_t>(fallback);
     if (it != meta.end() && (!parse_uint(it->second, &v) || v == 0))
@@ -179,7 +249,7 @@ Schedule load_csv(std::istream& in) {
     if (v > static_cast<std::uint64_t>(kMaxHeader))
       throw ScheduleError(std::string("CSV: ") + key + "=" + std::to_string(v) +
                           " is too large (at most " + std::to_string(kMaxHeader) + ")");
-    return static_cast<long>(v);
+    return static_cast<int>(v);
   };
   // Infer what the header does not say from the actions themselves.
   std::uint32_t max_chunk = 0, max_mb = 0;
@@ -188,41 +258,47 @@ Schedule load_csv(std::istream& in) {
       max_chunk = std::max<std::uint32_t>(max_chunk, a.chunk);
       max_mb = std::max(max_mb, a.mb);
     }
-  Schedule s;
-  s.name = meta.count("name") ? meta["name"] : "csv";
-  s.P = static_cast<int>(get_int("P", static_cast<long>(rows.size())));
-  if (s.P != static_cast<int>(rows.size()))
-    throw ScheduleError("CSV: header says P=" + std::to_string(s.P) + " but there are " +
+  const int P = get_int("P", static_cast<long>(rows.size()));
+  if (P != static_cast<int>(rows.size()))
+    throw ScheduleError("CSV: header says P=" + std::to_string(P) + " but there are " +
                         std::to_string(rows.size()) + " rows");
-  s.M = static_cast<int>(get_int("M", static_cast<long>(max_mb) + 1));
-  const std::string placement = meta.count("placement") ? meta["placement"] : "looped";
+  const int M = get_int("M", static_cast<long>(max_mb) + 1);
   const long chunks = static_cast<long>(max_chunk) + 1;
-  s.v = static_cast<int>(get_int("v", (chunks + s.P - 1) / s.P));
-  const std::string too_large =
-      action_limits_problem(s.P, s.M, s.v, static_cast<long long>(s.P) * std::max(s.v, 2));
-  if (!too_large.empty()) throw ScheduleError("CSV: " + too_large);
-  if (static_cast<long long>(s.P) * std::max(s.v, 2) * s.M > kMaxChunkMicroBatches)
-    throw ScheduleError("CSV: P=" + std::to_string(s.P) + ", M=" + std::to_string(s.M) +
-                        ", v=" + std::to_string(s.v) + " is too large");
+  const int v = get_int("v", (chunks + P - 1) / P);
+  const std::string placement = meta.count("placement") ? meta["placement"] : "looped";
   const std::optional<Placement> known = find_placement(placement);
   if (!known)
     throw ScheduleError("CSV: unknown placement '" + placement + "' (looped, v, dualpipe)");
-  set_placement(s, *known);
-  s.ranks = std::move(rows);
-  s.lowered = false;
-  for (const auto& r : s.ranks)
-    for (const auto& a : r) s.lowered = s.lowered || is_comm(a.op);
-  return s;
+  return text_detail::csv_schedule(meta.count("name") ? meta["name"] : "csv", P, M, v, *known,
+                                   std::move(rows));
 }
 
-Schedule load_csv_file(const std::string& path) {
-  std::ifstream f(path);
+}  // namespace
+
+CsvSchedule read_csv(std::istream& in) {
+  std::vector<CsvLine> lines = read_lines(in);
+  if (text_detail::is_pytorch_csv(lines)) return text_detail::read_pytorch_csv(lines);
+  return {read_native_csv(lines), CsvFormat::native, {}};
+}
+
+CsvSchedule read_csv_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
   if (!f) throw IoError("cannot read schedule CSV '" + path + "'");
   try {
-    return load_csv(f);
+    CsvSchedule out = read_csv(f);
+    if (!out.note.empty()) out.note = path + ": " + out.note;
+    return out;
   } catch (const ScheduleError& e) {
     throw ScheduleError(path + ": " + e.what());
   }
+}
+
+Schedule load_csv(std::istream& in) {
+  return read_csv(in).schedule;
+}
+
+Schedule load_csv_file(const std::string& path) {
+  return read_csv_file(path).schedule;
 }
 
 std::string format_grid(const Schedule& s, int mark_rank, std::size_t mark_step,

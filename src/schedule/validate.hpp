@@ -17,7 +17,7 @@ struct ValidationIssue {
 
 struct ValidationReport {
   std::vector<ValidationIssue> issues;  // the first few found (capped)
-  std::size_t total = 0;                // how many were found in all
+  std::size_t total = 0;                // how many were found in all (every one counted)
   bool ok() const { return total == 0; }
   // Messages plus a rank x step grid around the first issue with the action marked.
   std::string describe(const Schedule& s) const;
