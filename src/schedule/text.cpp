@@ -34,13 +34,14 @@ bool parse_uint(std::string_view s, std::uint64_t* out) {
 
 namespace {
 
-// `s` with every byte outside printable ASCII as \xNN, cut after `max` bytes ("...").
-std::string escaped(std::string_view s, std::size_t max = 40) {
+// `s` with every control byte, and unless `keep_utf8` every byte beyond ASCII, as \xNN; cut
+// after `max` bytes ("...").
+std::string escaped(std::string_view s, std::size_t max = 40, bool keep_utf8 = false) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (std::size_t i = 0; i < std::min(s.size(), max); ++i) {
     const auto ch = static_cast<unsigned char>(s[i]);
-    if (ch >= 0x20 && ch < 0x7f) {
+    if ((ch >= 0x20 && ch < 0x7f) || (keep_utf8 && ch >= 0x80)) {
       out += static_cast<char>(ch);
     } else {
       out += "\\x";
@@ -282,14 +283,16 @@ CsvSchedule read_csv(std::istream& in) {
 }
 
 CsvSchedule read_csv_file(const std::string& path) {
+  // The path as messages name it: a control byte in a file name must not reach the terminal.
+  const std::string shown = text_detail::escaped(path, path.size(), true);
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError("cannot read schedule CSV '" + path + "'");
+  if (!f) throw IoError("cannot read schedule CSV '" + shown + "'");
   try {
     CsvSchedule out = read_csv(f);
-    if (!out.note.empty()) out.note = path + ": " + out.note;
+    if (!out.note.empty()) out.note = shown + ": " + out.note;
     return out;
   } catch (const ScheduleError& e) {
-    throw ScheduleError(path + ": " + e.what());
+    throw ScheduleError(shown + ": " + e.what());
   }
 }
 

@@ -132,6 +132,14 @@ def main(tmp):
     esc.write_bytes(b"0F0,0BW0\n1F0,\x1b1BW0\n")
     reject("CSV line 2: control byte \\x1b at column 5", "show", "--csv", esc)
 
+    # A control byte in the file's name is escaped in the message too.
+    reject("cannot read schedule CSV '" + str(tmp) + "/no\\x01such.csv'",
+           "sim", "-s", f"csv:{tmp}/no\x01such.csv")
+    weird = tmp / "bad\x02name.csv"
+    weird.write_bytes(b"0F0,0QQ0\n")
+    reject(str(tmp) + "/bad\\x02name.csv: CSV line 1: bad action '0QQ0'",
+           "validate", "--csv", weird)
+
     # validate counts every problem: zb-h1 at P=4, M=16 without its W is 64 missing W.
     _, zb, _ = bb("show", "-s", "zb-h1", "-P", 4, "-M", 16, "--format", "csv")
     now = tmp / "now.csv"
