@@ -85,6 +85,8 @@ def main(tmp):
         rc, back, err = bb("show", "--csv", pt, "--format", "csv")
         check(f"{s}: round trip through --csv", rc == 0 and not err
               and without_name(back) == without_name(native))
+        rc, again, _ = bb("show", "--csv", pt, "--format", "pytorch-csv")
+        check(f"{s}: written again byte for byte", rc == 0 and again == pt.read_bytes())
         rc, _, err = bb("sim", "-s", f"csv:{pt}", "--format", "csv")
         check(f"{s}: sim of the PyTorch file ({err[:200]!r})", rc == 0)
     reject("cannot hold DualPipe's two model copies",
