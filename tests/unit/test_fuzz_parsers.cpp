@@ -3,6 +3,7 @@
 // that survives validation as a value, or fails with a clear, one-line-headed error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 
@@ -75,12 +76,15 @@ TEST(Fuzz, ListSyntaxParsesOrFailsClearly) {
 
 TEST(Fuzz, ScheduleCsvLoadsOrFailsClearly) {
   std::mt19937 rng(777);
-  const std::string_view alpha = "0123456789FBWSENDRCV_(),;# =\nPMvplacement";
+  // Both dialects (PyTorch's: I, OVERLAP_F_B, UNSHARD, CRLF), a byte-order mark, NUL, ESC.
+  const std::string alpha =
+      std::string("0123456789FBWSENDRCV_(),;# =\nPMvplacementIOLAPUH\r\xef\xbb\xbf\x1b") + '\0';
   std::vector<std::string> seeds;
-  for (const char* n : {"1f1b", "zb-v", "dualpipe", "interleaved"}) {
+  for (const char* n : {"1f1b", "zb-v", "dualpipe", "interleaved", "dualpipev"}) {
     const Schedule s = generate(n, {2, 4, 2});
     seeds.push_back(dump_csv(s));
     seeds.push_back(dump_csv(lower(s)));
+    if (n != std::string_view("dualpipe")) seeds.push_back(dump_pytorch_csv(s));
   }
   int loaded = 0, valid = 0, rejected = 0;
   for (int i = 0; i < 6000; ++i) {
@@ -92,7 +96,12 @@ TEST(Fuzz, ScheduleCsvLoadsOrFailsClearly) {
       s = load_csv(in);
       ++loaded;
     } catch (const ScheduleError& e) {
-      ASSERT_FALSE(std::string(e.what()).empty());
+      // One line, no raw control byte (issue 23).
+      const std::string msg = e.what();
+      ASSERT_FALSE(msg.empty());
+      ASSERT_TRUE(std::none_of(msg.begin(), msg.end(), [](char c) {
+        return (c >= 0 && c < 0x20) || c == 0x7f;
+      })) << msg;
       ++rejected;
       continue;
     }
