@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "cli/build_info.hpp"
+#include "cli/list.hpp"
 #include "cli/mpi_start.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
@@ -54,23 +55,6 @@ void say(std::string line) {
     if (n <= 0) return;
     done += static_cast<std::size_t>(n);
   }
-}
-
-// "65536", "64K", "1M", "1G" (binary multiples), bytes.
-std::size_t parse_bytes(const std::string& text) {
-  std::size_t scale = 1, n = text.size();
-  if (n > 0) {
-    const char last = text.back();
-    if (last == 'K' || last == 'k') scale = std::size_t{1} << 10;
-    if (last == 'M' || last == 'm') scale = std::size_t{1} << 20;
-    if (last == 'G' || last == 'g') scale = std::size_t{1} << 30;
-    if (scale != 1) --n;
-  }
-  unsigned long long v = 0;
-  const auto [p, ec] = std::from_chars(text.data(), text.data() + n, v);
-  if (n == 0 || ec != std::errc() || p != text.data() + n || v == 0 || v > (1ull << 40) / scale)
-    throw ConfigError("--max-bytes " + text + ": expected a size in bytes (e.g. 65536, 64K, 1M)");
-  return static_cast<std::size_t>(v) * scale;
 }
 
 std::string us(double seconds) {
@@ -120,7 +104,7 @@ void validate(const CalibrateOptions& o) {
   if (o.max_regimes < 1 || o.max_regimes > 8) throw ConfigError("--max-regimes must be 1..8");
   if (o.min_sizes < 1 || o.min_sizes > 64) throw ConfigError("--min-sizes must be 1..64");
   if (!(o.timeout > 0)) throw ConfigError("--timeout must be > 0 seconds");
-  calibration_sizes(parse_bytes(o.max_bytes));
+  calibration_sizes(parse_bytes(o.max_bytes, "--max-bytes"));
 }
 
 Attrs link_attrs(const CalibrateOptions& o, const std::string& transport, int P) {
@@ -132,7 +116,7 @@ Attrs link_attrs(const CalibrateOptions& o, const std::string& transport, int P)
           {"pairs", o.pairs},
           {"reps", std::int64_t{o.reps}},
           {"warmup", std::int64_t{o.warmup}},
-          {"max_bytes", static_cast<std::int64_t>(parse_bytes(o.max_bytes))},
+          {"max_bytes", static_cast<std::int64_t>(parse_bytes(o.max_bytes, "--max-bytes"))},
           {"max_regimes", std::int64_t{o.max_regimes}},
           {"min_sizes", std::int64_t{o.min_sizes}},
           {"git_sha", std::string(build_git_sha())}};
@@ -214,7 +198,7 @@ int calibrate_all(int argc, char** argv) {
 
   CalibrationOptions co;
   co.pairs = o.pairs == "all" ? all_pairs(world) : neighbour_pairs(world);
-  co.max_bytes = parse_bytes(o.max_bytes);
+  co.max_bytes = parse_bytes(o.max_bytes, "--max-bytes");
   co.reps = o.reps;
   co.warmup = o.warmup;
   co.timeout_s = o.timeout;

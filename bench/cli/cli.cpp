@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/advise.hpp"
 #include "cli/build_info.hpp"
 #include "cli/calibrate.hpp"
 #include "cli/list.hpp"
@@ -544,6 +545,9 @@ int commands(int argc, char** argv) {
   app.add_subcommand("run",
                      "Every schedule end to end over MPI: mpiexec -n P bubblebench run ... "
                      "(see bubblebench run --help)");
+  app.add_subcommand("advise",
+                     "Rank schedule, M, v and recompute by simulated time under a memory cap; "
+                     "--verify K runs the top K under mpiexec (see bubblebench advise --help)");
   app.add_subcommand("calibrate",
                      "Message time per rank pair and size, fitted alpha + bytes/beta: mpiexec -n "
                      "P bubblebench calibrate ... (see bubblebench calibrate --help)");
@@ -554,7 +558,7 @@ int commands(int argc, char** argv) {
   };
   if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
     std::cerr << "bubblebench: error: unknown command '" << argv[1]
-              << "' (commands: sim, model, validate, show, run, calibrate; see --help)\n";
+              << "' (commands: sim, model, validate, show, run, calibrate, advise; see --help)\n";
     return kExitConfig;
   }
 
@@ -601,6 +605,7 @@ int cli_main(int argc, char** argv) {
   if (first != "run" && first != "calibrate") std::signal(SIGPIPE, SIG_IGN);
   const int code = first == "run"         ? run_main(argc, argv)
                    : first == "calibrate" ? calibrate_main(argc, argv)
+                   : first == "advise"    ? advise_main(argc, argv)
                                           : commands(argc, argv);
   // Whatever the command printed must have reached standard output (a full disk, a closed
   // pipe): otherwise the results are lost, and that is an I/O error.

@@ -267,4 +267,22 @@ std::vector<int> int_list_in(const std::string& text, const char* what, int lo, 
   return values;
 }
 
+std::size_t parse_bytes(const std::string& text, std::string_view what, bool allow_zero) {
+  std::size_t scale = 1, n = text.size();
+  if (n > 0) {
+    const char last = text.back();
+    if (last == 'K' || last == 'k') scale = std::size_t{1} << 10;
+    if (last == 'M' || last == 'm') scale = std::size_t{1} << 20;
+    if (last == 'G' || last == 'g') scale = std::size_t{1} << 30;
+    if (scale != 1) --n;
+  }
+  unsigned long long v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + n, v);
+  if (n == 0 || ec != std::errc() || p != text.data() + n || (v == 0 && !allow_zero) ||
+      v > (1ull << 40) / scale)
+    throw ConfigError(std::string(what) + " " + text +
+                      ": expected a size in bytes (e.g. 65536, 64K, 1M)");
+  return static_cast<std::size_t>(v) * scale;
+}
+
 }  // namespace bb

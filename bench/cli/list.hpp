@@ -22,6 +22,10 @@ double parse_duration(std::string_view text, std::string_view what, bool suffix_
 // error (`1,`). Throws ConfigError naming `what`.
 std::vector<double> parse_number_list(std::string_view text, std::string_view what);
 
+// A size in bytes: "65536", "64K", "1M", "1G" (binary multiples), at most 1 TiB; 0 only where
+// ALLOW_ZERO. Throws ConfigError naming `what`.
+std::size_t parse_bytes(const std::string& text, std::string_view what, bool allow_zero = false);
+
 // One duration per flag (`run`: no per-chunk lists, so "1,2" and "1," are refused).
 double duration_of(const std::string& text, const char* what);
 

@@ -161,7 +161,7 @@ for f in existing:
     if f in transport_files:
         rules.append((cuda_hdr, "the transport includes a CUDA header (host staging belongs to "
                                 "the Backend)"))
-    if f.startswith(("src/schedule/", "src/sim/", "src/model/")):
+    if f.startswith(("src/schedule/", "src/sim/", "src/model/", "src/advise/")):
         rules.append((edge_hdr, "the pure core includes an edge header"))
     if not f.startswith("src/runtime/cuda/"):
         rules.append((toolkit_hdr, "a CUDA toolkit header outside src/runtime/cuda/"))
@@ -186,6 +186,7 @@ rooms = {
     "runtime": {"common", "schedule", "sim", "runtime"},
     "results": {"common", "sim", "results"},
     "harness": {"common", "schedule", "sim", "model", "runtime", "results", "harness"},
+    "advise": {"common", "schedule", "sim", "model", "advise"},
 }
 # The one way back, documented in design §2.1: the schedule table names each closed form.
 room_exceptions = {("src/schedule/schedule_info.cpp", "model")}

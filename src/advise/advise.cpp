@@ -1,0 +1,316 @@
+#include "advise/advise.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "common/error.hpp"
+#include "schedule/periodic.hpp"
+#include "schedule/schedule_info.hpp"
+#include "sim/sim.hpp"
+
+namespace bb::advise {
+namespace {
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw ConfigError("advise: " + what);
+}
+
+bool finite_nonneg(double x) {
+  return std::isfinite(x) && x >= 0;
+}
+
+void check_costs(const std::vector<double>& list, const char* name, int P) {
+  require(list.size() == 1 || list.size() == static_cast<std::size_t>(P),
+          std::string(name) + " needs 1 value or one per stage (" + std::to_string(P) + "), got " +
+              std::to_string(list.size()));
+  for (double x : list) require(finite_nonneg(x), std::string(name) + " values must be >= 0");
+}
+
+void check(const Input& in) {
+  require(in.P >= 1 && in.P <= 32767, "P must be 1..32767");
+  require(!in.schedules.empty(), "no schedule to consider");
+  require(!in.Ms.empty() && !in.vs.empty() && !in.recompute.empty(),
+          "the M, v and recompute lists may not be empty");
+  for (int M : in.Ms) require(M >= 1, "every M must be >= 1");
+  for (int v : in.vs) require(v >= 1, "every v must be >= 1");
+  check_costs(in.t_f, "t_f", in.P);
+  check_costs(in.t_b, "t_b", in.P);
+  check_costs(in.t_w, "t_w", in.P);
+  require(in.mb_size >= 1, "the costs' micro-batch size must be >= 1");
+  require(in.global_batch >= 0, "the global batch must be >= 0");
+  for (double x : {in.act_bytes, in.input_bytes, in.param_bytes, in.static_factor, in.memory_cap,
+                   in.latency, in.bandwidth})
+    require(finite_nonneg(x), "byte counts, the static factor, latency and bandwidth must be >= 0");
+  require(in.steps >= 2 && in.steps <= 1000, "steps must be 2..1000");
+  for (const std::string& name : in.schedules)
+    require(find_schedule(name) != nullptr, "unknown schedule '" + name +
+                                                "' (advise takes "
+                                                "the built-in schedules)");
+}
+
+// The per-chunk list of a per-stage cost profile (times `scale`): chunk c holds model stage
+// chunk_stage[c] of S = P / chunk fraction stages, which lies in the profile's part
+// floor(stage x parts / S), and takes that part's time times its chunk fraction. One value
+// stays one value (the simulator gives each chunk its share).
+std::vector<double> chunk_costs(const std::vector<double>& profile, const Schedule& s,
+                                double scale) {
+  if (profile.size() == 1) return {profile[0] * scale};
+  const double frac = s.chunk_fraction(0);
+  const auto stages = static_cast<long long>(std::llround(s.P / frac));
+  std::vector<double> out;
+  for (int stage : s.chunk_stage) {
+    const auto part = static_cast<std::size_t>(stage * static_cast<long long>(profile.size()) /
+                                               std::max(1LL, stages));
+    out.push_back(profile[std::min(part, profile.size() - 1)] * frac * scale);
+  }
+  return out;
+}
+
+std::string fmt_bytes(double b) {
+  std::ostringstream os;
+  os.precision(3);
+  os << b / (1024.0 * 1024.0) << " MiB";
+  return os.str();
+}
+
+std::string label(const Candidate& c) {
+  return c.schedule + " M=" + std::to_string(c.M) + " v=" + std::to_string(c.v) +
+         (c.recompute ? " recompute" : "");
+}
+
+double per_sample(const Candidate& c) {
+  return c.step_time / (c.M * c.mb_size);
+}
+
+}  // namespace
+
+Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, bool recompute) {
+  Candidate c;
+  c.schedule = schedule;
+  c.M = M;
+  c.recompute = recompute;
+  const ScheduleInfo* info = find_schedule(schedule);
+  if (info == nullptr) {
+    c.excluded = "refused";
+    c.reason = "unknown schedule '" + schedule + "'";
+    return c;
+  }
+  c.v = chunks_per_rank(*info, v);
+  const int v_arg = info->takes_v() ? v : 1;
+  if (in.global_batch > 0 && in.global_batch % M != 0) {
+    c.excluded = "refused";
+    c.reason = "M=" + std::to_string(M) + " does not divide the global batch " +
+               std::to_string(in.global_batch);
+    return c;
+  }
+  c.mb_size = in.global_batch > 0 ? in.global_batch / M : in.mb_size;
+  const double scale = c.mb_size / in.mb_size;
+  const ScheduleParams p{in.P, M, v_arg};
+  if (std::string why = refusal(*info, p); !why.empty()) {
+    c.excluded = "refused";
+    c.reason = std::move(why);
+    return c;
+  }
+  Schedule s;
+  try {
+    s = info->generate(p);
+  } catch (const ConfigError& e) {
+    c.excluded = "refused";
+    c.reason = e.what();
+    return c;
+  }
+  const double frac = s.chunk_fraction(0);
+  SimConfig cfg;
+  cfg.t_f = chunk_costs(in.t_f, s, scale);
+  cfg.t_b = chunk_costs(in.t_b, s, scale);
+  cfg.t_w = chunk_costs(in.t_w, s, scale);
+  if (recompute)
+    for (std::size_t i = 0; i < cfg.t_b.size(); ++i) cfg.t_b[i] += cfg.t_f[i];
+  // Bytes one micro-batch keeps per stage-equivalent: a chunk keeps its input with recompute
+  // whatever its size, so per stage that is the input over the chunk fraction.
+  cfg.act_bytes = (recompute ? in.input_bytes / frac : in.act_bytes) * scale;
+  cfg.msg_bytes = in.input_bytes * scale;
+  cfg.latency = in.latency;
+  cfg.bandwidth = in.bandwidth;
+  cfg.steps = in.steps;
+  // Static bytes: each rank's chunks' share of the stage parameters.
+  std::vector<double> share(static_cast<std::size_t>(in.P), 0.0);
+  for (int chunk = 0; chunk < s.num_chunks(); ++chunk)
+    share[static_cast<std::size_t>(s.chunk_rank[static_cast<std::size_t>(chunk)])] += frac;
+  const PeriodicSchedule ps = to_periodic(std::move(s));
+  const SimResult r = simulate(ps, cfg);
+  const bool comm = in.latency > 0 || (in.bandwidth > 0 && cfg.msg_bytes > 0);
+  double free_span = 0;
+  if (comm) {
+    SimConfig free_cfg = cfg;
+    free_cfg.latency = 0;
+    free_cfg.bandwidth = 0;
+    const SimResult r0 = simulate(ps, free_cfg);
+    free_span = in.steady ? r0.steady.span : r0.single.span;
+  }
+  c.makespan = r.single.span;
+  c.period = r.steady.span;
+  c.bubble_fraction = r.single.bubble_fraction;
+  c.bubble_fraction_steady = r.steady.bubble_fraction;
+  c.step_time = in.steady ? c.period : c.makespan;
+  c.throughput = c.step_time > 0 ? M * c.mb_size / c.step_time : 0;
+  double f_max = 0;
+  for (double x : in.t_f) f_max = std::max(f_max, x);
+  c.t_recompute = recompute ? M * f_max * scale : 0;
+  c.t_compute = std::max(0.0, r.t_ideal - c.t_recompute);
+  c.t_communication = comm ? std::max(0.0, c.step_time - free_span) : 0;
+  c.t_bubble = std::max(0.0, c.step_time - r.t_ideal - c.t_communication);
+  const std::pair<double, const char*> terms[] = {{c.t_compute, "compute"},
+                                                  {c.t_recompute, "recompute"},
+                                                  {c.t_communication, "communication"},
+                                                  {c.t_bubble, "bubble"}};
+  c.dominant = std::max_element(std::begin(terms), std::end(terms), [](auto& a, auto& b) {
+                 return a.first < b.first;
+               })->second;
+  // While a chunk recomputes, its full activations are live once more.
+  const double transient = recompute ? in.act_bytes * scale * frac : 0;
+  for (int rank = 0; rank < in.P; ++rank) {
+    const auto i = static_cast<std::size_t>(rank);
+    c.activation_bytes.push_back(r.ranks[i].peak_activation_bytes + transient);
+    c.static_bytes.push_back(in.static_factor * in.param_bytes * share[i]);
+    const double total = c.activation_bytes.back() + c.static_bytes.back();
+    if (total > c.peak_bytes) {
+      c.peak_bytes = total;
+      c.peak_rank = rank;
+    }
+  }
+  if (in.memory_cap > 0 && c.peak_bytes > in.memory_cap) {
+    c.excluded = "memory";
+    c.reason = "peak " + fmt_bytes(c.peak_bytes) + " on rank " + std::to_string(c.peak_rank) +
+               " > cap " + fmt_bytes(in.memory_cap);
+  }
+  return c;
+}
+
+Result search(const Input& in, int top_k, unsigned threads) {
+  check(in);
+  // The families in search order, and every configuration of each.
+  struct Task {
+    std::size_t family;
+    int M;
+  };
+  Result res;
+  std::vector<Task> tasks;
+  for (const std::string& name : in.schedules) {
+    const ScheduleInfo& info = *find_schedule(name);
+    const std::vector<int> vs = info.takes_v() ? in.vs : std::vector<int>{1};
+    for (int v : vs)
+      for (bool rc : in.recompute) {
+        Family f;
+        f.schedule = name;
+        f.v = chunks_per_rank(info, v);
+        f.recompute = rc;
+        const bool seen = std::any_of(res.families.begin(), res.families.end(), [&](auto& g) {
+          return g.schedule == f.schedule && g.v == f.v && g.recompute == f.recompute;
+        });
+        if (seen) continue;
+        res.families.push_back(f);
+        for (int M : in.Ms) tasks.push_back({res.families.size() - 1, M});
+      }
+  }
+  std::vector<Candidate> out(tasks.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> sims{0};
+  const auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
+      const Family& f = res.families[tasks[i].family];
+      out[i] = evaluate(in, f.schedule, tasks[i].M, f.v, f.recompute);
+      if (out[i].excluded != "refused") sims += 1;
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads =
+      static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, tasks.size())));
+  std::vector<std::thread> pool;
+  // The first exception of a worker is rethrown here (the others stop at the next task).
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto guarded = [&] {
+    try {
+      work();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = tasks.size();
+    }
+  };
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(guarded);
+  guarded();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+  res.simulations = sims;
+
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i].excluded.empty())
+      res.ranked.push_back(out[i]);
+    else
+      res.excluded.push_back(out[i]);
+  }
+  std::stable_sort(res.ranked.begin(), res.ranked.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     if (per_sample(a) != per_sample(b)) return per_sample(a) < per_sample(b);
+                     return a.peak_bytes < b.peak_bytes;
+                   });
+  const std::size_t k =
+      top_k <= 0 ? res.ranked.size() : std::min(res.ranked.size(), static_cast<std::size_t>(top_k));
+  const auto member = [](const Family& f, const Candidate& c) {
+    return c.schedule == f.schedule && c.v == f.v && c.recompute == f.recompute;
+  };
+  for (Family& f : res.families) {
+    if (std::any_of(res.ranked.begin(), res.ranked.begin() + static_cast<std::ptrdiff_t>(k),
+                    [&](const Candidate& c) { return member(f, c); }))
+      continue;
+    const auto best = std::find_if(res.ranked.begin(), res.ranked.end(),
+                                   [&](const Candidate& c) { return member(f, c); });
+    if (best == res.ranked.end()) {
+      // Nothing of the family is accepted under the cap: memory if any configuration was
+      // generated (its smallest peak named), else refused (the first reason).
+      const Candidate* smallest = nullptr;
+      const Candidate* refused = nullptr;
+      for (const Candidate& c : res.excluded) {
+        if (!member(f, c)) continue;
+        if (c.excluded == "memory" && (smallest == nullptr || c.peak_bytes < smallest->peak_bytes))
+          smallest = &c;
+        if (c.excluded == "refused" && refused == nullptr) refused = &c;
+      }
+      if (smallest != nullptr) {
+        f.excluded = "memory";
+        f.reason = "every accepted M is over the cap; the smallest, " + label(*smallest) + ": " +
+                   smallest->reason;
+      } else {
+        f.excluded = "refused";
+        f.reason = refused != nullptr ? refused->reason : "no configuration";
+      }
+      continue;
+    }
+    const auto rank_of = [&](auto it) { return std::to_string(it - res.ranked.begin() + 1); };
+    const auto by = std::find_if(
+        res.ranked.begin(), res.ranked.begin() + static_cast<std::ptrdiff_t>(k),
+        [&](const Candidate& c) {
+          return per_sample(c) <= per_sample(*best) && c.peak_bytes <= best->peak_bytes;
+        });
+    if (by != res.ranked.begin() + static_cast<std::ptrdiff_t>(k)) {
+      f.excluded = "dominated";
+      f.reason = "its best, " + label(*best) + " (#" + rank_of(best) + "), is slower and needs " +
+                 "no less memory than #" + rank_of(by) + " " + label(*by);
+    } else {
+      f.excluded = "outranked";
+      f.reason = "its best, " + label(*best) + ", ranks #" + rank_of(best) +
+                 " (less memory than every faster configuration in the top " + std::to_string(k) +
+                 ")";
+    }
+  }
+  return res;
+}
+
+}  // namespace bb::advise

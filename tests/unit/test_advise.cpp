@@ -1,0 +1,187 @@
+// The schedule advisor (src/advise): its ranking agrees with the simulator run directly, the
+// memory cap excludes exactly the configurations over it, refusals and the recompute and
+// global-batch models.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "advise/advise.hpp"
+#include "common/error.hpp"
+#include "schedule/generators.hpp"
+#include "schedule/schedule_info.hpp"
+#include "sim/sim.hpp"
+
+namespace {
+
+using Key = std::tuple<std::string, int, int, bool>;
+
+Key key_of(const bb::advise::Candidate& c) {
+  return {c.schedule, c.M, c.v, c.recompute};
+}
+
+bb::advise::Input small_input() {
+  bb::advise::Input in;
+  in.P = 4;
+  in.schedules = bb::sweep_names("all");
+  in.Ms = {4, 8, 12, 16};
+  in.vs = {1, 2};
+  in.recompute = {false, true};
+  in.t_f = {1e-3};
+  in.t_b = {1.2e-3};
+  in.t_w = {0.8e-3};
+  in.act_bytes = 1 << 20;
+  in.input_bytes = 1 << 16;
+  in.param_bytes = 4 << 20;
+  return in;
+}
+
+// The simulator on the generated schedule, costs as the advisor documents them.
+bb::SimResult direct(const bb::advise::Input& in, const bb::advise::Candidate& c) {
+  const bb::Schedule s = bb::generate(c.schedule, {in.P, c.M, c.v});
+  bb::SimConfig cfg;
+  cfg.t_f = in.t_f;
+  cfg.t_b = {in.t_b[0] + (c.recompute ? in.t_f[0] : 0.0)};
+  cfg.t_w = in.t_w;
+  cfg.act_bytes = c.recompute ? in.input_bytes / s.chunk_fraction(0) : in.act_bytes;
+  return bb::simulate(s, cfg);
+}
+
+TEST(Advise, BestAgreesWithTheSimulator) {
+  const auto in = small_input();
+  const auto r = bb::advise::search(in, 3);
+  ASSERT_FALSE(r.ranked.empty());
+  const auto& best = r.ranked.front();
+  const bb::SimResult sim = direct(in, best);
+  EXPECT_DOUBLE_EQ(best.makespan, sim.single.span);
+  EXPECT_DOUBLE_EQ(best.period, sim.steady.span);
+  EXPECT_DOUBLE_EQ(best.step_time, sim.single.span);
+  // Nothing ranked below it is faster per sample, and every configuration is faster than or
+  // as fast as the one after it.
+  for (std::size_t i = 1; i < r.ranked.size(); ++i)
+    EXPECT_LE(r.ranked[i - 1].step_time / r.ranked[i - 1].M,
+              r.ranked[i].step_time / r.ranked[i].M + 1e-15);
+  // Each ranked configuration's time is the simulator's.
+  for (const auto& c : r.ranked)
+    EXPECT_DOUBLE_EQ(c.makespan, direct(in, c).single.span) << c.schedule << " M=" << c.M;
+}
+
+TEST(Advise, MemoryCapExcludesExactlyThoseOverIt) {
+  auto in = small_input();
+  const auto all = bb::advise::search(in, 0);
+  std::vector<double> peaks;
+  for (const auto& c : all.ranked) peaks.push_back(c.peak_bytes);
+  std::sort(peaks.begin(), peaks.end());
+  in.memory_cap = peaks[peaks.size() / 2];
+  std::set<Key> over;
+  for (const auto& c : all.ranked)
+    if (c.peak_bytes > in.memory_cap) over.insert(key_of(c));
+  ASSERT_FALSE(over.empty());
+  const auto capped = bb::advise::search(in, 0);
+  std::set<Key> excluded;
+  for (const auto& c : capped.excluded)
+    if (c.excluded == "memory") excluded.insert(key_of(c));
+  EXPECT_EQ(excluded, over);
+  for (const auto& c : capped.ranked) EXPECT_LE(c.peak_bytes, in.memory_cap);
+  EXPECT_EQ(capped.ranked.size() + over.size(), all.ranked.size());
+}
+
+TEST(Advise, PeakBytesAreActivationsPlusStaticState) {
+  auto in = small_input();
+  in.static_factor = 4;  // Adam
+  const auto c = bb::advise::evaluate(in, "1f1b", 8, 1, false);
+  ASSERT_EQ(c.excluded, "");
+  const bb::SimResult sim = direct(in, c);
+  for (int r = 0; r < in.P; ++r) {
+    EXPECT_DOUBLE_EQ(c.activation_bytes[static_cast<std::size_t>(r)],
+                     sim.ranks[static_cast<std::size_t>(r)].peak_activation_bytes);
+    EXPECT_DOUBLE_EQ(c.static_bytes[static_cast<std::size_t>(r)], 4 * in.param_bytes);
+  }
+  // DualPipe holds two copies of its stages: twice the static bytes.
+  const auto d = bb::advise::evaluate(in, "dualpipe", 8, 2, false);
+  ASSERT_EQ(d.excluded, "");
+  EXPECT_DOUBLE_EQ(d.static_bytes[0], 8 * in.param_bytes);
+}
+
+TEST(Advise, RecomputeCostsForwardAndSavesActivations) {
+  const auto in = small_input();
+  const auto off = bb::advise::evaluate(in, "1f1b", 8, 1, false);
+  const auto on = bb::advise::evaluate(in, "1f1b", 8, 1, true);
+  EXPECT_GT(on.makespan, off.makespan);
+  EXPECT_DOUBLE_EQ(on.t_recompute, 8 * in.t_f[0]);
+  EXPECT_LT(on.activation_bytes[0], off.activation_bytes[0]);
+  // Kept inputs plus one chunk's full activations while it recomputes.
+  EXPECT_DOUBLE_EQ(on.activation_bytes[0],
+                   direct(in, on).ranks[0].peak_activation_bytes + in.act_bytes);
+}
+
+TEST(Advise, RefusalsAreExcludedWithTheirReason) {
+  auto in = small_input();
+  const auto c = bb::advise::evaluate(in, "interleaved", 8, 1, false);
+  EXPECT_EQ(c.excluded, "refused");
+  EXPECT_NE(c.reason.find("interleaved"), std::string::npos);
+  in.global_batch = 48;
+  const auto g = bb::advise::evaluate(in, "1f1b", 32, 1, false);
+  EXPECT_EQ(g.excluded, "refused");
+  EXPECT_NE(g.reason.find("divide"), std::string::npos);
+  in.schedules = {"no-such"};
+  EXPECT_THROW(bb::advise::search(in), bb::ConfigError);
+}
+
+TEST(Advise, GlobalBatchScalesMicroBatchCostsAndThroughput) {
+  auto in = small_input();
+  in.mb_size = 4;
+  in.global_batch = 64;
+  const auto c8 = bb::advise::evaluate(in, "gpipe", 8, 1, false);    // micro-batches of 8
+  const auto c16 = bb::advise::evaluate(in, "gpipe", 16, 1, false);  // of 4: the given costs
+  EXPECT_DOUBLE_EQ(c8.mb_size, 8);
+  EXPECT_DOUBLE_EQ(c16.mb_size, 4);
+  // GPipe's makespan (M + P - 1)(F + B + W) with per-micro-batch costs scaled by mb / 4.
+  const double stage = in.t_f[0] + in.t_b[0] + in.t_w[0];
+  EXPECT_NEAR(c16.makespan, (16 + 3) * stage, 1e-12);
+  EXPECT_NEAR(c8.makespan, (8 + 3) * stage * 2, 1e-12);
+  EXPECT_DOUBLE_EQ(c8.throughput, 64 / c8.makespan);
+}
+
+TEST(Advise, PerStageCostsReachTheChunks) {
+  auto in = small_input();
+  in.t_f = {1e-3, 1e-3, 1e-3, 3e-3};  // a heavy last stage
+  const auto c = bb::advise::evaluate(in, "gpipe", 8, 1, false);
+  in.t_f = {1e-3};
+  const auto u = bb::advise::evaluate(in, "gpipe", 8, 1, false);
+  EXPECT_GT(c.makespan, u.makespan + 8 * 2e-3 - 1e-12);
+}
+
+TEST(Advise, ResultDoesNotDependOnThreads) {
+  const auto in = small_input();
+  const auto a = bb::advise::search(in, 3, 1);
+  const auto b = bb::advise::search(in, 3, 3);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  for (std::size_t i = 0; i < a.ranked.size(); ++i) {
+    EXPECT_EQ(key_of(a.ranked[i]), key_of(b.ranked[i]));
+    EXPECT_EQ(a.ranked[i].step_time, b.ranked[i].step_time);
+  }
+  for (std::size_t i = 0; i < a.families.size(); ++i)
+    EXPECT_EQ(a.families[i].reason, b.families[i].reason);
+}
+
+TEST(Advise, FamiliesSayWhyTheyAreNotRanked) {
+  auto in = small_input();
+  in.memory_cap = 9.5 * (1 << 20);
+  const auto r = bb::advise::search(in, 2);
+  std::set<std::string> kinds;
+  for (const auto& f : r.families) kinds.insert(f.excluded);
+  EXPECT_TRUE(kinds.count("refused"));  // interleaved v=1
+  for (const auto& f : r.families)
+    if (f.schedule == "dualpipe") {
+      EXPECT_EQ(f.excluded, "memory") << f.reason;
+    }
+  // A family with a top-2 configuration is not excluded.
+  int ranked = 0;
+  for (const auto& f : r.families) ranked += f.excluded.empty() ? 1 : 0;
+  EXPECT_GE(ranked, 1);
+  EXPECT_LE(ranked, 2);
+}
+
+}  // namespace
