@@ -2,10 +2,10 @@
 // once the whole pipeline repeats itself, it skips the repetitions instead of running them.
 //
 // Every rank runs its list as soon as its inputs have arrived, exactly as DataflowEngine does
-// (same policy, same times), with the messages in flight in a hash map. In each step, every
-// rank's longest segment is its periodic part (1F1B: the F/B pair). The engine holds every rank
-// at the start of repetition f of that segment (a fence), takes the state there — each rank's
-// clock and every message produced but not yet consumed — and does the same at f+1. (Where a
+// (same policy, same times), with the messages in flight in a hash map (MessageSlots). In each
+// step, every rank's longest segment is its periodic part (1F1B: the F/B pair). The engine holds
+// every rank at the start of repetition f of that segment (a fence), takes the state there — each
+// rank's clock and every message produced but not yet consumed — and does the same at f+1. (Where a
 // rank's part starts elsewhere in the pattern than its neighbours', holding it at f would
 // hold up the others: its fence then moves a repetition on, rank by rank, until all can stop;
 // each rank keeps its own offset from f, so the two states compare like with like.) When the
@@ -21,11 +21,13 @@
 // (sim.cpp), so jumping gives bit for bit the times the plain engine gives.
 //
 // Preconditions: a validated schedule with one route for every micro-batch (the route does not
-// then depend on the micro-batch number); lists whose segments do not split FB pairs (else
-// Outcome::no_period). The engine reports Outcome::no_period when the ranks'
-// periodic parts do not line up (no fence can be held, or the state does not repeat within
-// kMaxFenceTries repetitions) and Outcome::stuck for a cyclic wait; callers then run the plain
-// engine, which also explains a cyclic wait.
+// then depend on the micro-batch number) or, after allow_routes_by_chunk(), routes that share
+// no chunk (DualPipe's two directions: a chunk's route then names the route of every
+// micro-batch it computes, which again does not depend on the micro-batch number); lists whose
+// segments do not split FB pairs (else Outcome::no_period). The engine reports Outcome::no_period
+// when the ranks' periodic parts do not line up (no fence can be held, or the state does not repeat
+// within kMaxFenceTries repetitions) and Outcome::stuck for a cyclic wait; callers then run the
+// plain engine, which also explains a cyclic wait.
 #pragma once
 
 #include <algorithm>
@@ -42,51 +44,89 @@
 
 namespace bb {
 
-// Messages in flight: one slot per (direction, chunk, micro-batch) with its arrival time, and
-// the slots in use in a list (to take the state at a fence). Pages are zeroed lazily (calloc),
-// so only the slots the engine touches cost memory: those of the micro-batches it runs, not of
-// the repetitions it jumps over.
+// Messages in flight, by slot key (direction, chunk, micro-batch; see PeriodicEngine::key):
+// an open-addressing hash table (linear probing, deletion by backward shift) that holds only
+// the messages produced and not yet used. Those are few (about what the pipeline holds at
+// once), so the table stays in cache, where one slot per possible message (2·C·M of them,
+// 200 MB of address space at P=512, v=2, M=8192) cost a cache miss and, for the first touch of
+// a page, a page fault on every message the engine ran.
 class MessageSlots {
  public:
-  explicit MessageSlots(std::size_t n)
-      : time_(static_cast<double*>(std::calloc(n, sizeof(double)))),
-        pos_(static_cast<std::uint32_t*>(std::calloc(n, sizeof(std::uint32_t)))) {
-    if (!time_ || !pos_) throw std::bad_alloc();
+  MessageSlots() { rehash(kMinCapacity); }
+  std::size_t size() const { return size_; }
+  const double* find(std::size_t k) const {
+    for (std::size_t i = home(k);; i = (i + 1) & mask_) {
+      const Entry& e = table_[i];
+      if (e.key == k + 1) return &e.time;
+      if (e.key == 0) return nullptr;
+    }
   }
-  std::size_t size() const { return live_.size(); }
-  const double* find(std::size_t k) const { return pos_[k] ? &time_[k] : nullptr; }
   void put(std::size_t k, double t) {
-    time_[k] = t;
-    if (!pos_[k]) {
-      live_.push_back(k);
-      pos_[k] = static_cast<std::uint32_t>(live_.size());
+    if (2 * (size_ + 1) > table_.size()) rehash(2 * table_.size());
+    for (std::size_t i = home(k);; i = (i + 1) & mask_) {
+      Entry& e = table_[i];
+      if (e.key == k + 1) {
+        e.time = t;
+        return;
+      }
+      if (e.key == 0) {
+        e = {k + 1, t};
+        ++size_;
+        return;
+      }
     }
   }
   void erase(std::size_t k) {
-    const std::uint32_t i = pos_[k];
-    if (!i) return;
-    const std::size_t last = live_.back();
-    live_[i - 1] = last;
-    pos_[last] = i;
-    live_.pop_back();
-    pos_[k] = 0;
+    std::size_t hole = home(k);
+    for (;; hole = (hole + 1) & mask_) {
+      if (table_[hole].key == k + 1) break;
+      if (table_[hole].key == 0) return;
+    }
+    // Later entries of the probe run move into the hole where their home allows it.
+    for (std::size_t j = (hole + 1) & mask_; table_[j].key != 0; j = (j + 1) & mask_) {
+      const std::size_t h = home(table_[j].key - 1);
+      if (((j - h) & mask_) >= ((j - hole) & mask_)) {
+        table_[hole] = table_[j];
+        hole = j;
+      }
+    }
+    table_[hole].key = 0;
+    --size_;
   }
   template <class F>
   void for_each(F&& f) const {
-    for (std::size_t k : live_) f(k, time_[k]);
+    for (const Entry& e : table_)
+      if (e.key != 0) f(static_cast<std::size_t>(e.key - 1), e.time);
   }
   void clear() {
-    for (std::size_t k : live_) pos_[k] = 0;
-    live_.clear();
+    for (Entry& e : table_) e.key = 0;
+    size_ = 0;
   }
 
  private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
+  static constexpr std::size_t kMinCapacity = 1024;
+  struct Entry {
+    std::uint64_t key = 0;  // slot key + 1; 0: empty
+    double time = 0;
   };
-  std::unique_ptr<double[], Free> time_;
-  std::unique_ptr<std::uint32_t[], Free> pos_;  // 1 + index in live_, 0: empty
-  std::vector<std::size_t> live_;
+  std::size_t home(std::size_t k) const {
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(k) * 0x9E3779B97F4A7C15ull) >>
+                                    shift_);
+  }
+  void rehash(std::size_t capacity) {
+    std::vector<Entry> old;
+    old.swap(table_);
+    table_.assign(capacity, Entry{});
+    mask_ = capacity - 1;
+    shift_ = 64;
+    for (std::size_t c = capacity; c > 1; c >>= 1) --shift_;
+    size_ = 0;
+    for (const Entry& e : old)
+      if (e.key != 0) put(static_cast<std::size_t>(e.key - 1), e.time);
+  }
+  std::vector<Entry> table_;
+  std::size_t mask_ = 0, size_ = 0;
+  int shift_ = 64;
 };
 
 // Policy: as DataflowEngine's, with Time = double (record() gets index 0: the periodic engine
@@ -109,12 +149,13 @@ class PeriodicEngine {
   // every rank (nothing is in flight between steps), every later step is the last one moved by
   // λ, and the engine records their ends without running them.
   void skip_repeated_steps() { step_fences_ = true; }
+  // Before run(): also take schedules with several routes that share no chunk (each chunk on
+  // one route only), with each action's route that of its chunk.
+  void allow_routes_by_chunk() { by_chunk_ = true; }
 
   Outcome run() {
     const int P = s_.P;
-    if (s_.routes.empty() || !s_.uniform_routes() || steps_ > kMaxSteps || !pairs_whole(L_))
-      return Outcome::no_period;
-    route_ = s_.routes.front();
+    if (steps_ > kMaxSteps || !routes_by_chunk() || !pairs_whole(L_)) return Outcome::no_period;
     if (!choose_periodic_parts()) return Outcome::no_period;
     st_.assign(P, RankState{});
     step_end_.assign(P, 0.0);
@@ -213,6 +254,29 @@ class PeriodicEngine {
     return static_cast<std::size_t>(static_cast<std::int64_t>(k) +
                                     dmb * 2 * static_cast<std::int64_t>(s_.num_chunks()));
   }
+
+  // Every chunk's route (route_of_), where each chunk lies on one route only: one route for
+  // all micro-batches, or (allow_routes_by_chunk()) routes that share no chunk.
+  bool routes_by_chunk() {
+    if (s_.routes.empty()) return false;
+    route_of_.assign(static_cast<std::size_t>(s_.num_chunks()), s_.routes.front());
+    if (s_.uniform_routes()) return true;
+    if (!by_chunk_) return false;
+    std::vector<char> seen(route_of_.size(), 0);
+    const Route* last = nullptr;
+    for (const Route& rt : s_.routes) {
+      if (last != nullptr && rt == *last) continue;
+      last = &rt;
+      for (int c = rt.first; c <= rt.last; ++c) {
+        const auto i = static_cast<std::size_t>(c);
+        if (c < 0 || i >= route_of_.size() || (seen[i] && !(route_of_[i] == rt))) return false;
+        seen[i] = 1;
+        route_of_[i] = rt;
+      }
+    }
+    return true;
+  }
+  const Route& route_of(const Action& a) const { return route_of_[a.chunk]; }
 
   // Compute units (FB pairs once) in one repetition of segment g.
   std::uint32_t units_of(const Segment& g) const {
@@ -463,7 +527,7 @@ class PeriodicEngine {
       const Segment& g = L_.ranks[r][part_[r]];
       for (std::uint32_t k = 0; k < g.length; ++k) {
         const Action a = L_.at(g, fence_of(r), k);
-        const MessageName out = message_out(a, route_);
+        const MessageName out = message_out(a, route_of(a));
         if (out.dir < 0) continue;
         const std::size_t row = (static_cast<std::size_t>(out.dir) * C + out.chunk) * M;
         const std::int64_t first = a.mb, step = g.mb_step;
@@ -487,7 +551,7 @@ class PeriodicEngine {
   // Raises *t to a's input's arrival; false (and the key in *wait) if it has not arrived.
   bool input(const Action& a, int step, double* t, std::size_t* wait, std::size_t* used) {
     *used = kNone;
-    const MessageName in = message_in(a, route_);
+    const MessageName in = message_in(a, route_of(a));
     if (in.dir < 0) return true;
     const std::size_t k = key(step, in.dir, in.chunk, a.mb);
     const double* at = msgs_.find(k);
@@ -501,7 +565,7 @@ class PeriodicEngine {
   }
 
   void output(int r, int step, const Action& a, double f_end, double grad_at) {
-    const MessageName out = message_out(a, route_);
+    const MessageName out = message_out(a, route_of(a));
     if (out.dir < 0) return;
     const std::size_t k = key(step, out.dir, out.chunk, a.mb);
     // The activation goes to the next chunk; the gradient to the chunk that names it.
@@ -577,7 +641,8 @@ class PeriodicEngine {
   const PeriodicLists& L_;
   Policy& pol_;
   int steps_;
-  Route route_;
+  std::vector<Route> route_of_;  // per chunk
+  bool by_chunk_ = false;
   std::vector<Phase> phases_;  // of every step, in order
   std::size_t phase_ = 0;      // the one fenced now
   bool many_phases_ = false;
@@ -586,8 +651,7 @@ class PeriodicEngine {
   std::int32_t mb_step_ = 0;
   std::vector<RankState> st_;
   std::vector<int> ready_;
-  MessageSlots msgs_{2 * static_cast<std::size_t>(s_.num_chunks()) *
-                     static_cast<std::size_t>(s_.M)};
+  MessageSlots msgs_;
   int finished_ = 0, parked_ = 0;
   bool fence_on_ = false, have_prev_ = false;
   int fence_step_ = 0, tries_ = 0;

@@ -37,7 +37,8 @@ class PeriodicChecker {
         seen_(static_cast<std::uint8_t*>(std::calloc(C_ * M_ + 1, 1)), std::free),
         claims_(kKinds * C_),
         walked_(kKinds * C_),
-        count_(kKinds * C_, 0) {
+        count_(kKinds * C_, 0),
+        group_of_(kKinds * C_, -1) {
     if (!seen_) throw std::bad_alloc();
   }
 
@@ -154,27 +155,31 @@ class PeriodicChecker {
            : bit == kB ? (op == Op::B || op == Op::BW)
                        : (op == Op::W || op == Op::BW);
   }
-  // Groups of g's pattern, sorted by (bit, chunk).
+  // Groups of g's pattern, sorted by (bit, chunk). A pattern holds few (its rank's chunks,
+  // three kinds) but up to 2^16 actions: each action updates its group, found through
+  // group_of_ (per kind and chunk, reset before returning).
   std::vector<Group> groups(const Segment& g) const {
     std::vector<Group> out;
     for (std::uint32_t k = 0; k < g.length; ++k) {
       const Action e = L_.pool[g.begin + k];
-      for (const std::uint8_t bit : {kF, kB, kW})
-        if (has(bit, e.op)) out.push_back({bit, e.chunk, e.mb, e.mb, 1});
-    }
-    std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
-      return a.bit != b.bit ? a.bit < b.bit : a.chunk != b.chunk ? a.chunk < b.chunk : a.lo < b.lo;
-    });
-    std::size_t w = 0;
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      if (w > 0 && out[w - 1].bit == out[i].bit && out[w - 1].chunk == out[i].chunk) {
-        out[w - 1].hi = out[i].hi;
-        ++out[w - 1].n;
-      } else {
-        out[w++] = out[i];
+      for (const std::uint8_t bit : {kF, kB, kW}) {
+        if (!has(bit, e.op)) continue;
+        std::int32_t& i = group_of_[kind(bit) * C_ + e.chunk];
+        if (i < 0) {
+          i = static_cast<std::int32_t>(out.size());
+          out.push_back({bit, e.chunk, e.mb, e.mb, 1});
+          continue;
+        }
+        Group& gr = out[static_cast<std::size_t>(i)];
+        gr.lo = std::min<std::int64_t>(gr.lo, e.mb);
+        gr.hi = std::max<std::int64_t>(gr.hi, e.mb);
+        ++gr.n;
       }
     }
-    out.resize(w);
+    for (const Group& gr : out) group_of_[kind(gr.bit) * C_ + gr.chunk] = -1;
+    std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
+      return a.bit != b.bit ? a.bit < b.bit : a.chunk < b.chunk;
+    });
     return out;
   }
   // Whether each group's micro-batches are |mb_step| consecutive ones (distinct, sorted above):
@@ -261,9 +266,10 @@ class PeriodicChecker {
   const PeriodicLists& L_;
   std::size_t C_, M_;
   std::unique_ptr<std::uint8_t[], void (*)(void*)> seen_;
-  std::vector<std::vector<Claim>> claims_;  // per (kind, chunk)
-  std::vector<Span> walked_;                // per (kind, chunk): walked micro-batches' span
-  std::vector<std::size_t> count_;          // per (kind, chunk): seen, walked or claimed
+  std::vector<std::vector<Claim>> claims_;      // per (kind, chunk)
+  std::vector<Span> walked_;                    // per (kind, chunk): walked micro-batches' span
+  std::vector<std::size_t> count_;              // per (kind, chunk): seen, walked or claimed
+  mutable std::vector<std::int32_t> group_of_;  // per (kind, chunk): groups()'s scratch, -1
 };
 
 }  // namespace

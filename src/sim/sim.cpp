@@ -357,11 +357,12 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg_in) {
   std::size_t jumped = 0;
   if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events && !flat_passes_forced() &&
       (cfg.engine == SimConfig::Engine::periodic || s.size() >= kPeriodicMinActions) &&
-      s.uniform_routes() && costs.exact(s.size(), cfg.steps)) {
+      costs.exact(s.size(), cfg.steps)) {
     const PeriodicLists lists = compress(s, true);
     PeriodicEngine<Recorder> engine(s, lists, rec, cfg.steps);
     engine.allow_phases();
     engine.skip_repeated_steps();
+    engine.allow_routes_by_chunk();
     if (engine.run() == PeriodicEngine<Recorder>::Outcome::done) {
       done = true;
       jumped = engine.jumped_units();
@@ -408,12 +409,13 @@ SimResult simulate(const PeriodicSchedule& ps, const SimConfig& cfg_in) {
   SimConfig cfg = cfg_in;
   cfg.steps = std::max(2, cfg.steps);
   const CostModel costs(s, cfg);
-  if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events && s.uniform_routes() &&
+  if (cfg.engine != SimConfig::Engine::plain && !cfg.record_events &&
       costs.exact(ps.size(), cfg.steps)) {
     Recorder rec(s, cfg, s.P, false);
     PeriodicEngine<Recorder> engine(s, ps.lists, rec, cfg.steps);
     engine.allow_phases();
     engine.skip_repeated_steps();
+    engine.allow_routes_by_chunk();
     if (engine.run() == PeriodicEngine<Recorder>::Outcome::done)
       return finish(s, cfg, costs, rec, rank_counts(s, ps.lists, costs), engine.jumped_units());
   }

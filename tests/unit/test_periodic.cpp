@@ -160,8 +160,10 @@ TEST(Periodic, SimulatorMatchesThePlainEngine) {
   EXPECT_GT(compared, 500u);
   // The jumps were taken: 1F1B repeats itself from its second F/B pair on; ZB-H1's and ZB-V's
   // ranks start their periodic parts at different places in the pattern (fences per rank).
-  // GPipe jumps in both its parts (phases), interleaved over its blocks of 2·v·P actions.
-  for (const char* name : {"1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev", "gpipe", "interleaved"})
+  // GPipe jumps in both its parts (phases), interleaved over its blocks of 2·v·P actions,
+  // DualPipe with each chunk's route (its two directions share no chunk).
+  for (const char* name :
+       {"1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev", "gpipe", "interleaved", "dualpipe"})
     EXPECT_GT(jumped[name], 0u) << name;
 }
 
@@ -374,6 +376,25 @@ TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
   EXPECT_GT(r.jumped_units, s.compute_size() * 2 * 9 / 10);  // of 2 steps
   cfg.engine = SimConfig::Engine::plain;
   expect_same(simulate(s, cfg), r, "1f1b P=8 M=4096");
+}
+
+// DualPipe's two directions are two routes that share no chunk: the periodic engine takes each
+// action's route from its chunk and jumps over most of both directions' F/B pairs.
+TEST(Periodic, DualPipeJumpsWithRoutesByChunk) {
+  const Schedule s = generate("dualpipe", {8, 1024, 1});
+  ASSERT_FALSE(s.uniform_routes());
+  SimConfig cfg;
+  cfg.steps = 2;
+  cfg.t_fb = 2.5;
+  cfg.engine = SimConfig::Engine::periodic;
+  const SimResult r = simulate(s, cfg);
+  EXPECT_GT(r.jumped_units, s.compute_size() / 2);  // of 2 steps (a pair is one unit)
+  const SimResult rp = simulate(to_periodic(s), cfg);
+  EXPECT_EQ(rp.jumped_units, r.jumped_units);
+  cfg.engine = SimConfig::Engine::plain;
+  const SimResult plain = simulate(s, cfg);
+  expect_same(plain, r, "dualpipe P=8 M=1024");
+  expect_same(plain, rp, "dualpipe P=8 M=1024, periodic form");
 }
 
 // Interleaved repeats a block of 2·v·P actions on every rank, P micro-batches on each time:
