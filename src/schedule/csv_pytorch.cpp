@@ -68,10 +68,12 @@ class Reader {
       v = 2;
     }
     if (!placement) {
-      std::string where;
-      for (int s = 0; s < C && where.empty(); ++s)
-        if (stage_rank_[s] >= 0)
-          where = "stage " + std::to_string(s) + " is on rank " + std::to_string(stage_rank_[s]);
+      // Why not looped: a stage off its rank, else the count.
+      std::string where = std::to_string(C) + " is not a multiple of " + std::to_string(P);
+      for (int s = C - 1; s >= 0; --s)
+        if (stage_rank_[s] >= 0 && stage_rank_[s] != s % P)
+          where = "stage " + std::to_string(s) + " is on rank " + std::to_string(stage_rank_[s]) +
+                  ", not " + std::to_string(s % P);
       throw ScheduleError("CSV: " + std::to_string(C) + " stages on " + std::to_string(P) +
                           " ranks are placed neither looped (stage s on rank s mod P) nor as a V "
                           "(stages r and 2P-1-r on rank r); " +

@@ -86,6 +86,7 @@ TEST(PytorchCsv, VPlacementIsInferredFromTheStageRankMap) {
   // Neither: named in one line.
   const std::string msg = read_error("0F0,1F0,1B0,0B0\n2F0,2B0\n");
   EXPECT_NE(msg.find("neither looped"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("stage 1 is on rank 0, not 1"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_NE(read_error("0F0,0B0\n0F1,0B1\n").find("stage 0 is on rank 0 and on rank 1"),
             std::string::npos);
