@@ -149,6 +149,33 @@ TEST(PytorchCsv, EveryScheduleRoundTrips) {
   EXPECT_GT(tried, 200);
 }
 
+// What PyTorch's ScheduleDualPipeV (module torch.distributed.pipelining.schedules, PyTorch
+// commit 00722e6) writes with _dump_csv for 4 ranks and 8 micro-batches: its order, computed by
+// its _calculate_single_rank_operations, and its CSV dialect, byte for byte.
+constexpr const char* kPytorchDualPipeV =
+    "0F0,0F1,0F2,0F3,0F4,0F5,0F6,7F0,7I0,7W0,7F1,7I1,7W1,7F2,7I2,7W2,7F3,(0F7;7B3)OVERLAP_F_B,(7F4;"
+    "0B0)OVERLAP_F_B,7B4,(7F5;0B1)OVERLAP_F_B,7B5,(7F6;0B2)OVERLAP_F_B,7B6,(7F7;0B3)OVERLAP_F_B,"
+    "7B7,0I4,0W4,0I5,0W5,0I6,0W6,0I7,0W7\r\n"
+    "1F0,1F1,1F2,1F3,1F4,6F0,1F5,6F1,6I0,6W0,6F2,6I1,6W1,6F3,(1F6;6B2)OVERLAP_F_B,(6F4;1B0)OVERLAP_"
+    "F_B,(1F7;6B3)OVERLAP_F_B,(6F5;1B1)OVERLAP_F_B,6B4,(6F6;1B2)OVERLAP_F_B,6B5,(6F7;1B3)OVERLAP_F_"
+    "B,6B6,1B4,6I7,1I5,6W7,1I6,1W5,1I7,1W6,1W7\r\n"
+    "2F0,2F1,2F2,5F0,2F3,5F1,2F4,5F2,5I0,5W0,5F3,(2F5;5B1)OVERLAP_F_B,(5F4;2B0)OVERLAP_F_B,(2F6;"
+    "5B2)OVERLAP_F_B,(5F5;2B1)OVERLAP_F_B,(2F7;5B3)OVERLAP_F_B,(5F6;2B2)OVERLAP_F_B,5B4,(5F7;2B3)"
+    "OVERLAP_F_B,5B5,2B4,5B6,2I5,5I7,2I6,2W5,2I7,5W7,2W6,2W7\r\n"
+    "3F0,4F0,3F1,4F1,3F2,4F2,3F3,4F3,3F4,4B0,(4F4;3B0)OVERLAP_F_B,(3F5;4B1)OVERLAP_F_B,(4F5;3B1)"
+    "OVERLAP_F_B,(3F6;4B2)OVERLAP_F_B,(4F6;3B2)OVERLAP_F_B,(3F7;4B3)OVERLAP_F_B,(4F7;3B3)OVERLAP_F_"
+    "B,4B4,3B4,4B5,3B5,4I6,3I6,4I7,3I7,4W6,3W6,4W7,3W7\r\n";
+
+TEST(PytorchCsv, ReadsAFileWrittenByPytorchAndWritesItBack) {
+  const CsvSchedule csv = read(kPytorchDualPipeV);
+  EXPECT_EQ(csv.format, CsvFormat::pytorch);
+  EXPECT_TRUE(validate(csv.schedule).ok()) << validate(csv.schedule).describe(csv.schedule);
+  const Schedule ours = generate("dualpipev", {4, 8, 1});
+  expect_same_but_name(csv.schedule, ours, "PyTorch's DualPipeV, P=4 M=8");
+  EXPECT_EQ(dump_pytorch_csv(csv.schedule), kPytorchDualPipeV);
+  EXPECT_EQ(dump_pytorch_csv(ours), kPytorchDualPipeV);
+}
+
 TEST(PytorchCsv, WritesPytorchsExactForm) {
   EXPECT_EQ(dump_pytorch_csv(generate("1f1b", {2, 2, 1})),
             "0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n");
