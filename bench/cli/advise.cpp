@@ -139,7 +139,8 @@ bool has_costs(const RunRecord& r) {
 }
 
 // The run whose costs advise takes: --run KEY, else the split-backward run (F, B and W
-// measured) without recompute with the largest M (the first such in key order).
+// measured) without recompute and without overlapped F&B pairs (whose F, B and W medians
+// include the overlap) with the largest M, the first such in key order.
 RunRecord pick_run(const std::string& path, const std::string& key) {
   if (!key.empty()) {
     RunRecord r = read_run(path, key);
@@ -153,6 +154,7 @@ RunRecord pick_run(const std::string& path, const std::string& key) {
   for (const std::string& k : read_complete_keys(path)) {
     RunRecord r = read_run(path, k);
     if (!has_costs(r) || num_attr(r.attrs, "recompute") != 0 ||
+        std::isfinite(num_attr(r.attrs, "t_fb_s")) ||
         text_attr(r.attrs, "schedule", "").rfind("csv:", 0) == 0)
       continue;
     if (!best || num_attr(r.attrs, "M") > num_attr(best->attrs, "M")) best = std::move(r);
@@ -160,7 +162,7 @@ RunRecord pick_run(const std::string& path, const std::string& key) {
   if (!best)
     throw ConfigError(path +
                       ": no complete run of a built-in schedule with F, B and W medians "
-                      "and without recompute (run one, e.g. --schedule zb-h1)");
+                      "without recompute or F&B pairs (run one, e.g. --schedule zb-h1)");
   return std::move(*best);
 }
 
@@ -172,7 +174,7 @@ double median_of(std::vector<double> v) {
 }
 
 // The costs, bytes and links of the chosen run, and how to run like it.
-void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm) {
+void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bool print) {
   const RunRecord r = pick_run(o.results, o.run_key);
   const Attrs& a = r.attrs;
   const std::string name = text_attr(a, "schedule", "");
@@ -229,9 +231,10 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm) {
   }
   in.latency = median_of(alpha);
   in.bandwidth = median_of(beta);
-  std::cerr << "note: advise: costs of run " << r.key << " (t_f " << fmt(in.t_f[0] * 1e3)
-            << " ms, t_b " << fmt(in.t_b[0] * 1e3) << " ms, t_w " << fmt(in.t_w[0] * 1e3)
-            << " ms per stage; " << r.links.size() << " calibrated links)\n";
+  if (print)
+    std::cerr << "note: advise: costs of run " << r.key << " (t_f " << fmt(in.t_f[0] * 1e3)
+              << " ms, t_b " << fmt(in.t_b[0] * 1e3) << " ms, t_w " << fmt(in.t_w[0] * 1e3)
+              << " ms per stage; " << r.links.size() << " calibrated links)\n";
 }
 
 std::vector<double> seconds_list(const std::string& text, const char* flag) {
@@ -240,7 +243,7 @@ std::vector<double> seconds_list(const std::string& text, const char* flag) {
 }
 
 // The search's input: the results file's run, then every flag given over it.
-advise::Input make_input(const AdviseOptions& o, VerifyModel& vm) {
+advise::Input make_input(const AdviseOptions& o, VerifyModel& vm, bool print) {
   advise::Input in;
   in.P = 4;
   in.mb_size = 1;
@@ -251,7 +254,7 @@ advise::Input make_input(const AdviseOptions& o, VerifyModel& vm) {
     in.t_b = {1e-3};
     in.t_w = {1e-3};
   } else {
-    from_results(o, in, vm);
+    from_results(o, in, vm, print);
   }
   if (o.P != 0) in.P = o.P;
   if (o.mb_size != 0) in.mb_size = o.mb_size;
@@ -513,11 +516,13 @@ std::vector<Verified> verify_top(const AdviseOptions& o, const advise::Input& in
 }
 
 void print_verified(const std::vector<Verified>& vs, bool steady, bool as_json) {
-  std::vector<std::pair<double, int>> order;  // measured time, predicted rank
+  // The measured ranking: by measured time per sample, as the prediction ranks.
+  std::vector<std::pair<double, int>> order;  // measured seconds per sample, predicted rank
   for (const auto& v : vs)
     if (v.measured)
-      order.push_back(
-          {steady ? v.measured->period_s.value_or(0) : v.measured->makespan_s, v.predicted_rank});
+      order.push_back({(steady ? v.measured->period_s.value_or(0) : v.measured->makespan_s) /
+                           (v.predicted->M * v.predicted->mb_size),
+                       v.predicted_rank});
   std::sort(order.begin(), order.end());
   const auto measured_rank = [&](int predicted) {
     for (std::size_t i = 0; i < order.size(); ++i)
@@ -608,7 +613,7 @@ int advise_run(int argc, char** argv, bool mpi) {
     throw ConfigError(e.what() + std::string(" (see --help)"));
   }
   VerifyModel vm;
-  const advise::Input in = make_input(o, vm);
+  const advise::Input in = make_input(o, vm, me == 0);
   // Under MPI every rank searches the same (deterministic) ranking: one thread each.
   const advise::Result r = advise::search(in, o.top, mpi ? 1 : 0);
   std::vector<Verified> verified;
@@ -619,11 +624,11 @@ int advise_run(int argc, char** argv, bool mpi) {
     } catch (const ConfigError& e) {
       if (world == 1) throw;
       harness::say("bubblebench: rank " + std::to_string(me) + ": error: " + e.what());
-      MPI_Abort(MPI_COMM_WORLD, kExitConfig);
+      abort_job(kExitConfig);
     } catch (const std::exception& e) {
       if (world == 1) throw;
       harness::say("bubblebench: rank " + std::to_string(me) + ": error: " + e.what());
-      MPI_Abort(MPI_COMM_WORLD, kExitCheckFailed);
+      abort_job(kExitCheckFailed);
     }
   }
   if (me != 0) return kExitOk;
@@ -653,7 +658,8 @@ int advise_main(int argc, char** argv) {
   bool mpi = false;
   for (int i = 2; i < argc; ++i)
     if (std::strncmp(argv[i], "--verify", 8) == 0) mpi = true;
-  if (mpi && !start_mpi(&argc, &argv)) return kExitConfig;
+  if (mpi)
+    if (const int code = start_mpi(&argc, &argv); code != kExitOk) return code;
   const int me = mpi ? mpi::rank(MPI_COMM_WORLD) : 0;
   const auto fail = [&](const char* kind, const std::exception& e, int code) {
     if (me == 0) harness::say(std::string("bubblebench: ") + kind + e.what());
@@ -670,7 +676,7 @@ int advise_main(int argc, char** argv) {
     code = fail("I/O error: ", e, kExitIo);
   } catch (const TimeoutError& e) {
     harness::say(e.what());
-    if (mpi) MPI_Abort(MPI_COMM_WORLD, kExitTimeout);
+    if (mpi) abort_job(kExitTimeout);
     return kExitTimeout;
   } catch (const std::exception& e) {
     code = fail("internal error: ", e, kExitCheckFailed);

@@ -89,42 +89,14 @@ double per_sample(const Candidate& c) {
 
 }  // namespace
 
-Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, bool recompute) {
-  Candidate c;
-  c.schedule = schedule;
-  c.M = M;
-  c.recompute = recompute;
-  const ScheduleInfo* info = find_schedule(schedule);
-  if (info == nullptr) {
-    c.excluded = "refused";
-    c.reason = "unknown schedule '" + schedule + "'";
-    return c;
-  }
-  c.v = chunks_per_rank(*info, v);
-  const int v_arg = info->takes_v() ? v : 1;
-  if (in.global_batch > 0 && in.global_batch % M != 0) {
-    c.excluded = "refused";
-    c.reason = "M=" + std::to_string(M) + " does not divide the global batch " +
-               std::to_string(in.global_batch);
-    return c;
-  }
-  c.mb_size = in.global_batch > 0 ? in.global_batch / M : in.mb_size;
-  const double scale = c.mb_size / in.mb_size;
-  const ScheduleParams p{in.P, M, v_arg};
-  if (std::string why = refusal(*info, p); !why.empty()) {
-    c.excluded = "refused";
-    c.reason = std::move(why);
-    return c;
-  }
-  Schedule s;
-  try {
-    s = info->generate(p);
-  } catch (const ConfigError& e) {
-    c.excluded = "refused";
-    c.reason = e.what();
-    return c;
-  }
+namespace {
+
+// The simulator's prediction and the memory of c (its M, v, recompute and micro-batch size
+// set) on the generated schedule PS, costs scaled by SCALE.
+void predict(const Input& in, const PeriodicSchedule& ps, double scale, Candidate& c) {
+  const Schedule& s = ps.shape;
   const double frac = s.chunk_fraction(0);
+  const bool recompute = c.recompute;
   SimConfig cfg;
   cfg.t_f = chunk_costs(in.t_f, s, scale);
   cfg.t_b = chunk_costs(in.t_b, s, scale);
@@ -142,7 +114,6 @@ Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, b
   std::vector<double> share(static_cast<std::size_t>(in.P), 0.0);
   for (int chunk = 0; chunk < s.num_chunks(); ++chunk)
     share[static_cast<std::size_t>(s.chunk_rank[static_cast<std::size_t>(chunk)])] += frac;
-  const PeriodicSchedule ps = to_periodic(std::move(s));
   const SimResult r = simulate(ps, cfg);
   const bool comm = in.latency > 0 || (in.bandwidth > 0 && cfg.msg_bytes > 0);
   double free_span = 0;
@@ -158,10 +129,10 @@ Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, b
   c.bubble_fraction = r.single.bubble_fraction;
   c.bubble_fraction_steady = r.steady.bubble_fraction;
   c.step_time = in.steady ? c.period : c.makespan;
-  c.throughput = c.step_time > 0 ? M * c.mb_size / c.step_time : 0;
+  c.throughput = c.step_time > 0 ? c.M * c.mb_size / c.step_time : 0;
   double f_max = 0;
   for (double x : in.t_f) f_max = std::max(f_max, x);
-  c.t_recompute = recompute ? M * f_max * scale : 0;
+  c.t_recompute = recompute ? c.M * f_max * scale : 0;
   c.t_compute = std::max(0.0, r.t_ideal - c.t_recompute);
   c.t_communication = comm ? std::max(0.0, c.step_time - free_span) : 0;
   c.t_bubble = std::max(0.0, c.step_time - r.t_ideal - c.t_communication);
@@ -189,43 +160,101 @@ Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, b
     c.reason = "peak " + fmt_bytes(c.peak_bytes) + " on rank " + std::to_string(c.peak_rank) +
                " > cap " + fmt_bytes(in.memory_cap);
   }
-  return c;
+}
+
+}  // namespace
+
+std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, int M, int v,
+                                const std::vector<bool>& recompute) {
+  Candidate c;
+  c.schedule = schedule;
+  c.M = M;
+  // The shared verdict (refused) for every recompute setting.
+  const auto each = [&] {
+    std::vector<Candidate> out;
+    for (bool rc : recompute) {
+      out.push_back(c);
+      out.back().recompute = rc;
+    }
+    return out;
+  };
+  const ScheduleInfo* info = find_schedule(schedule);
+  if (info == nullptr) {
+    c.excluded = "refused";
+    c.reason = "unknown schedule '" + schedule + "'";
+    return each();
+  }
+  c.v = chunks_per_rank(*info, v);
+  const int v_arg = info->takes_v() ? v : 1;
+  if (in.global_batch > 0 && in.global_batch % M != 0) {
+    c.excluded = "refused";
+    c.reason = "M=" + std::to_string(M) + " does not divide the global batch " +
+               std::to_string(in.global_batch);
+    return each();
+  }
+  c.mb_size = in.global_batch > 0 ? in.global_batch / M : in.mb_size;
+  const double scale = c.mb_size / in.mb_size;
+  const ScheduleParams p{in.P, M, v_arg};
+  if (std::string why = refusal(*info, p); !why.empty()) {
+    c.excluded = "refused";
+    c.reason = std::move(why);
+    return each();
+  }
+  Schedule s;
+  try {
+    s = info->generate(p);
+  } catch (const ConfigError& e) {
+    c.excluded = "refused";
+    c.reason = e.what();
+    return each();
+  }
+  const PeriodicSchedule ps = to_periodic(std::move(s));
+  std::vector<Candidate> out = each();
+  for (Candidate& x : out) predict(in, ps, scale, x);
+  return out;
+}
+
+Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, bool recompute) {
+  return evaluate(in, schedule, M, v, std::vector<bool>{recompute}).front();
 }
 
 Result search(const Input& in, int top_k, unsigned threads) {
   check(in);
   // The families in search order, and every configuration of each.
+  // One task per schedule, v and M: it generates the schedule once and predicts every
+  // recompute setting on it (families first_family, first_family + 1, ...).
   struct Task {
-    std::size_t family;
-    int M;
+    std::size_t first_family, m_index;
   };
   Result res;
   std::vector<Task> tasks;
+  const std::size_t n_M = in.Ms.size();
   for (const std::string& name : in.schedules) {
     const ScheduleInfo& info = *find_schedule(name);
     const std::vector<int> vs = info.takes_v() ? in.vs : std::vector<int>{1};
-    for (int v : vs)
-      for (bool rc : in.recompute) {
-        Family f;
-        f.schedule = name;
-        f.v = chunks_per_rank(info, v);
-        f.recompute = rc;
-        const bool seen = std::any_of(res.families.begin(), res.families.end(), [&](auto& g) {
-          return g.schedule == f.schedule && g.v == f.v && g.recompute == f.recompute;
-        });
-        if (seen) continue;
-        res.families.push_back(f);
-        for (int M : in.Ms) tasks.push_back({res.families.size() - 1, M});
-      }
+    for (int v : vs) {
+      const int chunks = chunks_per_rank(info, v);
+      const bool seen = std::any_of(res.families.begin(), res.families.end(),
+                                    [&](auto& g) { return g.schedule == name && g.v == chunks; });
+      if (seen) continue;
+      const std::size_t first = res.families.size();
+      for (bool rc : in.recompute) res.families.push_back({name, chunks, rc, "", ""});
+      for (std::size_t m = 0; m < n_M; ++m) tasks.push_back({first, m});
+    }
   }
-  std::vector<Candidate> out(tasks.size());
+  // Search order: family, then M.
+  std::vector<Candidate> out(res.families.size() * n_M);
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> sims{0};
   const auto work = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
-      const Family& f = res.families[tasks[i].family];
-      out[i] = evaluate(in, f.schedule, tasks[i].M, f.v, f.recompute);
-      if (out[i].excluded != "refused") sims += 1;
+      const Task& t = tasks[i];
+      const Family& f = res.families[t.first_family];
+      std::vector<Candidate> cs = evaluate(in, f.schedule, in.Ms[t.m_index], f.v, in.recompute);
+      for (std::size_t j = 0; j < cs.size(); ++j) {
+        if (cs[j].excluded != "refused") sims += 1;
+        out[(t.first_family + j) * n_M + t.m_index] = std::move(cs[j]);
+      }
     }
   };
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());

@@ -91,7 +91,10 @@ struct Result {
 // hardware's); the result does not depend on it.
 Result search(const Input& in, int top_k = 5, unsigned threads = 0);
 
-// One configuration (the search's unit; excluded is set, never thrown).
+// One configuration (excluded is set, never thrown).
 Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, bool recompute);
+// The same for each recompute setting, on one generated schedule (the search's unit).
+std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, int M, int v,
+                                const std::vector<bool>& recompute);
 
 }  // namespace bb::advise
