@@ -193,6 +193,6 @@ launch() {
   if [ -e "$OUT" ]; then say "exit $rc; results: $OUT"; else say "exit $rc; no results: $OUT was not created"; fi
   # Under srun, a rank's MPI_Abort (the watchdog's exit 3, a failed write's 4) makes SLURM
   # kill the whole step: srun then reports 137, not bubblebench's code.
-  [ "$rc" -ge 128 ] && say "exit $rc = signal $((rc - 128)): SLURM killed the step. A rank's MPI_Abort shows as 137 under srun (bubblebench's watchdog exits 3 under mpiexec, a failed write 4), and so does a rank the OOM killer ended: the cause is the rank's one-line message above, then MPICH's 'MPI_Abort(MPI_COMM_WORLD, <bubblebench's exit code>)'"
+  [ "$rc" -ge 128 ] && say "exit $rc = signal $((rc - 128)): SLURM killed the step. A rank's MPI_Abort shows as 137 under srun (bubblebench's watchdog exits 3 under mpiexec, a failed write 4), and so does a rank the OOM killer ended: the cause is the rank's one-line message above (the watchdog's is 'rank R: waiting ...')"
   exit "$rc"
 }
