@@ -1,4 +1,4 @@
-"""Command line: `python -m bbanalysis report RESULTS... --out DIR` (and `gantt`).
+"""Command line: `python -m bbanalysis report RESULTS... --out DIR` (and `gantt`, `pareto`).
 
 Exit codes (as bubblebench's): 0 success; 2 bad arguments, a missing path, or no results
 files / no complete runs found (one line on stderr); 4 an I/O error writing the output.
@@ -48,7 +48,28 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--iter", type=int, metavar="N", help="timed iteration (default: median)")
     g.add_argument("--out", required=True, metavar="FILE.png")
     g.add_argument("--dpi", type=int, default=110)
+
+    pa = sub.add_parser("pareto", help="step time vs peak memory of `bubblebench advise` output",
+                        description="Reads the JSON (or CSV) of `bubblebench advise` and draws "
+                        "every simulated configuration: step time (time per sample when M x "
+                        "micro-batch size varies) against peak memory per rank, the Pareto "
+                        "front and the memory cap marked; prints the front.")
+    pa.add_argument("advice", metavar="FILE", help="advise --format json (or csv) output")
+    pa.add_argument("--out", required=True, metavar="FILE.png")
+    pa.add_argument("--top", type=int, default=5, help="ranks to number (default 5)")
+    pa.add_argument("--dpi", type=int, default=110)
     return p
+
+
+def _pareto(a) -> int:
+    from .advise import front_lines, load_advice, plot_pareto
+
+    df = load_advice(a.advice)
+    pp = plot_pareto(df, a.out, top=a.top, dpi=a.dpi)
+    for line in front_lines(pp.front, pp.y):
+        print(line)
+    print(f"wrote {pp.path}: {pp.n_points} configurations, {len(pp.front)} on the Pareto front")
+    return 0
 
 
 def _report(a) -> int:
@@ -95,7 +116,8 @@ def main(argv=None) -> int:
 
     warnings.showwarning = show
     try:
-        return _report(a) if a.command == "report" else _gantt(a)
+        command = {"report": _report, "gantt": _gantt, "pareto": _pareto}[a.command]
+        return command(a)
     except (NoResultsError, FileNotFoundError, KeyError, ValueError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"{PROG}: error: {msg}", file=sys.stderr)
