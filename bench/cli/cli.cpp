@@ -108,7 +108,8 @@ void check_P(const Selection& sel) {
 }
 
 // A CSV schedule keeps its own P, M and v: one note naming the flags given that it ignores.
-void csv_note(const Selection& sel, const std::string& name, const Schedule& s) {
+void csv_note(const Selection& sel, const std::string& name, const Schedule& s,
+              const SweepSay& say) {
   if (name.rfind("csv:", 0) != 0) return;
   std::string has, ignored;
   const auto add = [&](const CLI::Option* opt, bool differs, const std::string& key, int value,
@@ -120,8 +121,7 @@ void csv_note(const Selection& sel, const std::string& name, const Schedule& s) 
   add(sel.P_opt, sel.P != s.P, "P", s.P, "-P " + std::to_string(sel.P));
   add(sel.M_opt, parse_int_list(sel.M, "-M") != std::vector<int>{s.M}, "M", s.M, "-M " + sel.M);
   add(sel.v_opt, parse_int_list(sel.v, "-v") != std::vector<int>{s.v}, "v", s.v, "-v " + sel.v);
-  if (!ignored.empty())
-    std::cerr << "note: " << name << " has " << has << " (" << ignored << " ignored)\n";
+  if (!ignored.empty()) say("note", name + " has " + has + " (" + ignored + " ignored)");
 }
 
 double number(const std::string& text, const char* what) {
@@ -322,13 +322,20 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
   const auto vs = parse_int_list(sel.v, "-v");
   const bool many = sweep_combinations(sel.schedules, Ms, vs) > 1;
   json out = json::array();
+  // skip:/note: lines wait until every configuration is through: an error (e.g. a cost list
+  // that does not fit a later configuration) is then the only line.
+  std::vector<std::pair<std::string, std::string>> held;
+  const SweepSay hold = [&](std::string_view kind, const std::string& line) {
+    held.emplace_back(kind, line);
+  };
   for_each_schedule(
       sel.schedules, sel.P, Ms, vs, true,
       [&](const std::string& name, Schedule s) {
-        csv_note(sel, name, s);
+        csv_note(sel, name, s, hold);
         out.push_back(evaluate(sel, sc, name, std::move(s), simulate_too, many));
       },
-      say_stderr);
+      hold, simulate_too ? sc.steps : 1);
+  for (const auto& [kind, line] : held) say_stderr(kind, line);
   const bool steady_first = sel.sync == "none";
   if (sel.format == "json") {
     // Names come from files and command lines: bytes that are not UTF-8 print as U+FFFD.
@@ -436,7 +443,7 @@ Schedule load_one(const Selection& sel, const std::optional<std::string>& csv) {
   for_each_schedule(
       sel.schedules, sel.P, Ms, vs, false,
       [&](const std::string& name, Schedule s) {
-        csv_note(sel, name, s);
+        csv_note(sel, name, s, say_stderr);
         one = std::move(s);
       },
       say_stderr);

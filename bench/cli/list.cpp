@@ -163,7 +163,7 @@ std::size_t sweep_combinations(const std::string& names_text, const std::vector<
 void for_each_schedule(const std::string& names_text, int P, const std::vector<int>& Ms,
                        const std::vector<int>& vs, bool check_lowered,
                        const std::function<void(const std::string& name, Schedule s)>& use,
-                       const SweepSay& say) {
+                       const SweepSay& say, int steps) {
   const auto names = sweep_names(names_text);
   double total = 0;
   for (const auto& name : names) {
@@ -174,13 +174,15 @@ void for_each_schedule(const std::string& names_text, int P, const std::vector<i
         // Sizes the generator refuses are skipped with its own reason, not counted here.
         if (static_cast<double>(P) * std::max(v, 2) * M <=
             static_cast<double>(kMaxChunkMicroBatches))
-          total += estimated_actions(info, P, M, v);
+          total += estimated_actions(info, P, M, v) * std::max(steps, 1);
   }
   if (total > static_cast<double>(kMaxSweepActions))
-    throw ConfigError("this sweep would build about " +
-                      std::to_string(static_cast<long long>(std::min(total, 9e18))) +
+    throw ConfigError("this sweep would " + std::string(steps > 1 ? "simulate" : "build") +
+                      " about " + std::to_string(static_cast<long long>(std::min(total, 9e18))) +
                       " compute actions (at most " + std::to_string(kMaxSweepActions) +
-                      "): use fewer or smaller -M/-v values");
+                      (steps > 1 ? ", --steps " + std::to_string(steps) + " counted" : "") +
+                      "): use fewer or smaller -M/-v values" +
+                      (steps > 1 ? " or fewer --steps" : ""));
 
   std::vector<std::pair<std::string, std::string>> held;  // until a configuration is accepted
   std::set<std::pair<std::string, std::string>> said;

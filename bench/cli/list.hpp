@@ -63,7 +63,8 @@ using SweepSay = std::function<void(std::string_view kind, const std::string& li
 // built-in, schedule/schedule_info.hpp; `csv:FILE` loads the file) crossed with every M and, for
 // schedules that take it, every v, generated for P ranks just before `use` gets it, so a sweep
 // holds one schedule at a time. Before any is built, a sweep estimated at more than
-// kMaxSweepActions compute actions is refused (ConfigError). Lines for `say` are held back until a
+// kMaxSweepActions compute actions (times `steps`, the steps each configuration is simulated:
+// `sim --steps`) is refused (ConfigError). Lines for `say` are held back until a
 // first configuration is accepted: when none is, nothing is said and ConfigError carries the last
 // reason. A lowered CSV goes through dry_run_or_throw first when `check_lowered` (everything that
 // runs or simulates it; `show` and `validate` do their own). A CSV schedule keeps its own P:
@@ -71,7 +72,7 @@ using SweepSay = std::function<void(std::string_view kind, const std::string& li
 void for_each_schedule(const std::string& names, int P, const std::vector<int>& Ms,
                        const std::vector<int>& vs, bool check_lowered,
                        const std::function<void(const std::string& name, Schedule s)>& use,
-                       const SweepSay& say);
+                       const SweepSay& say, int steps = 1);
 
 // The same, all at once (for `run`, which keeps every lowered schedule): combinations a
 // schedule rejects in `skipped`, notes in `notes` (without their "skip: " / "note: ").

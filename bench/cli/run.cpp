@@ -50,6 +50,7 @@
 #include "cli/table.hpp"
 #include "cli/validators.hpp"
 #include "common/error.hpp"
+#include "harness/memory.hpp"
 #include "harness/output.hpp"
 #include "harness/provenance.hpp"
 #include "harness/runner.hpp"
@@ -239,9 +240,10 @@ void validate_options(const RunOptions& o, int world) {
   (void)settings_of(o);  // the durations parse
 }
 
-// Every combination of the lists; skipped combinations are reported by rank 0, one line each.
+// Every combination of the lists; `lines` gets a `skip:` line per skipped combination and the
+// `note:` lines, which rank 0 prints once the setup has succeeded (an error is the only line).
 std::vector<RunConfig> expand(const RunOptions& o, const RunSettings& settings, int world,
-                              bool print) {
+                              std::vector<std::string>& lines) {
   const auto Ms = parse_int_list(o.M, "-M");
   const auto vs = parse_int_list(o.v, "-v");
   harness::ModelLists lists;
@@ -258,10 +260,9 @@ std::vector<RunConfig> expand(const RunOptions& o, const RunSettings& settings, 
   for (auto& [name, s] : schedules.schedules) named.push_back({name, std::move(s)});
   auto out = harness::make_configs(std::move(named), lists, settings, world);
   // One `skip:` line per rejection (when nothing is left, expand_schedules threw the last).
-  if (sweep && print)
-    for (const auto& why : schedules.skipped) say("skip: " + why);
-  if (print)
-    for (const auto& note : schedules.notes) say("note: " + note);
+  if (sweep)
+    for (const auto& why : schedules.skipped) lines.push_back("skip: " + why);
+  for (const auto& note : schedules.notes) lines.push_back("note: " + note);
   return out;
 }
 
@@ -276,6 +277,7 @@ struct Launch {
   RunSettings settings;
   SetupError err;
   std::vector<RunConfig> configs;
+  std::vector<std::string> lines;  // skip:/note: lines of the sweep (rank 0 prints them)
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Transport> transport;
   MPI_Comm p2p = MPI_COMM_NULL, coll = MPI_COMM_NULL;
@@ -328,7 +330,7 @@ int parse_and_expand(Launch& L, CLI::App& app, int argc, char** argv) {
     }
     validate_options(L.o, L.world);
     L.settings = apply_debug_delay_options(L.o, settings_of(L.o), L.world);
-    L.configs = expand(L.o, L.settings, L.world, L.me == 0);
+    L.configs = expand(L.o, L.settings, L.world, L.lines);
   } catch (const ConfigError& e) {
     L.err = {kExitConfig, std::string("bubblebench: error: ") + e.what()};
   } catch (const ScheduleError& e) {
@@ -357,6 +359,13 @@ int set_up(Launch& L, int argc, char** argv) {
   const RunOptions& o = L.o;
   if (L.me == o.stall_setup_rank)
     std::this_thread::sleep_for(std::chrono::duration<double>(o.timeout + 5));
+  // Memory per host for the largest configuration, before anything is allocated or created.
+  L.attempt([&] {
+    const std::string why =
+        harness::memory_refusal(L.configs, L.settings, MPI_COMM_WORLD, o.timeout);
+    if (!why.empty()) throw ConfigError(why);
+  });
+  if (const int code = L.agree(); code != 0) return code;
   L.attempt([&] {
     L.p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     L.coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
@@ -437,6 +446,8 @@ int run_all(int argc, char** argv) {
   add_options(app, L.o);
   if (const int code = parse_and_expand(L, app, argc, argv); code >= 0) return code;
   int code = set_up(L, argc, argv);
+  if (code < 0 && L.me == 0)
+    for (const std::string& line : L.lines) say(line);
   if (code < 0) code = run_sweep(L);
   L.transport.reset();
   if (L.p2p != MPI_COMM_NULL) MPI_Comm_free(&L.p2p);
@@ -466,6 +477,8 @@ int run_main(int argc, char** argv) {
     fail("invalid schedule: ", e, kExitCheckFailed);
   } catch (const IoError& e) {
     fail("I/O error: ", e, kExitIo);
+  } catch (const std::bad_alloc& e) {  // past the up-front estimate (harness/memory.hpp)
+    fail("error: out of memory for this configuration: ", e, kExitConfig);
   } catch (const std::exception& e) {
     fail("error: ", e, kExitCheckFailed);
   }

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "harness/fields.hpp"
+#include "harness/sweep.hpp"
 #include "harness/table.hpp"
 
 namespace bb::harness {
@@ -59,6 +60,12 @@ std::string make_trace_dir(const std::string& dir) {
   if (access(dir.c_str(), W_OK) != 0)
     throw ConfigError("--trace " + dir + ": the directory is not writable");
   return dir;
+}
+
+std::string trace_file_name(const std::string& key) {
+  constexpr std::size_t kNameMax = 255, kKept = 220;
+  if (key.size() + 5 <= kNameMax) return key + ".json";
+  return key.substr(0, kKept) + "_" + hex16(fnv1a(kFnvBasis, key.data(), key.size())) + ".json";
 }
 
 std::string shared_gpu_note(const std::vector<std::string>& host, const std::vector<int>& device) {

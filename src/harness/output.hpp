@@ -22,6 +22,11 @@ void print_runs(std::ostream& out, const std::vector<RunSummary>& runs, bool jso
 // be created or written.
 std::string make_trace_dir(const std::string& dir);
 
+// The trace file of a run in the --trace directory: "<run_key>.json", or where that is longer
+// than a file name may be (255 bytes), the key's first 220 bytes, "_" and its FNV-1a 64 in hex
+// (distinct keys stay distinct files; the full key is in the trace's title).
+std::string trace_file_name(const std::string& key);
+
 // Per rank, its host name and GPU index: "ranks 0, 1 and 2 share GPU 0 on node1" for the first
 // GPU that several ranks use, "" when every rank has its own. `run` warns with it.
 std::string shared_gpu_note(const std::vector<std::string>& host, const std::vector<int>& device);

@@ -137,7 +137,7 @@ void start_writing(RunContext& ctx, const RunConfig& c, const RunSummary& s,
   std::vector<TraceSlice> slices;
   const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
   if (!ctx.trace_dir.empty() && n > 0) {
-    trace_path = (std::filesystem::path(ctx.trace_dir) / (c.key + ".json")).string();
+    trace_path = (std::filesystem::path(ctx.trace_dir) / trace_file_name(c.key)).string();
     slices = trace_slices(*c.lowered, ranks, m.shift, n - 1);
   }
   if (record || !trace_path.empty())

@@ -53,6 +53,10 @@ std::string file_hash(const std::string& path) {
   const bool bad = std::ferror(f) != 0;
   std::fclose(f);
   if (bad) throw ConfigError(path + ": cannot read");
+  return hex16(h);
+}
+
+std::string hex16(std::uint64_t h) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;

@@ -41,6 +41,9 @@ struct NamedSchedule {
 inline constexpr std::uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 std::uint64_t fnv1a(std::uint64_t h, const char* bytes, std::size_t n);
 
+// 16 lower-case hex digits.
+std::string hex16(std::uint64_t h);
+
 // FNV-1a of a file's bytes as 16 hex digits. Throws ConfigError when it cannot be read.
 std::string file_hash(const std::string& path);
 

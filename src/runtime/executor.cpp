@@ -100,6 +100,17 @@ std::size_t chunk_forward_floats(const ExecutorConfig& config) {
   return 9 * L * activation_count(config);  // Z, A and the next input per block (stage.hpp)
 }
 
+std::size_t chunk_param_count(const ExecutorConfig& config) {
+  const auto L = static_cast<std::size_t>(config.layers);
+  const auto h = static_cast<std::size_t>(config.hidden);
+  if (!config.transformer) return 8 * h * h * L;  // W1 (h×4h) and W2 (4h×h) per block (stage.hpp)
+  std::size_t per_layer = 0;
+  const TransformerConfig tc = transformer_chunk_config(config, 0);
+  for (const ParamTensor& t : transformer_param_tensors(tc.hidden, tc.ffn_width()))
+    per_layer += t.count;
+  return per_layer * L;
+}
+
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter) {
   if (config.transformer)

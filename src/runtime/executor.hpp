@@ -88,6 +88,8 @@ std::size_t activation_count(const ExecutorConfig& config);
 TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage);
 // Floats one micro-batch keeps in a chunk after its F (only the chunk input with recompute).
 std::size_t chunk_forward_floats(const ExecutorConfig& config);
+// Floats of one chunk's parameters (as many again for its gradients).
+std::size_t chunk_param_count(const ExecutorConfig& config);
 // The model of chunk `stage` (global layers [stage·layers, (stage+1)·layers)) under `config`.
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter);

@@ -109,6 +109,24 @@ check "CSV schedule with a NUL byte: no control byte in the message" $?
 reject "results file of another schema" 2 "has schema_version 2" 2 --out "$tmp/v2.h5" --resume
 reject "contradictory: --sync none with one iteration" 2 "needs --iters >= 2" 2 --sync none --iters 1
 
+# Limits checked up front (issue 23): a model that cannot fit in memory is refused before the
+# sweep with what it needs and what is available (it used to die with std::bad_alloc, exit 1).
+reject "--hidden 65536: memory estimated up front" 2 \
+  "needs about 512.1 GiB on .* (2 ranks; rank 0: weights 128.0 GiB, gradients 128.0 GiB,.*) but .* is available" \
+  2 --hidden 65536 --out "$tmp/huge.h5"
+[ ! -e "$tmp/huge.h5" ] && [ ! -e "$tmp/huge.h5.lock" ]
+check "--hidden 65536: no results file left behind" $?
+# A run key longer than a file name (a csv: schedule in a folder with a long name): the trace
+# file's name is shortened with a hash, not an I/O error in the middle of the sweep.
+long="$tmp/$(printf 'd%.0s' $(seq 200))"
+mkdir -p "$long"
+"$BB" show --schedule 1f1b -P 2 -M 4 --format csv >"$long/s.csv"
+timeout 120 "$MPIEXEC" -n 2 "$BB" run --schedule "csv:$long/s.csv" --compute synthetic --t-f 0 \
+  --t-b 0 --iters 1 --warmup 0 --no-calibrate --trace "$tmp/traces" >"$tmp/out.txt" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 0 ] && [ "$(find "$tmp/traces" -name '*.json' | wc -l)" = 1 ]
+check "--trace with a run key longer than a file name: exit 0 (got $rc: $(head -c 200 "$tmp/err.txt")), one trace" $?
+
 # Help: exit 0 everywhere, printed once.
 launch 2 --help
 [ "$(cat "$tmp/rc.0")" = 0 ] && [ "$(cat "$tmp/rc.1")" = 0 ] && [ "$(grep -c -- '--schedule' "$tmp/out.txt")" = 1 ]
@@ -241,6 +259,17 @@ one "sim --timeline into a symlink to /dev/full" 4 "error writing trace '$tmp/ti
   "$BB" sim --schedule 1f1b -P 2 -M 4 --t-f 1 --t-b 1 --timeline "$tmp/timeline.json"
 [ -L "$tmp/timeline.json" ] && [ -c /dev/full ]
 check "sim --timeline: the symlink and /dev/full are still there" $?
+
+# Decide up front, then speak once: skip:/note: lines wait until the setup (run) or every
+# configuration (sim) is through, so an error is the only line (issue 23).
+reject "--schedule all with an --out that cannot be made: no skip: lines first" 2 \
+  "x.h5" 2 --schedule all -M 4 --compute synthetic --out /nonexistent/x.h5
+one "sim: a cost list one of the schedules cannot take, no note: first" 2 \
+  "--t-f: a cost list needs 1 value or one per chunk (4 for interleaved P=2 M=4 v=2), got 2" \
+  "$BB" sim --schedule 1f1b,interleaved -P 2 -M 4 -v 2 --t-f 1,2
+# sim --steps is counted in the sweep's work estimate (it used to run for minutes).
+one "sim --steps in the work estimate" 2 "would simulate about .* --steps 1000 counted" \
+  "$BB" sim --schedule zb-h1 -P 512 -M 8192 --steps 1000
 
 echo "run errors: $pass passed, $fails failed"
 [ $fails = 0 ]

@@ -1,0 +1,154 @@
+#include "harness/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "harness/provenance.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/mpi_util.hpp"
+#include "sim/sim.hpp"
+
+namespace bb::harness {
+namespace {
+
+constexpr double kFloat = 4;  // bytes; bf16 runs keep fp32 master copies too
+
+// The first number in a file ("max" and unreadable files: nullopt).
+std::optional<double> number_in(const std::string& path) {
+  std::ifstream in(path);
+  double v = 0;
+  if (!(in >> v) || v < 0) return std::nullopt;
+  return v;
+}
+
+// This process's cgroup path for `controller` ("" for v2) from /proc/self/cgroup.
+std::optional<std::string> cgroup_dir(const std::string& controller) {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string list = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::stringstream names(list);
+    for (std::string n; std::getline(names, n, ',');)
+      if (n == controller) return path;
+    if (controller.empty() && list.empty()) return path;
+  }
+  return std::nullopt;
+}
+
+// Limit less usage of the memory cgroup (v2, else v1); nullopt without a limit. A v1 "no
+// limit" is a huge number: it stays above MemAvailable.
+std::optional<double> cgroup_room() {
+  const auto room = [](const std::string& dir, const char* limit, const char* usage) {
+    const auto l = number_in(dir + "/" + limit), u = number_in(dir + "/" + usage);
+    return l && u ? std::optional<double>(std::max(0.0, *l - *u)) : std::nullopt;
+  };
+  if (const auto d = cgroup_dir(""))
+    for (const std::string& root : {"/sys/fs/cgroup" + *d, std::string("/sys/fs/cgroup")})
+      if (const auto r = room(root, "memory.max", "memory.current")) return r;
+  if (const auto d = cgroup_dir("memory"))
+    for (const std::string& root :
+         {"/sys/fs/cgroup/memory" + *d, std::string("/sys/fs/cgroup/memory")})
+      if (const auto r = room(root, "memory.limit_in_bytes", "memory.usage_in_bytes")) return r;
+  return std::nullopt;
+}
+
+}  // namespace
+
+MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank) {
+  const Schedule& s = *c.lowered;
+  ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  ec.recompute = c.recompute;
+  const double message = kFloat * static_cast<double>(activation_count(ec));
+  const double footprint = kFloat * static_cast<double>(chunk_forward_floats(ec));
+  const double params = kFloat * static_cast<double>(chunk_param_count(ec));
+  double local = 0;
+  for (int r : s.chunk_rank) local += r == rank ? 1 : 0;
+  const std::vector<double> peaks = peak_activations(s);
+  const double peak = static_cast<std::size_t>(rank) < peaks.size() ? peaks[rank] : 0;
+  const double stage_mbs = peak / s.chunk_fraction(0);  // live micro-batches of chunks
+  MemoryNeed n;
+  n.buffers = 2 * (stage_mbs + local) * message;
+  if (o.synthetic()) return n;  // no parameters, no saved tensors (accounting only)
+  n.weights = n.gradients = local * params;
+  if (o.optimizer == "adam") n.optimizer = 2 * local * params;
+  n.activations = stage_mbs * footprint;
+  if (o.check && rank == 0) {
+    const double chunks = static_cast<double>(s.num_chunks());
+    n.reference = 2 * chunks * params + chunks * footprint;
+  }
+  return n;
+}
+
+std::optional<MemoryAvailable> memory_available() {
+  std::optional<MemoryAvailable> out;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:") out = MemoryAvailable{kib * 1024, "MemAvailable"};
+    in.ignore(256, '\n');
+  }
+  if (const auto room = cgroup_room(); room && (!out || *room < out->bytes))
+    out = MemoryAvailable{*room, "the cgroup limit"};
+  return out;
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 5) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string memory_refusal(const std::vector<RunConfig>& configs, const RunSettings& o,
+                           MPI_Comm comm, double timeout_s) {
+  if (o.backend != "cpu") return "";
+  const int me = mpi::rank(comm);
+  // Mine: the need of every configuration, then the bytes available (-1: unknown).
+  std::vector<double> mine;
+  for (const RunConfig& c : configs) mine.push_back(memory_need(c, o, me).total());
+  const auto avail = memory_available();
+  mine.push_back(avail ? avail->bytes : -1);
+  mine.push_back(avail && avail->source != "MemAvailable" ? 1 : 0);
+  const auto needs = mpi::gather(mine, 0, comm, timeout_s);
+  const auto hosts = mpi::gather(host_name(), 0, comm, timeout_s);
+  if (me != 0) return "";
+  std::map<std::string, std::vector<int>> ranks_of;
+  for (std::size_t r = 0; r < hosts.size(); ++r) ranks_of[hosts[r]].push_back(static_cast<int>(r));
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    for (const auto& [host, ranks] : ranks_of) {
+      double sum = 0, room = -1;
+      for (int r : ranks) {
+        sum += needs[r][i];
+        room = std::max(room, needs[r][configs.size()]);  // one host: one figure, read at once
+      }
+      if (room < 0 || sum <= room) continue;
+      const int worst = *std::max_element(ranks.begin(), ranks.end(),
+                                          [&](int a, int b) { return needs[a][i] < needs[b][i]; });
+      const MemoryNeed n = memory_need(configs[i], o, worst);
+      const bool cgroup = needs[ranks.front()][configs.size() + 1] > 0;
+      return configs[i].label + " needs about " + bytes_text(sum) + " on " + host + " (" +
+             std::to_string(ranks.size()) + (ranks.size() == 1 ? " rank" : " ranks") + "; rank " +
+             std::to_string(worst) + ": weights " + bytes_text(n.weights) + ", gradients " +
+             bytes_text(n.gradients) + ", optimizer " + bytes_text(n.optimizer) + ", activations " +
+             bytes_text(n.activations) + ", buffers " + bytes_text(n.buffers) +
+             (n.reference > 0 ? ", --check reference " : "") +
+             (n.reference > 0 ? bytes_text(n.reference) : "") + ") but " + bytes_text(room) +
+             " is available (" + (cgroup ? "the cgroup limit" : "MemAvailable") +
+             "): use a smaller --hidden, --layers or --mb-size";
+    }
+  return "";
+}
+
+}  // namespace bb::harness

@@ -1,0 +1,57 @@
+// Memory checked up front (issue 23: `run --hidden 65536` used to die with std::bad_alloc):
+// before the sweep, every rank estimates what it needs for each configuration, rank 0 adds up
+// the ranks that share a host and refuses, in one line, a sweep whose largest configuration
+// cannot fit in what that host has available.
+#pragma once
+
+#include <mpi.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/settings.hpp"
+#include "harness/sweep.hpp"
+
+namespace bb::harness {
+
+// Bytes one rank holds while a configuration runs (an estimate; docs/runtime.md):
+//   weights, gradients   the parameters of the rank's chunks, once each (not in synthetic mode);
+//   optimizer            Adam's two moments (as much again, twice), SGD none;
+//   activations          the schedule's peak live micro-batch-stages on this rank
+//                        (bb::peak_activations) times one micro-batch-stage's F footprint;
+//   buffers              the messages in flight: two activation tensors per live micro-batch
+//                        and chunk (received inputs, gradients being sent);
+//   reference            rank 0 with --check: the whole model's parameters and gradients, and
+//                        one micro-batch's activations through every chunk.
+struct MemoryNeed {
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, reference = 0;
+  double total() const {
+    return weights + gradients + optimizer + activations + buffers + reference;
+  }
+};
+
+MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank);
+
+// What this process can still take, and where the figure comes from: /proc/meminfo's
+// MemAvailable, lowered to the memory cgroup's limit less its usage (cgroup v2 memory.max /
+// memory.current, or v1 memory.limit_in_bytes / memory.usage_in_bytes). nullopt: unknown.
+struct MemoryAvailable {
+  double bytes = 0;
+  std::string source;  // "MemAvailable" or "the cgroup limit"
+};
+std::optional<MemoryAvailable> memory_available();
+
+// "1.5 GiB", "640 MiB", "12 KiB", "100 B".
+std::string bytes_text(double bytes);
+
+// Collective over `comm`: every rank's need per configuration and its host go to rank 0
+// (non-blocking gathers), which sums the needs of ranks on one host, configuration by
+// configuration, against that host's available memory. Returns, on rank 0, the one-line reason
+// for the first host and configuration that cannot fit ("" everywhere else, and when all fit
+// or the available memory is unknown). Only the cpu backend is checked (a GPU's memory is not
+// the host's).
+std::string memory_refusal(const std::vector<RunConfig>& configs, const RunSettings& o,
+                           MPI_Comm comm, double timeout_s);
+
+}  // namespace bb::harness
