@@ -5,13 +5,8 @@
 # costs it takes (dyadic, link times) and costs it leaves to the plain engine (0.1).
 set -uo pipefail
 BB=${1:?usage: $0 path/to/bubblebench}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() {  # name, condition result
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../check_lib.sh
+. "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 # Same stdout and exit code both ways.
 both() {  # name, args...
   local name=$1; shift

@@ -4,13 +4,8 @@
 set -uo pipefail
 BB=${1:?usage: $0 path/to/bubblebench}
 PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() {  # name, condition result
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../check_lib.sh
+. "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 
 # Done-when 1: gpipe and 1f1b at P=4, M=8, F=1, B=2.
 timeout 60 "$BB" sim --schedule gpipe,1f1b -P 4 -M 8 --t-f 1 --t-b 2 --format json >"$tmp/s.json"

@@ -4,13 +4,8 @@
 set -uo pipefail
 BB=${1:?usage: $0 path/to/bubblebench}
 PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() {  # name, condition result
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../check_lib.sh
+. "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 
 # Two directed pairs, latency only: 0->1 costs 0.5, 1->0 costs 0.25 (samples consistent).
 cat >"$tmp/links.json" <<'EOF'

@@ -6,13 +6,8 @@
 set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() {  # name, condition result
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../check_lib.sh
+. "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 
 # Runs `bubblebench run ARGS` on N ranks; every rank's exit code lands in $tmp/rc.<rank>.
 launch() {  # N, args...
@@ -271,5 +266,4 @@ one "sim: a cost list one of the schedules cannot take, no note: first" 2 \
 one "sim --steps in the work estimate" 2 "would simulate about .* --steps 1000 counted" \
   "$BB" sim --schedule zb-h1 -P 512 -M 8192 --steps 1000
 
-echo "run errors: $pass passed, $fails failed"
-[ $fails = 0 ]
+finish "run errors"

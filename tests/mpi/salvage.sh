@@ -9,13 +9,8 @@ BB=${1:?usage: $0 bubblebench mpiexec [python]}
 MPIEXEC=${2:?}
 PY=${3:-/usr/bin/python3}
 SALVAGE="$(dirname "$0")/../../tools/salvage_results.py"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() {  # name, condition result
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=../check_lib.sh
+. "$(dirname "$0")/../check_lib.sh"
 sweep() {  # results file, extra args...
   local out=$1; shift
   timeout 120 "$MPIEXEC" -n 2 "$BB" run --schedule 1f1b,gpipe -M 4,8 --compute synthetic \
@@ -105,5 +100,4 @@ check "runs index lost: exit 1 (got $rc), a reason, no file left ($(tail -1 "$tm
 [ $? = 2 ] && grep -q "exists" "$tmp/salv.err"
 check "an existing output file is refused (exit 2)" $?
 
-echo "salvage: $pass passed, $fails failed"
-[ $fails = 0 ]
+finish salvage
