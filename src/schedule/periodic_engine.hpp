@@ -54,13 +54,20 @@ class MessageSlots {
  public:
   MessageSlots() { rehash(kMinCapacity); }
   std::size_t size() const { return size_; }
+  static constexpr std::size_t kAbsent = ~std::size_t{0};
   const double* find(std::size_t k) const {
+    const std::size_t i = locate(k);
+    return i == kAbsent ? nullptr : &table_[i].time;
+  }
+  // Where k is (kAbsent: not there), its time, and erase it from there (no second probe).
+  std::size_t locate(std::size_t k) const {
     for (std::size_t i = home(k);; i = (i + 1) & mask_) {
       const Entry& e = table_[i];
-      if (e.key == k + 1) return &e.time;
-      if (e.key == 0) return nullptr;
+      if (e.key == k + 1) return i;
+      if (e.key == 0) return kAbsent;
     }
   }
+  double time_at(std::size_t i) const { return table_[i].time; }
   void put(std::size_t k, double t) {
     if (2 * (size_ + 1) > table_.size()) rehash(2 * table_.size());
     for (std::size_t i = home(k);; i = (i + 1) & mask_) {
@@ -77,11 +84,9 @@ class MessageSlots {
     }
   }
   void erase(std::size_t k) {
-    std::size_t hole = home(k);
-    for (;; hole = (hole + 1) & mask_) {
-      if (table_[hole].key == k + 1) break;
-      if (table_[hole].key == 0) return;
-    }
+    if (const std::size_t i = locate(k); i != kAbsent) erase_at(i);
+  }
+  void erase_at(std::size_t hole) {
     // Later entries of the probe run move into the hole where their home allows it.
     for (std::size_t j = (hole + 1) & mask_; table_[j].key != 0; j = (j + 1) & mask_) {
       const std::size_t h = home(table_[j].key - 1);
@@ -243,8 +248,7 @@ class PeriodicEngine {
   // producer's rank has finished this step, which needs its consumer's backward first).
   // Micro-batch-major, as a wave through the ranks touches them.
   std::size_t key(int, int dir, std::uint32_t chunk, std::uint32_t mb) const {
-    return (static_cast<std::size_t>(mb) * static_cast<std::size_t>(s_.num_chunks()) + chunk) * 2 +
-           static_cast<std::size_t>(dir);
+    return (static_cast<std::size_t>(mb) * chunks_ + chunk) * 2 + static_cast<std::size_t>(dir);
   }
   std::uint32_t key_mb(std::size_t k) const {
     return static_cast<std::uint32_t>(k / (2 * static_cast<std::size_t>(s_.num_chunks())));
@@ -549,17 +553,19 @@ class PeriodicEngine {
   }
 
   // Raises *t to a's input's arrival; false (and the key in *wait) if it has not arrived.
-  bool input(const Action& a, int step, double* t, std::size_t* wait, std::size_t* used) {
+  // *used: the input's key (kNone: none); *where: its place in the table.
+  bool input(const Action& a, int step, double* t, std::size_t* wait, std::size_t* used,
+             std::size_t* where) {
     *used = kNone;
     const MessageName in = message_in(a, route_of(a));
     if (in.dir < 0) return true;
     const std::size_t k = key(step, in.dir, in.chunk, a.mb);
-    const double* at = msgs_.find(k);
-    if (!at) {
+    *where = msgs_.locate(k);
+    if (*where == MessageSlots::kAbsent) {
       *wait = k;
       return false;
     }
-    *t = std::max(*t, *at);
+    *t = std::max(*t, msgs_.time_at(*where));
     *used = k;
     return true;
   }
@@ -580,6 +586,9 @@ class PeriodicEngine {
     }
   }
 
+  // Runs rank r until it must wait for an input, reaches a fence or finishes. The actions of
+  // one repetition run on locals; fences and segment ends are looked at between repetitions
+  // (a fence is the start of a repetition).
   void advance(int r) {
     RankState& st = st_[r];
     const auto& segs = L_.ranks[r];
@@ -605,34 +614,47 @@ class PeriodicEngine {
         return;
       }
       const Segment& g = segs[st.seg];
-      Action u[2];
-      u[0] = L_.at(g, st.rep, st.k);
-      if (is_comm(u[0].op)) [[unlikely]] {  // a lowered list's SEND/RECV: messages are modelled
-        if (++st.k == g.length) {
-          st.k = 0;
-          ++st.rep;
-          normalize(r, st);
+      const int step = st.step;
+      const std::uint32_t rep = st.rep;
+      std::uint32_t k = st.k;
+      double clock = st.clock;
+      while (k < g.length) {
+        Action u[2];
+        u[0] = L_.at(g, rep, k);
+        if (is_comm(u[0].op)) [[unlikely]] {  // a lowered list's SEND/RECV: messages are modelled
+          ++k;
+          continue;
         }
-        continue;
+        const std::uint32_t n = u[0].overlap_next() && k + 1 < g.length ? 2 : 1;
+        if (n == 2) u[1] = L_.at(g, rep, k + 1);
+        double start = clock;
+        std::size_t used[2] = {kNone, kNone}, where[2] = {0, 0};
+        for (std::uint32_t i = 0; i < n; ++i)
+          if (!input(u[i], step, &start, &st.waiting, &used[i], &where[i])) {
+            st.k = k;
+            st.clock = clock;
+            return;
+          }
+        // The first input where it was found; a second by its key (the first's removal may
+        // have moved it).
+        if (used[0] != kNone) msgs_.erase_at(where[0]);
+        if (used[1] != kNone) {
+          if (used[0] == kNone)
+            msgs_.erase_at(where[1]);
+          else
+            msgs_.erase(used[1]);
+        }
+        const double stop = start + pol_.cost(r, u, n);
+        const double grad_at = n == 2 ? start + pol_.grad_offset(r, u, n) : stop;
+        pol_.record(r, step, 0, n, clock, start, stop);
+        clock = stop;
+        for (std::uint32_t i = 0; i < n; ++i) output(r, step, u[i], stop, grad_at);
+        k += n;
       }
-      const std::uint32_t n = u[0].overlap_next() && st.k + 1 < g.length ? 2 : 1;
-      if (n == 2) u[1] = L_.at(g, st.rep, st.k + 1);
-      double start = st.clock;
-      std::size_t used[2] = {kNone, kNone};
-      for (std::uint32_t i = 0; i < n; ++i)
-        if (!input(u[i], st.step, &start, &st.waiting, &used[i])) return;
-      for (std::size_t k : used)
-        if (k != kNone) msgs_.erase(k);
-      const double stop = start + pol_.cost(r, u, n);
-      const double grad_at = n == 2 ? start + pol_.grad_offset(r, u, n) : stop;
-      pol_.record(r, st.step, 0, n, st.clock, start, stop);
-      st.clock = stop;
-      for (std::uint32_t i = 0; i < n; ++i) output(r, st.step, u[i], stop, grad_at);
-      if ((st.k += n) == g.length) {
-        st.k = 0;
-        ++st.rep;
-        normalize(r, st);
-      }
+      st.clock = clock;
+      st.k = 0;
+      ++st.rep;
+      normalize(r, st);
     }
     ++finished_;
   }
@@ -642,6 +664,7 @@ class PeriodicEngine {
   Policy& pol_;
   int steps_;
   std::vector<Route> route_of_;  // per chunk
+  std::size_t chunks_ = static_cast<std::size_t>(s_.num_chunks());
   bool by_chunk_ = false;
   std::vector<Phase> phases_;  // of every step, in order
   std::size_t phase_ = 0;      // the one fenced now
