@@ -7,8 +7,8 @@
 //
 // Build (tools/gpu-check.sh does this when the binary is not prebuilt):
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_90 -I src
-//        tools/gemm_efficiency.cu src/runtime/cuda/cuda_backend.cpp src/runtime/cuda/kernels.cu
-//        -lcublas -o gemm_efficiency
+//        tools/gemm_efficiency.cu src/runtime/cuda/cuda_backend.cpp
+//        src/runtime/cuda/host_staging.cpp src/runtime/cuda/kernels.cu -lcublas -o gemm_efficiency
 // Usage: gemm_efficiency [--hidden 1024,4096] [--mb-size 512,2048] [--iters 20]
 //                        [--dtype fp32|bf16|both] [--device N] [--min-ratio R]
 // Exit 0; 1 when --min-ratio is given and some ratio is below it; 2 on bad arguments or

@@ -306,8 +306,8 @@ if [ "$backend" = cuda ] && want gemm; then
       bench="$out/gemm_efficiency"
       run_step "build gemm_efficiency" "$out/gemm-build.log" "$nvcc" -std=c++20 \
         --expt-relaxed-constexpr -O3 "$arch" -I "$repo/src" "$repo/tools/gemm_efficiency.cu" \
-        "$repo/src/runtime/cuda/cuda_backend.cpp" "$repo/src/runtime/cuda/kernels.cu" -lcublas \
-        -o "$bench"
+        "$repo/src/runtime/cuda/cuda_backend.cpp" "$repo/src/runtime/cuda/host_staging.cpp" \
+        "$repo/src/runtime/cuda/kernels.cu" -lcublas -o "$bench"
     fi
   fi
   if [ -x "$bench" ]; then

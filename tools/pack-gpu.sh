@@ -61,7 +61,8 @@ if [ -n "$nvcc" ]; then
   "$nvcc" -std=c++20 --expt-relaxed-constexpr -O3 \
     -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,"code=[sm_90,compute_90]" \
     -I "$repo/src" "$repo/tools/gemm_efficiency.cu" "$repo/src/runtime/cuda/cuda_backend.cpp" \
-    "$repo/src/runtime/cuda/kernels.cu" -lcublas -o "$out/gemm_efficiency"
+    "$repo/src/runtime/cuda/host_staging.cpp" "$repo/src/runtime/cuda/kernels.cu" -lcublas \
+    -o "$out/gemm_efficiency"
   bins+=("$out/gemm_efficiency")
 fi
 
