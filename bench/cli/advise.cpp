@@ -173,6 +173,41 @@ double median_of(std::vector<double> v) {
                         : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// The run's per-chunk medians of F, B and W over its timed steps, in stage units, as a profile
+// over its model stages (chunk c holds model stage chunk_stage[c]; copies averaged). False,
+// IN left as it is, unless every model stage has all three kinds.
+bool chunk_profiles(const RunRecord& r, const Schedule& src, advise::Input& in) {
+  const double frac = src.chunk_fraction(0);
+  const auto stages = static_cast<std::size_t>(std::llround(src.P / frac));
+  const char* kinds[] = {"F", "B", "W"};
+  // durations[kind][chunk]
+  std::vector<std::vector<std::vector<double>>> durations(
+      3, std::vector<std::vector<double>>(static_cast<std::size_t>(src.num_chunks())));
+  for (const EventRecord& e : r.events)
+    for (std::size_t k = 0; k < 3; ++k)
+      if (e.kind == kinds[k] && e.chunk < durations[k].size())
+        durations[k][e.chunk].push_back(e.t_end_s - e.t_start_s);
+  std::vector<std::vector<double>> profile(3, std::vector<double>(stages, 0.0));
+  std::vector<int> copies(stages, 0);
+  for (std::size_t c = 0; c < static_cast<std::size_t>(src.num_chunks()); ++c) {
+    const auto stage = static_cast<std::size_t>(src.chunk_stage[c]);
+    if (stage >= stages) return false;
+    for (std::size_t k = 0; k < 3; ++k) {
+      if (durations[k][c].empty()) return false;
+      profile[k][stage] += median_of(durations[k][c]) / frac;
+    }
+    copies[stage] += 1;
+  }
+  for (std::size_t st = 0; st < stages; ++st) {
+    if (copies[st] == 0) return false;
+    for (auto& p : profile) p[st] /= copies[st];
+  }
+  in.t_f = profile[0];
+  in.t_b = profile[1];
+  in.t_w = profile[2];
+  return true;
+}
+
 // The costs, bytes and links of the chosen run, and how to run like it.
 void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bool print) {
   const RunRecord r = pick_run(o.results, o.run_key);
@@ -186,6 +221,7 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   in.t_f = {num_attr(a, "t_f_s")};
   in.t_b = {num_attr(a, "t_b_s")};
   in.t_w = {num_attr(a, "t_w_s")};
+  const bool per_chunk = chunk_profiles(r, src, in);
   in.mb_size = static_cast<int>(num_attr(a, "mb_size"));
   harness::RunSettings& s = vm.settings;
   s.backend = text_attr(a, "backend", "cpu");
@@ -231,10 +267,17 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   }
   in.latency = median_of(alpha);
   in.bandwidth = median_of(beta);
-  if (print)
-    std::cerr << "note: advise: costs of run " << r.key << " (t_f " << fmt(in.t_f[0] * 1e3)
-              << " ms, t_b " << fmt(in.t_b[0] * 1e3) << " ms, t_w " << fmt(in.t_w[0] * 1e3)
-              << " ms per stage; " << r.links.size() << " calibrated links)\n";
+  if (print) {
+    std::string text;
+    for (const auto& [name, list] :
+         {std::pair{"t_f", &in.t_f}, std::pair{"t_b", &in.t_b}, std::pair{"t_w", &in.t_w}}) {
+      text += std::string(text.empty() ? "" : ", ") + name + " ";
+      for (std::size_t i = 0; i < list->size(); ++i) text += (i ? "/" : "") + fmt((*list)[i] * 1e3);
+    }
+    std::cerr << "note: advise: costs of run " << r.key << " (" << text << " ms per stage"
+              << (per_chunk ? ", per-chunk medians by model stage" : ", per-kind medians") << "; "
+              << r.links.size() << " calibrated links)\n";
+  }
 }
 
 std::vector<double> seconds_list(const std::string& text, const char* flag) {
@@ -515,7 +558,26 @@ std::vector<Verified> verify_top(const AdviseOptions& o, const advise::Input& in
   return out;
 }
 
-void print_verified(const std::vector<Verified>& vs, bool steady, bool as_json) {
+// The measured per-kind medians' sum (F + B + W of a stage) over the one the prediction used,
+// minus 1: how far the costs moved between the results run (or the flags) and this run. NaN
+// where the run has overlapped F&B pairs (their medians are not F, B and W).
+double cost_drift(const advise::Input& in, const advise::Candidate& c,
+                  const harness::RunSummary& m) {
+  if (m.t_fb_s) return std::nan("");
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  const double scale = c.mb_size / in.mb_size;
+  const double f = mean(in.t_f) * scale;
+  const double assumed = f * (c.recompute ? 2 : 1) + (mean(in.t_b) + mean(in.t_w)) * scale;
+  const double got = m.t_f_s.value_or(0) + m.t_b_s.value_or(0) + m.t_w_s.value_or(0);
+  return assumed > 0 ? got / assumed - 1 : std::nan("");
+}
+
+void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bool as_json) {
+  const bool steady = in.steady;
   // The measured ranking: by measured time per sample, as the prediction ranks.
   std::vector<std::pair<double, int>> order;  // measured seconds per sample, predicted rank
   for (const auto& v : vs)
@@ -538,7 +600,7 @@ void print_verified(const std::vector<Verified>& vs, bool steady, bool as_json) 
     const double pred = c.step_time;
     if (!v.measured) {
       rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3), "n/a",
-                      "n/a", "n/a", "", "", "", "", "", ""});
+                      "n/a", "n/a", "", "", "", "", "", "", "", "not run: " + v.why});
       j.push_back({{"predicted_rank", v.predicted_rank},
                    {"config", config_text(c)},
                    {"predicted_s", pred},
@@ -553,11 +615,13 @@ void print_verified(const std::vector<Verified>& vs, bool steady, bool as_json) 
     // Ranking preserved: the measured order is the predicted one.
     if (mr != static_cast<int>(&v - vs.data()) + 1) preserved = false;
     const auto a = m.attribution.value_or(harness::RunSummary::Attribution{});
+    const double drift = cost_drift(in, c, m);
     rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3),
                     fmt(meas * 1e3), fmt(100 * err, 3) + "%", std::to_string(mr),
                     fmt(steady ? c.bubble_fraction_steady : c.bubble_fraction, 3),
                     fmt(m.bubble_fraction_measured, 3), fmt(a.schedule, 3), fmt(a.imbalance, 3),
-                    fmt(a.jitter, 3), fmt(a.communication, 3) + " " + fmt(a.residual, 3)});
+                    fmt(a.jitter, 3), fmt(a.communication, 3), fmt(a.residual, 3),
+                    std::isfinite(drift) ? fmt(100 * drift, 3) + "%" : "n/a"});
     j.push_back(
         {{"predicted_rank", v.predicted_rank},
          {"measured_rank", mr},
@@ -567,6 +631,7 @@ void print_verified(const std::vector<Verified>& vs, bool steady, bool as_json) 
          {"rel_error", err},
          {"bubble_fraction_predicted", steady ? c.bubble_fraction_steady : c.bubble_fraction},
          {"bubble_fraction_measured", m.bubble_fraction_measured},
+         {"cost_drift", std::isfinite(drift) ? json(drift) : json(nullptr)},
          {"attribution",
           {{"schedule", a.schedule},
            {"imbalance", a.imbalance},
@@ -583,10 +648,11 @@ void print_verified(const std::vector<Verified>& vs, bool steady, bool as_json) 
   }
   std::cout << "\nverify: predicted vs measured ("
             << (steady ? "steady-state period" : "step makespan")
-            << ", ms; bubble and attribution as fractions of P x T)\n";
+            << ", ms; bubble and attribution as fractions of P x T; cost_drift: the run's F+B+W "
+               "medians against the costs predicted with)\n";
   bb::print_table(std::cout,
                   {"#", "config", "pred_ms", "meas_ms", "error", "meas_#", "bubble_pred",
-                   "bubble_meas", "sched", "imbal", "jitter", "comm resid"},
+                   "bubble_meas", "sched", "imbal", "jitter", "comm", "resid", "cost_drift"},
                   rows);
   std::cout << "ranking " << (preserved ? "preserved" : "NOT preserved") << "; largest |error| "
             << fmt(100 * worst, 3) << "%\n";
@@ -637,7 +703,7 @@ int advise_run(int argc, char** argv, bool mpi) {
     if (o.verify > 0) {
       std::ostringstream os;
       std::streambuf* old = std::cout.rdbuf(os.rdbuf());
-      print_verified(verified, in.steady, true);
+      print_verified(in, verified, true);
       std::cout.rdbuf(old);
       j["verify"] = json::parse(os.str());
     }
@@ -646,7 +712,7 @@ int advise_run(int argc, char** argv, bool mpi) {
     print_csv(r);
   } else {
     print_table(in, r, o.top);
-    if (o.verify > 0) print_verified(verified, in.steady, false);
+    if (o.verify > 0) print_verified(in, verified, false);
   }
   return kExitOk;
 }

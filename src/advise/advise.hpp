@@ -5,8 +5,9 @@
 //
 // The model, per configuration:
 //   * costs: T_F, T_B, T_W of one stage for one micro-batch of `mb_size` samples (one value, or
-//     one per stage: the model cut into P equal parts, chunk c taking its part's time times
-//     its chunk fraction). With a global batch G, a configuration with M micro-batches runs
+//     a profile of N values in stage units: the model cut into N equal parts, e.g. one per
+//     stage, chunk c taking the time of the part its model stage lies in times its chunk
+//     fraction). With a global batch G, a configuration with M micro-batches runs
 //     micro-batches of G/M samples and every time and activation size scales by
 //     (G/M) / mb_size (linear in the micro-batch size).
 //   * recompute: every B also re-runs the chunk's forward (T_B + T_F); a micro-batch keeps only
@@ -29,7 +30,7 @@ struct Input {
   std::vector<int> Ms{8};              // micro-batch counts to consider
   std::vector<int> vs{1};              // chunks per rank, for schedules that take v
   std::vector<bool> recompute{false};  // settings to consider
-  // Seconds of one stage for one micro-batch of mb_size samples: 1 value or P values.
+  // Seconds of one stage for one micro-batch of mb_size samples: 1 value or a profile.
   std::vector<double> t_f{1.0}, t_b{1.0}, t_w{1.0};
   int mb_size = 1;           // samples of the micro-batch the costs and bytes were measured at
   int global_batch = 0;      // > 0: M x (micro-batch size) = global_batch, M must divide it

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `advise` on a results file made by a small `make run`-like command (issue 21, Done-when):
 #   1. run zb-h1 and 1f1b at P=2 (real compute, calibrated links) into a results file;
-#   2. advise --results FILE --format json ranks configurations, and its best one agrees with
-#      `sim` given the same costs, links and bytes (makespan, period, peak activation bytes);
+#   2. advise --results FILE --format json ranks configurations (costs: the zb-h1 M=8 run's
+#      per-chunk medians), and its best one agrees with `sim` given the same per-chunk costs,
+#      links and bytes (makespan, period, peak activation bytes);
 #   3. with --memory-cap at the median peak, exactly the configurations whose peak is above it
 #      are excluded ("memory"), and the table names every family it leaves out;
 #   4. --verify 2 under mpiexec prints predicted vs measured for two configurations (no
@@ -22,7 +23,7 @@ timeout 300 "$MPIEXEC" -n 2 -bind-to core "$BB" run --schedule zb-h1,1f1b -M 4,8
   { cat "$tmp/run.txt"; fail "run"; }
 "$BB" advise --results "$tmp/r.h5" -M 2:16:x2 --format json >"$tmp/a.json" 2>"$tmp/err.txt" ||
   { cat "$tmp/err.txt"; fail "advise"; }
-grep -q "^note: advise: costs of run zb-h1_P=2_M=8" "$tmp/err.txt" ||
+grep -q "^note: advise: costs of run zb-h1_P=2_M=8.*per-chunk medians" "$tmp/err.txt" ||
   { cat "$tmp/err.txt"; fail "advise did not take the zb-h1 M=8 run"; }
 
 # The best configuration, simulated by `sim` with the advisor's inputs.
@@ -31,11 +32,22 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 i, b = j["input"], j["ranked"][0]
 assert len(j["ranked"]) > 5, "too few ranked"
-tb = i["t_b_s"][0] + (i["t_f_s"][0] if b["recompute"] else 0)
-frac = 1 / b["v"] if b["schedule"] not in ("dualpipe",) else 1
+# Per-chunk costs as docs/advise.md defines them: chunk c holds model stage c mod S (S = P /
+# chunk fraction; DualPipe's second copy repeats the stages) and takes the time of the profile
+# part that stage lies in, times the chunk fraction.
+P, v = i["P"], b["v"]
+frac = 1.0 if b["schedule"] == "dualpipe" else 1.0 / v
+S = round(P / frac)
+chunks = 2 * P if b["schedule"] == "dualpipe" else P * v
+def per_chunk(profile):
+    return [profile[(c % S) * len(profile) // S] * frac for c in range(chunks)]
+tf, tb, tw = per_chunk(i["t_f_s"]), per_chunk(i["t_b_s"]), per_chunk(i["t_w_s"])
+if b["recompute"]:
+    tb = [x + y for x, y in zip(tb, tf)]
 act = i["input_bytes"] / frac if b["recompute"] else i["act_bytes"]
-print(" ".join(["-s", b["schedule"], "-P", str(i["P"]), "-M", str(b["M"]), "-v", str(b["v"]),
-                "--t-f", repr(i["t_f_s"][0]), "--t-b", repr(tb), "--t-w", repr(i["t_w_s"][0]),
+lst = lambda xs: ",".join(repr(x) for x in xs)
+print(" ".join(["-s", b["schedule"], "-P", str(P), "-M", str(b["M"]), "-v", str(v),
+                "--t-f", lst(tf), "--t-b", lst(tb), "--t-w", lst(tw),
                 "--latency", repr(i["latency_s"]), "--bandwidth", repr(i["bandwidth_bytes_per_s"]),
                 "--msg-bytes", repr(i["input_bytes"]), "--act-bytes", repr(act)]))
 PY

@@ -153,6 +153,21 @@ TEST(Advise, PerStageCostsReachTheChunks) {
   EXPECT_GT(c.makespan, u.makespan + 8 * 2e-3 - 1e-12);
 }
 
+TEST(Advise, AProfileOfAnyLengthCutsTheModelIntoEqualParts) {
+  auto in = small_input();
+  in.t_f = {1e-3, 3e-3};  // the first half of the model, then the second
+  const auto c = bb::advise::evaluate(in, "interleaved", 8, 2, false);
+  ASSERT_EQ(c.excluded, "");
+  // 8 chunks of half a stage each: chunks 0..3 in the first half, 4..7 in the second.
+  bb::SimConfig cfg;
+  cfg.t_f = {0.5e-3, 0.5e-3, 0.5e-3, 0.5e-3, 1.5e-3, 1.5e-3, 1.5e-3, 1.5e-3};
+  cfg.t_b.assign(8, in.t_b[0] / 2);
+  cfg.t_w.assign(8, in.t_w[0] / 2);
+  cfg.act_bytes = in.act_bytes;
+  const bb::SimResult sim = bb::simulate(bb::generate("interleaved", {in.P, 8, 2}), cfg);
+  EXPECT_DOUBLE_EQ(c.makespan, sim.single.span);
+}
+
 TEST(Advise, ResultDoesNotDependOnThreads) {
   const auto in = small_input();
   const auto a = bb::advise::search(in, 3, 1);
