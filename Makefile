@@ -11,7 +11,8 @@ APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-
   python3-h5py python3-pandas python3-matplotlib python3-pytest python3-numpy shellcheck \
   slurm-wlm munge
 
-.PHONY: all deps configure build test run analysis bench asan format clean slurm-soak crash-soak
+.PHONY: all deps configure build test run analysis bench asan format clean slurm-soak crash-soak \
+  slurm-two-node
 
 all: build
 
@@ -51,6 +52,11 @@ bench: build
 N ?= 50
 slurm-soak:
 	bash tests/slurm/soak.sh $(N)
+
+# Two SLURM nodes on this machine (network + UTS namespaces, root): jobs/multi-node.sbatch across
+# them over TCP, then a lost node and a requeue that resumes (tests/slurm/two_node.sh).
+slurm-two-node: build
+	bash tests/slurm/two_node.sh $(BUILD)/bubblebench
 
 # Crash safety of `run --out`: N kills per signal (SIGKILL/SIGINT/SIGTERM to rank 0 or the
 # launcher) at random moments under CPU load; each file checked, then resumed (docs/runtime.md).
