@@ -3,7 +3,6 @@
 # on the lists in periodic form (the default) as with every pass flat (BB_FLAT_PASSES=1), for
 # every built-in schedule, at sizes where the periodic engine jumps and where it does not, with
 # costs it takes (dyadic, link times) and costs it leaves to the plain engine (0.1).
-set -uo pipefail
 BB=${1:?usage: $0 path/to/bubblebench}
 # shellcheck source=../check_lib.sh
 . "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The sim / model / validate / show commands: the done-when figures, exit codes, and one-line
 # errors for configurations a schedule rejects (never a hang, never a crash).
-set -uo pipefail
 BB=${1:?usage: $0 path/to/bubblebench}
 PY=/usr/bin/python3
 # shellcheck source=../check_lib.sh
@@ -31,25 +30,16 @@ check "naive csv exit" $?
 echo "$out" | grep -q '^naive,4,8,1,96,288,0.75,' ; check "naive bubble 1-1/P" $?
 
 # Rejected configurations: exit 2, exactly one line on stderr naming the schedule.
-reject() {  # expected-substring, args...
-  local want=$1; shift
-  timeout 30 "$BB" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" = 2 ] || { echo "  rc=$rc for: $*"; cat "$tmp/err"; }
-  [ "$(wc -l <"$tmp/err")" = 1 ] || { echo "  stderr lines: $(wc -l <"$tmp/err") for: $*"; cat "$tmp/err"; }
-  grep -q -- "$want" "$tmp/err" || { echo "  missing '$want' in: $(cat "$tmp/err")"; return 1; }
-  [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ]
-}
-reject "dualpipe: P must be even" sim -s dualpipe -P 3 -M 8; check "dualpipe odd P" $?
-reject "interleaved: needs v >= 2" sim -s interleaved -P 4 -M 8 -v 1; check "interleaved v=1" $?
-reject "interleaved: needs M a multiple of P" sim -s interleaved -P 4 -M 6 -v 2; check "interleaved M%P" $?
-reject "dualpipev: M must be >= 2P" model -s dualpipev -P 4 -M 4; check "dualpipev small M" $?
-reject "unknown schedule 'foo'" sim -s foo -P 4 -M 8; check "unknown schedule" $?
-reject "-M: '0'" sim -s 1f1b -P 4 -M 0; check "M=0" $?
-reject "-M: '4:2:1'" sim -s 1f1b -P 4 -M 4:2:1; check "bad range" $?
-reject "--t-f" sim -s 1f1b -P 4 -M 8 --t-f -1; check "negative time" $?
-reject "error" sim -s 1f1b -P 4 -M 8 --no-such-flag; check "unknown flag" $?
-reject "cost list" sim -s 1f1b -P 4 -M 8 --t-f 1,2,3; check "cost list length" $?
+refused "dualpipe: P must be even" sim -s dualpipe -P 3 -M 8; check "dualpipe odd P" $?
+refused "interleaved: needs v >= 2" sim -s interleaved -P 4 -M 8 -v 1; check "interleaved v=1" $?
+refused "interleaved: needs M a multiple of P" sim -s interleaved -P 4 -M 6 -v 2; check "interleaved M%P" $?
+refused "dualpipev: M must be >= 2P" model -s dualpipev -P 4 -M 4; check "dualpipev small M" $?
+refused "unknown schedule 'foo'" sim -s foo -P 4 -M 8; check "unknown schedule" $?
+refused "-M: '0'" sim -s 1f1b -P 4 -M 0; check "M=0" $?
+refused "-M: '4:2:1'" sim -s 1f1b -P 4 -M 4:2:1; check "bad range" $?
+refused "--t-f" sim -s 1f1b -P 4 -M 8 --t-f -1; check "negative time" $?
+refused "error" sim -s 1f1b -P 4 -M 8 --no-such-flag; check "unknown flag" $?
+refused "cost list" sim -s 1f1b -P 4 -M 8 --t-f 1,2,3; check "cost list length" $?
 
 # In a sweep, rejected combinations are skipped with one line each; the rest run.
 timeout 60 "$BB" sim -s dualpipe,1f1b -P 4 -M 6,8 --format csv >"$tmp/out" 2>"$tmp/err"
@@ -64,9 +54,9 @@ timeout 60 "$BB" validate --csv "$tmp/dpv.csv" | grep -q "^ok: dualpipev"; check
 printf '# P=2\n0F0,0BW0,0F1,0BW1\n1F1,1BW1,1F0,1BW0\n' >"$tmp/bad.csv"
 timeout 30 "$BB" validate --csv "$tmp/bad.csv" >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -q "cyclic wait" "$tmp/out"; check "cyclic CSV exit 1" $?
-reject "cannot read schedule CSV" validate --csv "$tmp/missing.csv"; check "missing CSV exit 2" $?
+refused "cannot read schedule CSV" validate --csv "$tmp/missing.csv"; check "missing CSV exit 2" $?
 printf '0F0,0ZZ1\n' >"$tmp/garbage.csv"
-reject "CSV line 1" sim -s "csv:$tmp/garbage.csv"; check "malformed CSV exit 2" $?
+refused "CSV line 1" sim -s "csv:$tmp/garbage.csv"; check "malformed CSV exit 2" $?
 timeout 60 "$BB" sim -s "csv:$tmp/dpv.csv" -P 4 --format json >"$tmp/c.json"; check "sim csv" $?
 
 # --timeline writes a Chrome trace with one slice per compute action.
@@ -167,16 +157,16 @@ for f in "--latency nan" "--latency inf" "--latency -1" "--t-fb inf" "--t-fb nan
   "--act-bytes inf" "--bandwidth nan" "--bandwidth inf" "--msg-bytes nan" "--msg-bytes -3" \
   "--t-w inf" "--steps 1"; do
   # shellcheck disable=SC2086
-  reject "${f%% *}" sim -s 1f1b -P 4 -M 8 $f; check "sim $f" $?
+  refused "${f%% *}" sim -s 1f1b -P 4 -M 8 $f; check "sim $f" $?
 done
-reject "--latency" model -s 1f1b -P 4 -M 8 --latency nan; check "model --latency nan" $?
-reject "not finite" sim -s 1f1b -P 4 -M 8 --t-f 1e308 --t-b 1e308; check "sim overflow" $?
-reject "not finite" model -s 1f1b -P 4 -M 8 --t-f 1e308 --t-b 1e308; check "model overflow" $?
+refused "--latency" model -s 1f1b -P 4 -M 8 --latency nan; check "model --latency nan" $?
+refused "not finite" sim -s 1f1b -P 4 -M 8 --t-f 1e308 --t-b 1e308; check "sim overflow" $?
+refused "not finite" model -s 1f1b -P 4 -M 8 --t-f 1e308 --t-b 1e308; check "model overflow" $?
 
 # Per-chunk costs: the same count check in model as in sim; uneven stages have no closed form.
-reject "cost list" model -s gpipe -P 4 -M 8 --t-f 1,2,3,4,5; check "model cost list length" $?
-reject "--t-f" sim -s gpipe -P 4 -M 8 --t-f 1,; check "sim --t-f 1," $?
-reject "--t-b" model -s gpipe -P 4 -M 8 --t-b ,2; check "model --t-b ,2" $?
+refused "cost list" model -s gpipe -P 4 -M 8 --t-f 1,2,3,4,5; check "model cost list length" $?
+refused "--t-f" sim -s gpipe -P 4 -M 8 --t-f 1,; check "sim --t-f 1," $?
+refused "--t-b" model -s gpipe -P 4 -M 8 --t-b ,2; check "model --t-b ,2" $?
 for cmd in sim model; do
   timeout 30 "$BB" $cmd -s gpipe,interleaved -P 4 -M 8 -v 2 --t-f 1,1,1,10 --format json \
     >"$tmp/out" 2>"$tmp/err"
@@ -267,8 +257,8 @@ slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
 assert len(slices) == 2 * 64 * 2048, len(slices)
 PY
 check "a timeline of 262 144 slices in bounded memory" $?
-reject "compute actions" model -s 1f1b -P 4 -M 1:100000:1; check "absurd sweep refused" $?
-reject "compute actions" sim -s all -P 64 -M 1:65536:1 -v 1:64:1; check "absurd sweep refused (sim)" $?
+refused "compute actions" model -s 1f1b -P 4 -M 1:100000:1; check "absurd sweep refused" $?
+refused "compute actions" sim -s all -P 64 -M 1:65536:1 -v 1:64:1; check "absurd sweep refused (sim)" $?
 
 # -v for schedules that take none: they run once, with one note each.
 timeout 30 "$BB" sim --schedule 1f1b,gpipe -P 4 -M 8 -v 1,2 --format csv >"$tmp/out" 2>"$tmp/err"
@@ -290,11 +280,11 @@ r=$?
 check "skip lines distinct, with v ($(cat "$tmp/err"))" $r
 
 # Empty file names and single-schedule commands given several: exit 2, one line.
-reject "--csv" validate --csv ""; check "validate --csv ''" $?
-reject "--csv" show --csv ""; check "show --csv ''" $?
-reject "--timeline" sim -s 1f1b -P 4 -M 8 --timeline ""; check "sim --timeline ''" $?
-reject "one schedule" show -s all -P 4 -M 8; check "show -s all" $?
-reject "one schedule" validate -s gpipe,1f1b -P 4 -M 8; check "validate two schedules" $?
+refused "--csv" validate --csv ""; check "validate --csv ''" $?
+refused "--csv" show --csv ""; check "show --csv ''" $?
+refused "--timeline" sim -s 1f1b -P 4 -M 8 --timeline ""; check "sim --timeline ''" $?
+refused "one schedule" show -s all -P 4 -M 8; check "show -s all" $?
+refused "one schedule" validate -s gpipe,1f1b -P 4 -M 8; check "validate two schedules" $?
 
 # A CSV schedule keeps its own P, M and v: flags it ignores get a note.
 timeout 30 "$BB" sim -s "csv:$tmp/low.csv" -M 4,16 -v 2,3 --format csv >"$tmp/out" 2>"$tmp/err"
@@ -305,7 +295,7 @@ check "csv note for -M and -v ($(cat "$tmp/err"))" $r
 
 # Commands: an unknown one is refused by name; --help lists run too; a flag given twice takes
 # its last value; show/validate's help asks for one schedule, as they do.
-reject "unknown command 'simulate'" simulate -P 4; check "unknown command" $?
+refused "unknown command 'simulate'" simulate -P 4; check "unknown command" $?
 "$BB" --help | grep -q '^  run ' ; check "--help lists run" $?
 out=$(timeout 30 "$BB" sim -s 1f1b -P 4 -M 4 -M 8 --t-f 3 --t-f 1 --format csv)
 check "a repeated flag exit 0" $?

@@ -8,11 +8,9 @@
 # the terms must add up to the measured bubble of the step they describe. Timing on a shared
 # 2-core machine is noisy: a failed attempt is repeated, up to three in all.
 # usage: run_attribution.sh BUBBLEBENCH MPIEXEC
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"
 common=(--schedule 1f1b -M 8 --compute synthetic --t-f 4ms --t-b 4ms --warmup 1 --iters 9
   --timeout 60 --format json --no-calibrate)
 run() {  # NAME ARGS...
@@ -47,11 +45,4 @@ for f in fails:
 sys.exit(1 if fails else 0)
 PY
 }
-for try in 1 2 3; do
-  attempt
-  rc=$?
-  [ $rc = 0 ] && { echo "attribution: passed on attempt $try"; exit 0; }
-  [ $rc = 2 ] && exit 1  # a run that fails outright is not noise
-  echo "attribution: attempt $try outside the tolerance"
-done
-exit 1
+retry_attempts attribution

@@ -3,7 +3,6 @@
 # before any point-to-point traffic); the watchdog turns a hang into exit 3 with the line
 # "rank R: waiting RECV_x chunk c mb m from rank q".
 # usage: run_errors.sh BUBBLEBENCH MPIEXEC
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
 # shellcheck source=../check_lib.sh

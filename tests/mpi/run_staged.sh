@@ -4,22 +4,13 @@
 # go through the CPU backend's host staging. Every schedule's --check must pass (loss and every
 # gradient against the sequential reference) and every rank must say it staged.
 # usage: run_staged.sh BUBBLEBENCH MPIEXEC P
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec P}
 MPIEXEC=${2:?}
 P=${3:?}
-HERE=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-BB_HOST_STAGING=always timeout 300 "$MPIEXEC" -n "$P" "$BB" run --schedule all \
+. "$(dirname "$0")/../check_lib.sh"
+run_or_exit env BB_HOST_STAGING=always timeout 300 "$MPIEXEC" -n "$P" "$BB" run --schedule all \
   -M "$P,$((2 * P)),$((4 * P))" -v 1,2 --recompute=both --check --hidden 16 --layers 1 \
-  --mb-size 4 --iters 1 --warmup 1 --timeout 60 --format json >"$tmp/out.json" 2>"$tmp/err.txt"
-rc=$?
-if [ $rc != 0 ]; then
-  echo "FAIL: exit $rc"
-  cat "$tmp/err.txt"
-  exit 1
-fi
+  --mb-size 4 --iters 1 --warmup 1 --timeout 60 --format json
 notes=$(grep -c 'BB_HOST_STAGING=always: every MPI message goes through host staging' "$tmp/err.txt")
 if [ "$notes" != "$P" ]; then
   echo "FAIL: $notes ranks say they staged, expected $P:"

@@ -5,13 +5,10 @@
 # F = B = 2 ms; W = 0 for the schedules that fuse the backward, W = 2 ms for the split ones;
 # M = 4P. Needs an otherwise idle machine: a loaded CPU delays actions and messages at random.
 # usage: run_timing.sh BUBBLEBENCH MPIEXEC P
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec P}
 MPIEXEC=${2:?}
 P=${3:?}
-HERE=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"
 M=$((4 * P))  # a longer step: the per-hop latency (~30-50 µs) weighs less
 common=(--compute synthetic --t-f 2ms --t-b 2ms -M "$M" -v 2 --warmup 1 --iters 7 --timeout 60
   --format json)
@@ -29,11 +26,4 @@ attempt() {
   /usr/bin/python3 "$HERE/check_run_json.py" timing "$tmp/split.json" --min-configs 5 || fails=1
   return $fails
 }
-for try in 1 2 3; do
-  attempt
-  rc=$?
-  [ $rc = 0 ] && { echo "timing P=$P: passed on attempt $try"; exit 0; }
-  [ $rc = 2 ] && exit 1  # a run that fails outright is not noise
-  echo "timing P=$P: attempt $try outside the tolerance"
-done
-exit 1
+retry_attempts "timing P=$P"
