@@ -20,10 +20,10 @@ sweep() {  # results file, extra args...
 sweep "$tmp/good.h5"
 check "the sweep writes 4 runs (exit $?)" $?
 
-# damage.py GOOD OUT MODE: MODE data (garbage over the events chunk of the first run),
+# The damage script ($tmp/damage_py), args GOOD OUT MODE: MODE data (garbage over the events chunk of the first run),
 # header (garbage over the second run's group header) or cut (the file cut inside the last run,
 # after its group header), or lost (cut at 40 %, where /runs' names are gone).
-cat >"$tmp/damage.py" <<'PY'
+cat >"$tmp/damage_py" <<'PY'
 import shutil, sys, h5py
 good, out, mode = sys.argv[1:]
 with h5py.File(good, "r") as f:
@@ -48,8 +48,8 @@ else:
         o.write(b"\xa5" * n)
     print(victim)
 PY
-# same.py GOOD SALVAGED: every run of SALVAGED equals GOOD's (attributes and datasets).
-cat >"$tmp/same.py" <<'PY'
+# The comparison script ($tmp/same_py), args GOOD SALVAGED: every run of SALVAGED equals GOOD's (attributes and datasets).
+cat >"$tmp/same_py" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
     assert dict(a.attrs) == dict(b.attrs), "root attributes differ"
@@ -65,11 +65,11 @@ PY
 keys() { "$PY" -c 'import sys, h5py; print("\n".join(sorted(h5py.File(sys.argv[1], "r")["runs"])))' "$1"; }
 
 for mode in data header cut; do
-  victim=$("$PY" "$tmp/damage.py" "$tmp/good.h5" "$tmp/$mode.h5" "$mode")
+  victim=$("$PY" "$tmp/damage_py" "$tmp/good.h5" "$tmp/$mode.h5" "$mode")
   "$PY" "$SALVAGE" "$tmp/$mode.h5" "$tmp/$mode-salvaged.h5" >"$tmp/salv.out" 2>"$tmp/salv.err"
   rc=$?
   check "$mode: salvage exit 0 (got $rc: $(head -c 300 "$tmp/salv.err"))" $rc
-  kept=$("$PY" "$tmp/same.py" "$tmp/good.h5" "$tmp/$mode-salvaged.h5" 2>"$tmp/same.err")
+  kept=$("$PY" "$tmp/same_py" "$tmp/good.h5" "$tmp/$mode-salvaged.h5" 2>"$tmp/same.err")
   check "$mode: the kept runs equal the original's ($(tail -1 "$tmp/same.err"))" $?
   ndropped=$(grep -c '^dropped ' "$tmp/salv.err")
   [ "$((kept + ndropped))" = 4 ] && [ "$ndropped" -ge 1 ]
@@ -86,11 +86,11 @@ for mode in data header cut; do
   [ "$(grep -c ': skipped (complete in ' "$tmp/run.err")" = "$kept" ]
   check "$mode: --resume skipped the $kept kept runs ($(grep -i complete "$tmp/run.err" | head -3))" $?
   keys "$tmp/$mode-salvaged.h5" >"$tmp/after.txt"
-  [ "$(wc -l <"$tmp/after.txt")" = 4 ] && "$PY" "$tmp/same.py" "$tmp/$mode-salvaged.h5" "$tmp/$mode-salvaged.h5" >/dev/null
+  [ "$(wc -l <"$tmp/after.txt")" = 4 ] && "$PY" "$tmp/same_py" "$tmp/$mode-salvaged.h5" "$tmp/$mode-salvaged.h5" >/dev/null
   check "$mode: after --resume the file holds all 4 runs" $?
 done
 # /runs' names lost with the end of the file: nothing to salvage, one line, nothing left.
-"$PY" "$tmp/damage.py" "$tmp/good.h5" "$tmp/lost.h5" lost >/dev/null
+"$PY" "$tmp/damage_py" "$tmp/good.h5" "$tmp/lost.h5" lost >/dev/null
 "$PY" "$SALVAGE" "$tmp/lost.h5" "$tmp/lost-salvaged.h5" >"$tmp/salv.out" 2>"$tmp/salv.err"
 rc=$?
 [ $rc = 1 ] && grep -q "no readable root attributes and /runs" "$tmp/salv.err" &&
