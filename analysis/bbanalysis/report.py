@@ -17,12 +17,15 @@ from .model import FORMULAS
 from .plots import (ATTRIBUTION_TERMS, _order_schedules, attribution_columns, config_text,
                     plot_attribution, plot_bubble_vs_m, plot_gantt, plot_peak_activation)
 
-BUBBLE_TABLE = [
+#: The columns that name a configuration, first in every table.
+CONFIG_COLUMNS = [
     ("schedule", "schedule", None),
     ("P", "P", "int"),
     ("M", "M", "int"),
     ("v", "v", "int"),
     ("sync", "sync", None),
+]
+BUBBLE_TABLE = CONFIG_COLUMNS + [
     ("view", "view", None),
     ("measured", "bubble_fraction_measured", "frac"),
     ("sim", "bubble_fraction_sim", "frac"),
@@ -35,22 +38,12 @@ BUBBLE_TABLE = [
     ("from events", "bubble_fraction_events", "frac"),  # last: n/a in the steady-state view
 ]
 #: "Where the bubble came from": the attribution terms of each run's median step.
-ATTRIBUTION_TABLE = [
-    ("schedule", "schedule", None),
-    ("P", "P", "int"),
-    ("M", "M", "int"),
-    ("v", "v", "int"),
-    ("sync", "sync", None),
+ATTRIBUTION_TABLE = CONFIG_COLUMNS + [
     ("measured", "bubble_fraction_measured", "frac"),
 ] + [(t, f"attribution_{t}", "diff") for t in ATTRIBUTION_TERMS]
 #: What the "from events" cell of a steady-state run says (compare.py: not computable).
 EVENTS_NA = "n/a"
-RUN_TABLE = [
-    ("schedule", "schedule", None),
-    ("P", "P", "int"),
-    ("M", "M", "int"),
-    ("v", "v", "int"),
-    ("sync", "sync", None),
+RUN_TABLE = CONFIG_COLUMNS + [
     ("step ms (median)", "step_time_s_median", "ms"),
     ("makespan ms", "makespan_s", "ms"),
     ("period ms", "period_s", "ms"),
