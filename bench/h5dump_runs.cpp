@@ -4,7 +4,8 @@
 //   {"root": {...}, "runs": {"<run_key>": {"attrs": {...}, "step_time_s": [...],
 //    "events": [[iter, rank, chunk, microbatch, kind, t_start_s, t_end_s], ...],
 //    "ranks": [{"rank": 0, "host": ..., ...}, ...]}}}
-// Exit 0, or 4 with one line on stderr when the file cannot be read.
+// Exit 0; 2 with the usage on stderr for other arguments; 4 with one line on stderr when the
+// file cannot be read. `h5dump_runs --help` (or -h) prints the usage on stdout, exit 0.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -19,11 +20,22 @@ nlohmann::json attrs_json(const bb::Attrs& attrs) {
   return out;
 }
 
+constexpr const char* kUsage =
+    "usage: h5dump_runs FILE.h5\n"
+    "Prints a bubblebench results file (any schema_version this build reads) as one JSON\n"
+    "document on stdout: {\"root\": {...}, \"runs\": {\"<run_key>\": {\"attrs\", \"step_time_s\",\n"
+    "\"events\", \"ranks\"}}}, through the project's C++ reader. Exit 0; 2 for wrong\n"
+    "arguments; 4 when the file cannot be read.\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: h5dump_runs FILE.h5\n";
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (argc != 2 || argv[1][0] == '-') {
+    std::cerr << kUsage;
     return bb::kExitConfig;
   }
   try {

@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-events", action="store_true",
                    help="skip recomputing the bubble fraction from every run's events")
     r.add_argument("--dpi", type=int, default=110, help="PNG resolution (default 110)")
+    r.add_argument("--bubblebench", metavar="PATH",
+                   help="bubblebench binary whose simulator draws the model line (uniform "
+                   "action times) of schedules without a closed form, e.g. ZB and DualPipe "
+                   "(default: $BB_BUBBLEBENCH, bubblebench on PATH, or ../build/bubblebench)")
 
     g = sub.add_parser("gantt", help="the timeline of one run as a PNG")
     g.add_argument("results", nargs="+", metavar="RESULTS", help="results files or folders")
@@ -82,7 +86,7 @@ def _report(a) -> int:
     if keys is not None and [k.lower() for k in keys] == ["none"]:
         keys = []
     rep = build_report(runs, a.out, gantt_keys=keys, gantt_iter=a.gantt_iter, P=a.P, M=a.M,
-                       events=not a.no_events, dpi=a.dpi)
+                       events=not a.no_events, dpi=a.dpi, bubblebench=a.bubblebench)
     print(rep.terminal)
     print()
     for line in check_lines(rep.summary):

@@ -1,4 +1,7 @@
-"""Reading bubblebench results files (design §6, schema_version 1) into pandas DataFrames.
+"""Reading bubblebench results files (design §6, schema_version 1 and 2) into pandas DataFrames.
+
+Version 2 (docs/run-record.md) stores the tables' text columns as fixed-length strings, version
+1 as variable-length ones; both come back as str here.
 
 A results file holds root attributes (tool_version, git_sha, hostname, slurm_job_id, ...) and
 one group per run under /runs/<run_key> with scalar attributes and three datasets:
@@ -23,7 +26,9 @@ import h5py
 import numpy as np
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: The versions this reader reads (others: a warning, then what it recognises).
+SCHEMA_VERSIONS = (1, 2)
 
 # The run record's field names come from bubblebench's field table (src/harness/fields.cpp),
 # through run_fields.json, which a unit test regenerates and keeps up to date
@@ -289,9 +294,10 @@ def load_runs(paths, *, warn_schema: bool = True) -> pd.DataFrame:
                 warnings.warn(f"{path}: no schema_version attribute, not a bubblebench results "
                               "file; skipped", ResultsWarning, stacklevel=2)
                 continue
-            if warn_schema and root["schema_version"] != SCHEMA_VERSION:
+            if warn_schema and root["schema_version"] not in SCHEMA_VERSIONS:
                 warnings.warn(f"{path}: schema_version {root['schema_version']}, this reader "
-                              f"knows {SCHEMA_VERSION}; reading what it recognises",
+                              f"knows {', '.join(map(str, SCHEMA_VERSIONS))}; reading what it "
+                              "recognises",
                               ResultsWarning, stacklevel=2)
             copies = _copied_from(f, path)
             for key, g in iter_complete_runs(f):

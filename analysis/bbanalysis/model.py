@@ -2,11 +2,18 @@
 
 This is an independent cross-check of the file's `bubble_fraction_model` (written by the
 C++ model): the two must agree wherever a form is listed below. Schedules whose published
-form needs the per-action times (ZB-H1/H2, ZB-V, DualPipe, DualPipeV) get NaN here.
+form needs the per-action times (ZB-H1/H2, ZB-V, DualPipe, DualPipeV) get NaN here; for
+them, simulate_uniform() asks bubblebench's simulator for the bubble with uniform times.
 """
 from __future__ import annotations
 
+import io
 import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -66,3 +73,44 @@ def closed_form_curve(schedule, P, M_values, v=1) -> np.ndarray:
 
 def has_closed_form(schedule) -> bool:
     return str(schedule).strip().lower() in ("naive", "gpipe", "afab", "1f1b", "interleaved")
+
+
+def find_bubblebench(explicit=None) -> Optional[str]:
+    """The bubblebench binary for simulator lines: EXPLICIT, else $BB_BUBBLEBENCH, else
+    `bubblebench` on PATH, else ../build/bubblebench beside this package; None if none runs."""
+    here = Path(__file__).resolve().parents[2] / "build" / "bubblebench"
+    for c in (explicit, os.environ.get("BB_BUBBLEBENCH"), shutil.which("bubblebench"), here):
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return str(c)
+    return None
+
+
+def simulate_uniform(bubblebench: Optional[str], schedule, P, v, M_values,
+                     sync: str = "barrier") -> Optional[pd.DataFrame]:
+    """The simulator's bubble fraction of SCHEDULE at P, v for each M of M_VALUES with
+    uniform action times (F = B = W = 1, `bubblebench sim --t-f 1 --t-b 1 --t-w 1`): the
+    schedule's own bubble, as the closed forms give it for the schedules that have one.
+    Columns M, bubble_fraction (the single step, or the steady state for sync "none"); M
+    values the schedule refuses are left out. None without a bubblebench or on failure."""
+    if not bubblebench:
+        return None
+    ms = sorted({int(m) for m in M_values if m >= 1})
+    if not ms:
+        return None
+    cmd = [bubblebench, "sim", "--schedule", str(schedule), "-P", str(int(P)),
+           "-v", str(int(v)), "-M", ",".join(map(str, ms)), "--t-f", "1", "--t-b", "1",
+           "--t-w", "1", "--format", "csv"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0 or not r.stdout.strip():
+        return None
+    try:
+        d = pd.read_csv(io.StringIO(r.stdout))
+    except (ValueError, pd.errors.ParserError):
+        return None
+    col = "bubble_fraction_steady" if sync == "none" else "bubble_fraction"
+    if col not in d.columns or "M" not in d.columns:
+        return None
+    return pd.DataFrame({"M": d["M"].astype(float), "bubble_fraction": d[col].astype(float)})

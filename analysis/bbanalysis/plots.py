@@ -19,7 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .loader import COMPUTE_KINDS
-from .model import FORMULAS, closed_form_curve, has_closed_form
+from .model import FORMULAS, closed_form_curve, has_closed_form, simulate_uniform
 
 #: Canonical schedule order for panels and legends.
 SCHEDULE_ORDER = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v",
@@ -118,9 +118,13 @@ class BubblePlot:
     n_sim: int       # simulated points drawn
 
 
-def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubblePlot:
+def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110,
+                     bubblebench: Optional[str] = None) -> BubblePlot:
     """One panel per schedule: bubble fraction against M, measured (filled circles) and
-    simulated (hollow squares) per run, and the closed form as a line over a dense range of M.
+    simulated (hollow squares) per run, and a model line: the closed form over a dense range
+    of M where the schedule has one from P, M, v; else (ZB, DualPipe) the simulator's bubble
+    with uniform action times (model.simulate_uniform, through BUBBLEBENCH) at every M of the
+    panel's range. All panels share one y-scale from 0 (points at 0 drawn whole).
     Series (colours) are the (P, v) configurations and whatever else varies, sync included:
     single-step (barrier) and steady-state (none) runs are separate series."""
     df = runs.copy()
@@ -151,7 +155,8 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubbleP
     syncs = set(df["sync"].dropna().astype(str)) if "sync" in df.columns else {"barrier"}
     y_note = ("" if syncs == {"barrier"} else ", T = period" if syncs == {"none"}
               else "\nT = makespan (sync=barrier) or period (sync=none)")
-    n_meas = n_sim = n_file_model = 0
+    n_meas = n_sim = n_file_model = n_uniform = n_no_line = 0
+    ymax_all = 0.0
     for ax, sched in zip(axes, schedules):
         d = df[df["schedule"] == sched]
         m_all = np.sort(d["M"].unique())
@@ -164,20 +169,31 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubbleP
             meas = pd.to_numeric(s["bubble_fraction_measured"], errors="coerce")
             sim = pd.to_numeric(s["bubble_fraction_sim"], errors="coerce")
             ok = meas.notna()
-            ax.plot(s["M"][ok], meas[ok], "o", color=c, ms=6.5, zorder=3)
+            ax.plot(s["M"][ok], meas[ok], "o", color=c, ms=6.5, zorder=3, clip_on=False)
             n_meas += int(ok.sum())
             ok = sim.notna()
-            ax.plot(s["M"][ok], sim[ok], "s", mfc="none", color=c, ms=11, mew=1.6, zorder=4)
+            ax.plot(s["M"][ok], sim[ok], "s", mfc="none", color=c, ms=11, mew=1.6, zorder=4,
+                    clip_on=False)
             n_sim += int(ok.sum())
             ymax = max(ymax, np.nanmax(np.r_[meas.to_numpy(float), sim.to_numpy(float), 0]))
             P, v = _int(s["P"].iloc[0]), _int(s["v"].iloc[0] if "v" in s else 1)
             lo, hi = m_all.min(), m_all.max()
+            uniform = None
+            if not has_closed_form(sched):
+                sync = str(s["sync"].iloc[0]) if "sync" in s.columns else "barrier"
+                uniform = simulate_uniform(bubblebench, sched, P, v,
+                                           range(int(lo), int(hi) + 1), sync)
             if has_closed_form(sched):
                 mm = (np.geomspace(max(lo / 1.25, 1), hi * 1.25, 200) if log
                       else np.linspace(max(lo - 0.5, 1), hi + 0.5, 200))
                 yy = closed_form_curve(sched, P, mm, v)
                 ax.plot(mm, yy, "-", color=c, lw=1.6, alpha=0.75, zorder=2)
                 ymax = max(ymax, np.nanmax(yy))
+            elif uniform is not None and not uniform.empty:
+                ax.plot(uniform["M"], uniform["bubble_fraction"], "--", color=c, lw=1.6,
+                        alpha=0.75, zorder=2)
+                n_uniform += 1
+                ymax = max(ymax, np.nanmax(uniform["bubble_fraction"]))
             else:
                 model = pd.to_numeric(s.get("bubble_fraction_model"), errors="coerce")
                 ok = model.notna() if model is not None else pd.Series(False, index=s.index)
@@ -185,35 +201,56 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110) -> BubbleP
                     ax.plot(s["M"][ok], model[ok], "D", mfc="none", color=c, ms=7, zorder=2)
                     n_file_model += int(ok.sum())
                     ymax = max(ymax, np.nanmax(model[ok]))
+                if not has_closed_form(sched):
+                    n_no_line += 1
             handles.append(Line2D([], [], color=c, marker="o", ls="-", label=lab))
         if log:
             ax.set_xscale("log", base=2)
+        # Room on both sides: the first and last M's markers are drawn whole.
+        m_lo, m_hi = float(m_all.min()), float(m_all.max())
+        ax.set_xlim(*((m_lo / 1.25, m_hi * 1.25) if log else (m_lo - 0.5, m_hi + 0.5)))
         ax.set_xticks(m_all)
         ax.set_xticklabels([_fmt_val(float(m)) for m in m_all])
         ax.minorticks_off()
-        ax.set_ylim(0, min(1.0, ymax * 1.18 + 0.02) if ymax > 0 else 1.0)
+        ymax_all = max(ymax_all, ymax)
         ax.set_xlabel("micro-batches per step, M")
         ax.set_ylabel("bubble fraction = idle / (P·T)" + y_note)
         form = FORMULAS.get(sched)
         ax.set_title(f"{sched}: closed form {form}" if form else
-                     f"{sched}: no closed form from P, M alone", fontsize=11)
+                     f"{sched}: line = simulator, uniform F = B = W", fontsize=11)
         ax.grid(True, alpha=0.3)
         ax.legend(handles=handles, fontsize=8, loc="upper right", title="configuration",
                   title_fontsize=8)
+    # One y-scale for all panels (comparable heights), from a little below 0 so that points
+    # at 0 are not cut by the axis.
+    top = min(1.0, ymax_all * 1.15 + 0.02) if ymax_all > 0 else 1.0
+    for ax in axes:
+        ax.set_ylim(-0.03 * top, top)
     style = [
         Line2D([], [], color="k", marker="o", ls="none", ms=7, label="measured (runtime, median step)"),
         Line2D([], [], color="k", marker="s", mfc="none", ls="none", ms=11, mew=1.6,
                label="simulated (fed the measured action times)"),
-        Line2D([], [], color="k", ls="-", lw=1.6, label="closed form (design §4)"),
     ]
+    if any(has_closed_form(x) for x in schedules):
+        style.append(Line2D([], [], color="k", ls="-", lw=1.6,
+                            label="closed form from P, M, v (docs/design.md §4)"))
+    if n_uniform:
+        style.append(Line2D([], [], color="k", ls="--", lw=1.6,
+                            label="simulator, uniform action times F = B = W"))
+    if n_no_line:
+        style.append(Line2D([], [], color="none", ls="none",
+                            label="(no model line: bubblebench not found for the simulator)"))
     if n_file_model:
         style.append(Line2D([], [], color="k", marker="D", mfc="none", ls="none",
                             label="model from the file (where no P, M closed form)"))
-    fig.legend(handles=style, loc="lower center", ncol=len(style), fontsize=9.5, frameon=False)
+    per_row = 4
+    fig.legend(handles=style, loc="lower center", ncol=min(per_row, len(style)), fontsize=9.5,
+               frameon=False)
     cfg = config_text(df)
-    fig.suptitle("Bubble fraction vs micro-batches M: measured vs simulated vs closed form"
+    fig.suptitle("Bubble fraction vs micro-batches M: measured vs simulated vs model"
                  + (f"\n{cfg}" if cfg else ""), fontsize=13)
-    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
+    rows = math.ceil(len(style) / per_row)
+    fig.tight_layout(rect=(0, (0.2 + 0.25 * rows) / fig.get_figheight(), 1, 1))
     path = _save(fig, out, dpi)
     return BubblePlot(fig, axes, path, schedules, n_meas, n_sim)
 
@@ -282,7 +319,9 @@ def plot_peak_activation(mem: pd.DataFrame, out=None, *, title_suffix: str = "",
     ax.set_axisbelow(True)
     ax.legend(handles=handles, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               borderaxespad=0)
-    ax.set_title("Peak activation memory per rank: measured (bars) vs model (black caps)"
+    # The title over the whole figure (the legend takes the right): centred on the axes, a
+    # long title would run off the figure's left edge.
+    fig.suptitle("Peak activation memory per rank: measured (bars) vs model (black caps)"
                  + (f"\n{title_suffix}" if title_suffix else ""), fontsize=12)
     fig.tight_layout()
     path = _save(fig, out, dpi)

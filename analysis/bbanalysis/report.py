@@ -13,7 +13,7 @@ import pandas as pd
 
 from .compare import SINGLE_STEP, summarize
 from .loader import load_events, load_runs
-from .model import FORMULAS
+from .model import FORMULAS, find_bubblebench
 from .plots import (ATTRIBUTION_TERMS, _order_schedules, attribution_columns, config_text,
                     plot_attribution, plot_bubble_vs_m, plot_gantt, plot_peak_activation)
 
@@ -44,8 +44,10 @@ ATTRIBUTION_TABLE = CONFIG_COLUMNS + [
 #: What the "from events" cell of a steady-state run says (compare.py: not computable).
 EVENTS_NA = "n/a"
 RUN_TABLE = CONFIG_COLUMNS + [
-    ("step ms (median)", "step_time_s_median", "ms"),
-    ("makespan ms", "makespan_s", "ms"),
+    ("step ms median", "step_time_s_median", "ms"),
+    ("step ms min", "step_time_s_min", "ms"),
+    ("step ms max", "step_time_s_max", "ms"),
+    ("spread %", "step_spread", "pct"),
     ("period ms", "period_s", "ms"),
     ("t_F ms", "t_f_s", "ms"),
     ("t_B ms", "t_b_s", "ms"),
@@ -79,11 +81,24 @@ def _fmt(x, kind) -> str:
         return f"{0.0 if abs(x) < 5e-5 else x:+.4f}"
     if kind == "ms":
         return f"{float(x) * 1e3:.3f}"
+    if kind == "pct":
+        return f"{float(x) * 1e2:.1f}"
     if kind == "MiB":
         return f"{float(x) / 2 ** 20:.2f}"
     if kind == "ratio":
         return f"{float(x):.3f}"
     return str(x)
+
+
+def _with_spread(df: pd.DataFrame) -> pd.DataFrame:
+    """`step_spread`: (max − min) / median of a run's step times (summary.csv's columns)."""
+    if not {"step_time_s_min", "step_time_s_max", "step_time_s_median"} <= set(df.columns):
+        return df
+    d = df.copy()
+    med = pd.to_numeric(d["step_time_s_median"], errors="coerce")
+    d["step_spread"] = (pd.to_numeric(d["step_time_s_max"], errors="coerce")
+                        - pd.to_numeric(d["step_time_s_min"], errors="coerce")) / med.where(med > 0)
+    return d
 
 
 def table_rows(df: pd.DataFrame, spec) -> Tuple[List[str], List[List[str]]]:
@@ -222,13 +237,16 @@ class Report:
 
 def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
                  gantt_iter: Optional[int] = None, P: Optional[int] = None,
-                 M: Optional[int] = None, events: bool = True, dpi: int = 110) -> Report:
+                 M: Optional[int] = None, events: bool = True, dpi: int = 110,
+                 bubblebench: Optional[str] = None) -> Report:
     """Loads every complete run under `paths` (files/folders, or a load_runs() DataFrame)
     and writes the report into `out_dir`.
 
     gantt_keys: runs to draw timelines of, as KEY or FILE:KEY (pick_run; a KEY that several
     files hold is a KeyError naming them); default: one per schedule, v and sync at the chosen
     (P, M); an empty list: none. Charts are gantt_name()'s, unique per run.
+    bubblebench: the binary whose simulator draws the model line of schedules without a closed
+    form (default: model.find_bubblebench()).
     Raises NoResultsError / FileNotFoundError / KeyError."""
     runs = paths if isinstance(paths, pd.DataFrame) else load_runs(paths)
     picks = [pick_run(runs, k)[["path", "run_key"]] for k in (gantt_keys or [])]
@@ -246,7 +264,8 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
     rep.files.append(csv)
 
     # Figures.
-    bub = plot_bubble_vs_m(summary, out / "bubble_vs_M.png", dpi=dpi)
+    bub = plot_bubble_vs_m(summary, out / "bubble_vs_M.png", dpi=dpi,
+                           bubblebench=find_bubblebench(bubblebench))
     rep.pngs.append(bub.path)
     cfg = choose_config(summary, P, M)
     rep.config = cfg
@@ -371,8 +390,11 @@ def _markdown(rep: Report, runs, header, rows, bub, mem_plot) -> str:
         h, r = table_rows(s, ATTRIBUTION_TABLE)
         md += [markdown_table(h, r), "", f"![Where the bubble came from]"
                f"({rep.attribution.path.name})", ""]
-    md += ["## Runs", ""]
-    h, r = table_rows(s, RUN_TABLE)
+    md += ["## Runs", "",
+           "Step times (T of each timed step, the `step_time_s` dataset): median, min and "
+           "max over the timed steps, and their spread (max − min) / median. `makespan_s` "
+           "in summary.csv is the median.", ""]
+    h, r = table_rows(_with_spread(s), RUN_TABLE)
     md += [markdown_table(h, r), ""]
     md += ["## Peak activation memory", ""]
     mcols = [("schedule", "schedule", None), ("P", "P", "int"), ("M", "M", "int"),

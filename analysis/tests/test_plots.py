@@ -117,3 +117,45 @@ def test_attribution_without_the_columns_draws_nothing(tmp_path):
                                              if c.startswith("attribution_")])
     p = plot_attribution(runs, tmp_path / "none.png")
     assert p.labels == [] and p.n_segments == 0
+
+
+def test_bubble_plot_panels_share_one_y_scale_with_zero_inside(runs, tmp_path):
+    b = plot_bubble_vs_m(runs, tmp_path / "b.png")
+    limits = {ax.get_ylim() for ax in b.axes}
+    assert len(limits) == 1, limits  # comparable panels
+    lo, hi = limits.pop()
+    assert lo < 0 < hi  # a point at 0 is drawn whole, not cut by the axis
+
+
+def test_bubble_plot_legend_names_no_section_the_reader_lacks(runs, tmp_path):
+    b = plot_bubble_vs_m(runs, tmp_path / "b.png")
+    texts = [t.get_text() for leg in b.fig.legends for t in leg.get_texts()]
+    assert not any("design §4" in t and "docs/design.md" not in t for t in texts), texts
+
+
+def _fake_sim(tmp_path):
+    """A stand-in `bubblebench` whose `sim --format csv` answers 0.25 at every M."""
+    exe = tmp_path / "bubblebench"
+    exe.write_text("#!/bin/sh\n"
+                   "M=$(echo \"$@\" | sed 's/.*-M \\([0-9,]*\\).*/\\1/')\n"
+                   "echo schedule,P,M,v,bubble_fraction,bubble_fraction_steady\n"
+                   "for m in $(echo $M | tr , ' '); do echo x,2,$m,1,0.25,0.125; done\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_schedules_without_closed_form_get_the_simulators_uniform_line(runs, tmp_path):
+    from bbanalysis.model import has_closed_form, simulate_uniform
+    assert simulate_uniform(None, "zb-h1", 2, 1, [4, 8]) is None
+    d = simulate_uniform(_fake_sim(tmp_path), "zb-h1", 2, 1, [4, 5, 6])
+    assert list(d["M"]) == [4, 5, 6] and (d["bubble_fraction"] == 0.25).all()
+    d = simulate_uniform(_fake_sim(tmp_path), "zb-h1", 2, 1, [4], sync="none")
+    assert list(d["bubble_fraction"]) == [0.125]
+    b = plot_bubble_vs_m(runs, tmp_path / "b.png", bubblebench=_fake_sim(tmp_path))
+    for ax, sched in zip(b.axes, b.schedules):
+        dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+        if has_closed_form(sched):
+            assert not dashed, sched
+        else:
+            # 0.25: a single-step series; 0.125: a steady-state (sync none) one
+            assert dashed and all(set(ln.get_ydata()) <= {0.25, 0.125} for ln in dashed), sched

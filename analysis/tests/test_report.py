@@ -170,3 +170,16 @@ def test_a_run_key_in_two_files_must_be_named_with_its_file(tmp_path):
     assert names == [f"gantt_{key}.a_sweep.png", f"gantt_{key}.b_sweep.png"], names
     md = (tmp_path / "r2" / "report.md").read_text()
     assert f"`{key}` in `{a}`" in md and f"`{key}` in `{b}`" in md
+
+
+def test_runs_table_shows_the_step_spread_once(report):
+    out, _ = report
+    md = (out / "report.md").read_text()
+    header = next(line for line in md.splitlines()
+                  if line.startswith("| schedule | P | M | v | sync | step ms"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert {"step ms median", "step ms min", "step ms max", "spread %"} <= set(cols), cols
+    assert "makespan ms" not in cols  # the median step again
+    s = pd.read_csv(out / "summary.csv")
+    assert (s["step_time_s_min"] <= s["step_time_s_median"]).all()
+    assert (s["step_time_s_median"] <= s["step_time_s_max"]).all()

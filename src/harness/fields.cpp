@@ -5,7 +5,9 @@
 #include <map>
 
 #include "harness/table.hpp"
+#include "results/hdf5_file.hpp"
 #include "results/links_io.hpp"
+#include "runtime/cuda_plugin.hpp"
 
 namespace bb::harness {
 namespace {
@@ -259,6 +261,23 @@ const Field kFields[] = {
     {"synthetic_t_fb_s", "s", "synthetic compute: the F&B pair time given (NaN: the sum)",
      FieldType::kReal, kAttr,
      [](const RunSummary& s) { return when_synthetic(s, opt(s.synthetic_t_fb_s)); }},
+    // What the run used (a CPU run has none of these; the build's capabilities are the file's
+    // root attributes build_cuda, build_nccl).
+    {"cuda_version", "", "--backend cuda: the CUDA runtime version the run used", FieldType::kText,
+     kAttr,
+     [](const RunSummary& s) -> FieldValue {
+       return s.backend == "cuda" ? FieldValue(cuda_plugin::versions().runtime)
+                                  : FieldValue(Omit{});
+     }},
+    {"cuda_driver_version", "", "--backend cuda: the CUDA driver version the run used",
+     FieldType::kText, kAttr,
+     [](const RunSummary& s) -> FieldValue {
+       return s.backend == "cuda" ? FieldValue(cuda_plugin::versions().driver) : FieldValue(Omit{});
+     }},
+    {"nccl_version", "", "--transport nccl: the NCCL version the run used", FieldType::kText, kAttr,
+     [](const RunSummary& s) -> FieldValue {
+       return s.transport == "nccl" ? FieldValue(cuda_plugin::versions().nccl) : FieldValue(Omit{});
+     }},
     {"step_time_s", "s", "T of every timed step (HDF5: the step_time_s dataset)", FieldType::kReals,
      kJson | kDataset, [](const RunSummary& s) -> FieldValue { return s.step_time_s; }},
     // Per rank.
@@ -405,6 +424,9 @@ RunRecord to_record(const RunSummary& s) {
   run.attrs = to_attrs(s);
   run.step_time_s = s.step_time_s;
   run.ranks = to_rank_records(s);
+  for (const Field& f : kFields)
+    if (f.rank != nullptr && (f.sinks & kRankColumn))
+      run.rank_docs.push_back({std::string(f.name), std::string(f.unit), std::string(f.meaning)});
   run.links = s.links;
   run.links_attrs = s.links_attrs;
   return run;
@@ -554,7 +576,7 @@ std::string fields_markdown() {
       "Every run of `bubblebench run` is one `RunSummary` (src/harness/summary.hpp). One field\n"
       "table (src/harness/fields.cpp) turns it into the JSON record of `--format json`, the\n"
       "attributes and the `ranks` table of its group `/runs/<run_key>` in the `--out` results\n"
-      "file (schema_version 1; besides, the `step_time_s` and `events` datasets), the columns\n"
+      "file (besides, the `step_time_s` and `events` datasets), the columns\n"
       "of the text table, this page, and `analysis/bbanalysis/run_fields.json`, from which\n"
       "the Python loader takes its field names. Adding a field is one entry in that table (and\n"
       "its member in `RunSummary` or `RankResult`).\n\n"
@@ -564,6 +586,30 @@ std::string fields_markdown() {
       "Beside the fields, a nested table: `links`, the launch's link calibration of the pairs\n"
       "the run uses (JSON: an array, one object per directed pair; HDF5: the group `links`\n"
       "of the run; docs/runtime.md, \"Link calibration\"), absent with `--no-calibrate`.\n\n"
+      "## The HDF5 file: schema_version " +
+      std::to_string(kSchemaVersion) +
+      "\n\n"
+      "The tables (`events`, `ranks`, and `links`' `samples`, `fits`, `regimes`) are 1-D\n"
+      "compound datasets whose text columns (`kind`, `host`, `cpus`) are fixed-length strings\n"
+      "(NUL-padded UTF-8, as wide as the longest value), so that the standard clients read\n"
+      "them directly: `tables.open_file(f).root.runs[key].events.read()`,\n"
+      "`pd.read_hdf(f, \"/runs/<key>/events\")` (text as `str`) and h5py (text as `bytes`:\n"
+      "`.decode()`; `bbanalysis.load_events` does it). Every dataset says what it holds in\n"
+      "attributes: `row` (what one row is), and per column `<column>_unit` and\n"
+      "`<column>_meaning`; `events` has `time_origin` (seconds from\n"
+      "rank 0's exit from the barrier that begins the step), `step_time_s` has `unit` and\n"
+      "`meaning`. The root attributes `build_cuda`, `build_nccl` give the CUDA runtime and NCCL\n"
+      "versions the build has (`none`: built without); the run attributes `cuda_version`,\n"
+      "`cuda_driver_version` (`--backend cuda`) and `nccl_version` (`--transport nccl`) what\n"
+      "the run used, absent where it used none.\n\n"
+      "Why schema_version 2: schema_version 1 stored those text columns as variable-length\n"
+      "strings (which PyTables and pandas refuse), and `cuda_version`, `cuda_driver_version`,\n"
+      "`nccl_version` as root attributes whatever the runs used. A reader built for version 1\n"
+      "cannot convert the new string columns (HDF5 has no conversion from fixed- to\n"
+      "variable-length strings), so the version says so. Both versions are read by\n"
+      "bubblebench's reader (`h5dump_runs`, `sim --links`) and by `analysis/bbanalysis`;\n"
+      "`run --resume` continues only files of its own version.\n\n"
+      "## Fields\n\n"
       "| field | unit | type | JSON | HDF5 | column | meaning |\n"
       "|---|---|---|---|---|---|---|\n";
   for (const Field& f : kFields) {
@@ -582,7 +628,7 @@ std::string fields_markdown() {
 std::string fields_json() {
   json j;
   j["generated_from"] = "src/harness/fields.cpp (see docs/run-record.md)";
-  j["schema_version"] = 1;
+  j["schema_version"] = kSchemaVersion;
   json run = json::array(), summary = json::array(), floats = json::array(), ranks = json::array();
   for (const Field& f : kFields) {
     const std::string name(f.name);

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
-#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,313 +11,151 @@
 #include <filesystem>
 
 #include "common/error.hpp"
+#include "results/hdf5_io.hpp"
 #include "results/links_io.hpp"
 
 namespace bb {
 namespace {
 
-// Owns an HDF5 identifier.
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-  // Closes now and says whether HDF5 managed to (a file's close writes what is still dirty).
-  bool close() {
-    const hid_t id = id_;
-    id_ = -1;
-    return id < 0 || close_(id) >= 0;
-  }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
+using h5::check;
+using h5::ColType;
+using h5::Column;
+using h5::dataset_length;
+using h5::fapl_no_locking;
+using h5::Handle;
+using h5::open_existing;
+using h5::read_all_attrs;
+using h5::read_attr;
+using h5::Staged;
+using h5::write_attr;
 
 void quiet_hdf5() {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  h5::quiet();
 }
 
 [[noreturn]] void io_fail(const std::string& path, const std::string& what) {
-  throw IoError(path + ": " + what);
+  h5::fail(path, what);
 }
 
-void check(herr_t rc, const std::string& path, const char* what) {
-  if (rc < 0) io_fail(path, std::string("HDF5 failed to ") + what);
-}
+// The events table (schema_version 2): its columns, units and meanings.
+constexpr const char* kEventsRow =
+    "one action of one rank in one timed step: every entry of every rank's lowered list "
+    "(bubblebench show --lowered) once per timed step";
+constexpr const char* kTimeOrigin =
+    "seconds from the step's origin: rank 0's exit from the barrier that begins the step "
+    "(--sync barrier; with --sync none each step's own start), on the ranks' common clock "
+    "where the run's clock is \"shared\"; with clock \"per-rank\" (several hosts) each "
+    "rank's own origin";
 
-hid_t vlen_string_type() {
-  const hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, H5T_VARIABLE);
-  H5Tset_cset(t, H5T_CSET_UTF8);
-  return t;
-}
-
-void write_attr(hid_t obj, const std::string& name, const AttrValue& value,
-                const std::string& path) {
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
-  if (const auto* i = std::get_if<std::int64_t>(&value)) {
-    Handle a(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-             H5Aclose);
-    check(a.ok() ? H5Awrite(a.get(), H5T_NATIVE_INT64, i) : -1, path, "write an attribute");
-  } else if (const auto* d = std::get_if<double>(&value)) {
-    Handle a(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-             H5Aclose);
-    check(a.ok() ? H5Awrite(a.get(), H5T_NATIVE_DOUBLE, d) : -1, path, "write an attribute");
-  } else {
-    Handle t(vlen_string_type(), H5Tclose);
-    Handle a(H5Acreate2(obj, name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-             H5Aclose);
-    const char* s = std::get<std::string>(value).c_str();
-    check(a.ok() ? H5Awrite(a.get(), t.get(), &s) : -1, path, "write an attribute");
+std::vector<Column> event_columns(const std::vector<EventRecord>& events) {
+  std::vector<Column> c = {
+      {"iter", ColType::kU32, "steps", "the timed step, from 0"},
+      {"rank", ColType::kU32, "", "the rank that ran the action"},
+      {"chunk", ColType::kU32, "", "the action's chunk on its rank (0 .. v-1)"},
+      {"microbatch", ColType::kU32, "", "the action's micro-batch (0 .. M-1)"},
+      {"kind", ColType::kText, "",
+       "F, B, W, BW (backward not split), FB (an overlapped F&B pair: the F's chunk and "
+       "micro-batch) or SEND_F, RECV_F, SEND_B, RECV_B (communication)"},
+      {"t_start_s", ColType::kF64, "s", "the action's start (time_origin)"},
+      {"t_end_s", ColType::kF64, "s", "the action's end (time_origin)"},
+  };
+  for (const EventRecord& e : events) {
+    c[0].ints.push_back(e.iter);
+    c[1].ints.push_back(e.rank);
+    c[2].ints.push_back(e.chunk);
+    c[3].ints.push_back(e.microbatch);
+    c[4].texts.push_back(e.kind);
+    c[5].reals.push_back(e.t_start_s);
+    c[6].reals.push_back(e.t_end_s);
   }
+  return c;
 }
 
-bool read_attr(hid_t obj, const char* name, AttrValue* out) {
-  if (H5Aexists(obj, name) <= 0) return false;
-  Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  Handle t(H5Aget_type(a.get()), H5Tclose);
-  switch (H5Tget_class(t.get())) {
-    case H5T_INTEGER: {
-      std::int64_t v = 0;
-      if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return false;
-      *out = v;
-      return true;
-    }
-    case H5T_FLOAT: {
-      double v = 0;
-      if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) return false;
-      *out = v;
-      return true;
-    }
-    case H5T_STRING: {
-      Handle mt(vlen_string_type(), H5Tclose);
-      char* s = nullptr;
-      if (H5Aread(a.get(), mt.get(), &s) < 0) return false;
-      *out = std::string(s ? s : "");
-      H5free_memory(s);
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
-Attrs read_all_attrs(hid_t obj) {
-  Attrs out;
-  H5O_info_t info;
-  if (H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return out;
-  for (hsize_t i = 0; i < info.num_attrs; ++i) {
-    char name[256] = {0};
-    if (H5Aget_name_by_idx(obj, ".", H5_INDEX_CRT_ORDER, H5_ITER_INC, i, name, sizeof name,
-                           H5P_DEFAULT) < 0 &&
-        H5Aget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
-                           H5P_DEFAULT) < 0)
-      continue;
-    AttrValue v;
-    if (read_attr(obj, name, &v)) out.emplace_back(name, std::move(v));
-  }
-  return out;
-}
-
-// In-memory layouts of the compound datasets.
-struct EventMem {
-  std::uint32_t iter, rank, chunk, microbatch;
-  const char* kind;
-  double t_start_s, t_end_s;
+// The ranks table's fixed columns (RankRecord's members) in order; then `extra` ones.
+struct RankMember {
+  const char* name;
+  ColType type;
 };
-struct RankMem {
-  std::uint32_t rank;
-  const char* host;
-  std::int32_t device;
-  double busy_s, wait_s, comm_s;
-  std::uint64_t peak_activation_bytes, peak_device_bytes, param_bytes, peak_activation_bytes_model;
+constexpr RankMember kRankMembers[] = {
+    {"rank", ColType::kU32},
+    {"host", ColType::kText},
+    {"device", ColType::kI32},
+    {"busy_s", ColType::kF64},
+    {"wait_s", ColType::kF64},
+    {"comm_s", ColType::kF64},
+    {"peak_activation_bytes", ColType::kU64},
+    {"peak_device_bytes", ColType::kU64},
+    {"param_bytes", ColType::kU64},
+    {"peak_activation_bytes_model", ColType::kU64},
 };
 
-hid_t event_type(hid_t str) {
-  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(EventMem));
-  H5Tinsert(t, "iter", HOFFSET(EventMem, iter), H5T_NATIVE_UINT32);
-  H5Tinsert(t, "rank", HOFFSET(EventMem, rank), H5T_NATIVE_UINT32);
-  H5Tinsert(t, "chunk", HOFFSET(EventMem, chunk), H5T_NATIVE_UINT32);
-  H5Tinsert(t, "microbatch", HOFFSET(EventMem, microbatch), H5T_NATIVE_UINT32);
-  H5Tinsert(t, "kind", HOFFSET(EventMem, kind), str);
-  H5Tinsert(t, "t_start_s", HOFFSET(EventMem, t_start_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "t_end_s", HOFFSET(EventMem, t_end_s), H5T_NATIVE_DOUBLE);
-  return t;
+ColType type_of(const AttrValue& v) {
+  return std::holds_alternative<std::int64_t>(v) ? ColType::kI64
+         : std::holds_alternative<double>(v)     ? ColType::kF64
+                                                 : ColType::kText;
 }
 
-// The ranks table's row: RankMem, then one 8-byte cell per column of EXTRA (int64, double,
-// or a vlen string's char*), in its order.
-constexpr std::size_t kExtraCell = 8;
-static_assert(sizeof(RankMem) % kExtraCell == 0);
-
-hid_t rank_type(hid_t str, const Attrs& extra = {}) {
-  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(RankMem) + kExtraCell * extra.size());
-  H5Tinsert(t, "rank", HOFFSET(RankMem, rank), H5T_NATIVE_UINT32);
-  H5Tinsert(t, "host", HOFFSET(RankMem, host), str);
-  H5Tinsert(t, "device", HOFFSET(RankMem, device), H5T_NATIVE_INT32);
-  H5Tinsert(t, "busy_s", HOFFSET(RankMem, busy_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "wait_s", HOFFSET(RankMem, wait_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "comm_s", HOFFSET(RankMem, comm_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "peak_activation_bytes", HOFFSET(RankMem, peak_activation_bytes), H5T_NATIVE_UINT64);
-  H5Tinsert(t, "peak_device_bytes", HOFFSET(RankMem, peak_device_bytes), H5T_NATIVE_UINT64);
-  H5Tinsert(t, "param_bytes", HOFFSET(RankMem, param_bytes), H5T_NATIVE_UINT64);
-  H5Tinsert(t, "peak_activation_bytes_model", HOFFSET(RankMem, peak_activation_bytes_model),
-            H5T_NATIVE_UINT64);
-  for (std::size_t i = 0; i < extra.size(); ++i) {
-    const AttrValue& v = extra[i].second;
-    const hid_t type = std::holds_alternative<std::int64_t>(v) ? H5T_NATIVE_INT64
-                       : std::holds_alternative<double>(v)     ? H5T_NATIVE_DOUBLE
-                                                               : str;
-    H5Tinsert(t, extra[i].first.c_str(), sizeof(RankMem) + kExtraCell * i, type);
-  }
-  return t;
+// Integer columns take int64 values, reals doubles, texts strings.
+ColType kind_of(ColType t) {
+  return t == ColType::kText || t == ColType::kF64 ? t : ColType::kI64;
 }
 
-// The ranks table's rows (RankMem and the extra cells), pointing into RANKS' strings.
-std::vector<unsigned char> rank_rows(const std::vector<RankRecord>& ranks,
-                                     const std::string& path) {
+void append(Column& c, const AttrValue& v) {
+  if (c.type == ColType::kText)
+    c.texts.push_back(std::get<std::string>(v));
+  else if (c.type == ColType::kF64)
+    c.reals.push_back(std::get<double>(v));
+  else
+    c.ints.push_back(std::get<std::int64_t>(v));
+}
+
+AttrValue cell(const Column& c, std::size_t r) {
+  if (c.type == ColType::kText) return c.texts[r];
+  if (c.type == ColType::kF64) return c.reals[r];
+  return c.ints[r];
+}
+
+std::vector<Column> rank_columns(const RunRecord& run, const std::string& path) {
   const Attrs none;
-  const Attrs& cols = ranks.empty() ? none : ranks[0].extra;
-  const std::size_t stride = sizeof(RankMem) + kExtraCell * cols.size();
-  std::vector<unsigned char> rows(stride * ranks.size());
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const RankRecord& r = ranks[i];
-    const RankMem m = {r.rank,
-                       r.host.c_str(),
-                       r.device,
-                       r.busy_s,
-                       r.wait_s,
-                       r.comm_s,
-                       r.peak_activation_bytes,
-                       r.peak_device_bytes,
-                       r.param_bytes,
-                       r.peak_activation_bytes_model};
-    unsigned char* row = rows.data() + i * stride;
-    std::memcpy(row, &m, sizeof m);
-    for (std::size_t c = 0; c < cols.size(); ++c) {
-      const AttrValue* v = find_attr(r.extra, cols[c].first);
-      if (v == nullptr || v->index() != cols[c].second.index())
-        io_fail(path, "rank " + std::to_string(i) + " has no column " + cols[c].first +
-                          " of rank 0's type");
-      unsigned char* cell = row + sizeof(RankMem) + kExtraCell * c;
-      if (const auto* x = std::get_if<std::int64_t>(v)) std::memcpy(cell, x, kExtraCell);
-      if (const auto* x = std::get_if<double>(v)) std::memcpy(cell, x, kExtraCell);
-      if (const auto* x = std::get_if<std::string>(v)) {
-        const char* p = x->c_str();
-        std::memcpy(cell, &p, sizeof p);
+  const Attrs& extra = run.ranks.empty() ? none : run.ranks[0].extra;
+  std::vector<Column> cols;
+  for (const RankMember& m : kRankMembers) cols.push_back({m.name, m.type});
+  for (const auto& [name, v] : extra) cols.push_back({name, type_of(v)});
+  for (Column& c : cols)
+    for (const ColumnDoc& d : run.rank_docs)
+      if (d.name == c.name) {
+        c.unit = d.unit;
+        c.meaning = d.meaning;
       }
+  for (std::size_t i = 0; i < run.ranks.size(); ++i)
+    for (std::size_t k = 0; k < cols.size(); ++k) {
+      Column& c = cols[k];
+      const bool member = k < std::size(kRankMembers);
+      const AttrValue v = rank_column(run.ranks[i], c.name);
+      if ((!member && find_attr(run.ranks[i].extra, c.name) == nullptr) ||
+          type_of(v) != kind_of(c.type))
+        io_fail(path,
+                "rank " + std::to_string(i) + " has no column " + c.name + " of rank 0's type");
+      append(c, v);
     }
+  return cols;
+}
+
+// The ranks table back: fixed members where the file has them, every other integer, real or
+// string member into `extra`.
+std::vector<RankRecord> read_ranks(hid_t ds, const std::string& path) {
+  std::vector<RankRecord> ranks(dataset_length(ds));
+  for (const auto& [name, cls] : h5::table_members(ds)) {
+    const ColType type = cls == H5T_INTEGER  ? ColType::kI64
+                         : cls == H5T_FLOAT  ? ColType::kF64
+                         : cls == H5T_STRING ? ColType::kText
+                                             : ColType::kU32;
+    if (type == ColType::kU32 || name.empty()) continue;  // a column of another kind: not ours
+    const Column c = h5::read_column(ds, name, type, path);
+    for (std::size_t i = 0; i < ranks.size() && i < c.size(); ++i)
+      set_rank_column(ranks[i], name, cell(c, i));
   }
-  return rows;
-}
-
-// The ranks table's columns beyond RankMem's into each rank's `extra`.
-void read_extra_columns(hid_t ds, hid_t str, std::vector<RankRecord>& ranks,
-                        const std::string& path) {
-  static const std::set<std::string> fixed = {"rank",
-                                              "host",
-                                              "device",
-                                              "busy_s",
-                                              "wait_s",
-                                              "comm_s",
-                                              "peak_activation_bytes",
-                                              "peak_device_bytes",
-                                              "param_bytes",
-                                              "peak_activation_bytes_model"};
-  Handle ft(H5Dget_type(ds), H5Tclose);
-  const int members = H5Tget_nmembers(ft.get());
-  for (int m = 0; m < members; ++m) {
-    char* raw = H5Tget_member_name(ft.get(), static_cast<unsigned>(m));
-    const std::string name = raw != nullptr ? raw : "";
-    H5free_memory(raw);
-    if (name.empty() || fixed.count(name) != 0) continue;
-    const H5T_class_t cls = H5Tget_member_class(ft.get(), static_cast<unsigned>(m));
-    const hid_t mem = cls == H5T_INTEGER  ? H5T_NATIVE_INT64
-                      : cls == H5T_FLOAT  ? H5T_NATIVE_DOUBLE
-                      : cls == H5T_STRING ? str
-                                          : -1;
-    if (mem < 0) continue;  // a column of another kind: not ours
-    Handle t(H5Tcreate(H5T_COMPOUND, kExtraCell), H5Tclose);
-    H5Tinsert(t.get(), name.c_str(), 0, mem);
-    std::vector<unsigned char> cells(kExtraCell * ranks.size());
-    check(H5Dread(ds, t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, cells.data()), path,
-          "read a ranks column");
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      const unsigned char* cell = cells.data() + kExtraCell * i;
-      AttrValue v;
-      if (cls == H5T_INTEGER) {
-        std::int64_t x;
-        std::memcpy(&x, cell, sizeof x);
-        v = x;
-      } else if (cls == H5T_FLOAT) {
-        double x;
-        std::memcpy(&x, cell, sizeof x);
-        v = x;
-      } else {
-        const char* p;
-        std::memcpy(&p, cell, sizeof p);
-        v = std::string(p != nullptr ? p : "");
-      }
-      ranks[i].extra.emplace_back(name, std::move(v));
-    }
-    if (cls == H5T_STRING) {
-      Handle space(H5Dget_space(ds), H5Sclose);
-      H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, cells.data());
-    }
-  }
-}
-
-// A 1-D dataset, chunked and compressed.
-void write_dataset(hid_t group, const char* name, hid_t type, const void* data, std::size_t n,
-                   const std::string& path) {
-  const hsize_t dims[1] = {n};
-  const hsize_t maxdims[1] = {H5S_UNLIMITED};
-  Handle space(H5Screate_simple(1, dims, maxdims), H5Sclose);
-  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  const hsize_t chunk[1] = {std::clamp<hsize_t>(n, 1, 4096)};
-  H5Pset_chunk(dcpl.get(), 1, chunk);
-  H5Pset_shuffle(dcpl.get());
-  H5Pset_deflate(dcpl.get(), 4);
-  Handle ds(H5Dcreate2(group, name, type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-            H5Dclose);
-  if (!ds.ok()) io_fail(path, std::string("cannot create dataset ") + name);
-  if (n > 0)
-    check(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, "write a dataset");
-}
-
-std::size_t dataset_length(hid_t ds) {
-  Handle space(H5Dget_space(ds), H5Sclose);
-  hsize_t dims[1] = {0};
-  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-  return static_cast<std::size_t>(dims[0]);
-}
-
-// File access without HDF5's own file locks. A results file is never modified in place (see
-// Staged below), and one writer at a time is ensured by WriterLock; HDF5's locks would only make
-// a reader that holds the file open (h5py in a notebook) stop the writer, or fail on file
-// systems without flock.
-hid_t fapl_no_locking() {
-  const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  H5Pset_file_locking(fapl, false, true);
-  return fapl;
-}
-
-// Opens an existing results file, refusing what is not one of ours.
-hid_t open_existing(const std::string& path, unsigned flags) {
-  quiet_hdf5();
-  Handle fapl(fapl_no_locking(), H5Pclose);
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    io_fail(path, "not a readable HDF5 file (truncated or corrupt?); refusing to touch it");
-  const hid_t f = H5Fopen(path.c_str(), flags, fapl.get());
-  if (f < 0) io_fail(path, "cannot open the HDF5 file (truncated, corrupt or read-only?)");
-  return f;
+  return ranks;
 }
 
 // A run counts as complete only when what its `status` claims is there: the three datasets
@@ -430,151 +267,19 @@ std::vector<std::string> link_names(hid_t group) {
 void write_run_objects(hid_t g, const RunRecord& run, const std::string& path) {
   for (const auto& [k, v] : run.attrs)
     if (k != "status") write_attr(g, k, v, path);
-  write_dataset(g, "step_time_s", H5T_NATIVE_DOUBLE, run.step_time_s.data(), run.step_time_s.size(),
-                path);
-  Handle str(vlen_string_type(), H5Tclose);
-  {
-    std::vector<EventMem> ev(run.events.size());
-    for (std::size_t i = 0; i < ev.size(); ++i) {
-      const EventRecord& e = run.events[i];
-      ev[i] = {e.iter, e.rank, e.chunk, e.microbatch, e.kind.c_str(), e.t_start_s, e.t_end_s};
-    }
-    Handle t(event_type(str.get()), H5Tclose);
-    write_dataset(g, "events", t.get(), ev.data(), ev.size(), path);
-  }
-  const std::vector<unsigned char> rows = rank_rows(run.ranks, path);
-  Handle t(rank_type(str.get(), run.ranks.empty() ? Attrs{} : run.ranks[0].extra), H5Tclose);
-  write_dataset(g, "ranks", t.get(), rows.data(), run.ranks.size(), path);
+  h5::write_dataset(g, "step_time_s", H5T_NATIVE_DOUBLE, run.step_time_s.data(),
+                    run.step_time_s.size(),
+                    {{"row", std::string("one timed step")},
+                     {"unit", std::string("s")},
+                     {"meaning", std::string("the step's makespan T: from the first compute start "
+                                             "to the last compute end over all ranks")}},
+                    path);
+  h5::write_table(g, "events", event_columns(run.events), kEventsRow,
+                  {{"time_origin", std::string(kTimeOrigin)}}, path);
+  h5::write_table(g, "ranks", rank_columns(run, path),
+                  "one rank of the run; times are medians over the timed steps", {}, path);
   if (!run.links.empty()) write_links(g, run.links, run.links_attrs, path);
 }
-
-// The commit of a change to a results file, as a database commits a transaction: the new
-// version is written whole under a temporary name beside the file (a copy of the current file
-// that HDF5 then changes, or a new file), flushed to the disk, and renamed over the file's name
-// (rename(2) replaces the name atomically; the folder is synced after it). So PATH is at every
-// moment either the previous complete version or the next one, whatever kills the writer and
-// when; a reader that holds PATH open keeps reading the version it opened. Until commit() the
-// temporary file is removed on every way out (a SIGKILL leaves it behind: the next writer,
-// holding the writer lock, replaces it).
-class Staged {
- public:
-  // copy_current: start from a copy of PATH; else from nothing (the caller creates the file).
-  Staged(std::string path, bool copy_current) : path_(std::move(path)), tmp_(path_ + ".bb-tmp") {
-    ::unlink(tmp_.c_str());  // a leftover of a writer that was killed
-    if (copy_current) copy_file(path_, tmp_);
-  }
-  Staged(const Staged&) = delete;
-  Staged& operator=(const Staged&) = delete;
-  ~Staged() {
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  const std::string& tmp() const { return tmp_; }
-
-  // The temporary file becomes PATH. no_replace: fail (ConfigError) if PATH exists by now.
-  void commit(bool no_replace = false) {
-    sync_file(tmp_);
-    int rc = -1;
-    if (no_replace) {
-      rc = ::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
-      if (rc != 0 && errno == EEXIST)
-        throw ConfigError("output file " + path_ +
-                          " appeared while it was being created: pass --resume to continue it or "
-                          "--force to replace it");
-      if (rc != 0 && errno != EINVAL && errno != ENOSYS)
-        io_fail(path_,
-                std::string("cannot rename the new file into place: ") + std::strerror(errno));
-    }
-    if (rc != 0 && ::rename(tmp_.c_str(), path_.c_str()) != 0)
-      io_fail(path_,
-              std::string("cannot rename the new version into place: ") + std::strerror(errno));
-    committed_ = true;
-    sync_folder(path_);
-  }
-
- private:
-  static void sync_file(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      const int err = errno;
-      if (fd >= 0) ::close(fd);
-      io_fail(path, std::string("cannot sync to disk: ") + std::strerror(err));
-    }
-    ::close(fd);
-  }
-  // After the rename: the folder's entry reaches the disk (a power cut keeps the new version).
-  // Where folders cannot be synced, the rename is still atomic for every other failure.
-  static void sync_folder(const std::string& path) {
-    const std::filesystem::path p(path);
-    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    if (::fsync(fd) != 0) {
-      // EINVAL on file systems that do not sync folders; nothing more to do.
-    }
-    ::close(fd);
-  }
-  static void copy_file(const std::string& from, const std::string& to) {
-    const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) io_fail(from, std::string("cannot open for copying: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(in, &st) != 0) {
-      ::close(in);
-      io_fail(from, std::string("cannot stat: ") + std::strerror(errno));
-    }
-    const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0777);
-    if (out < 0) {
-      const int err = errno;
-      ::close(in);
-      io_fail(to, std::string("cannot create the new version: ") + std::strerror(err));
-    }
-    if (::fchmod(out, st.st_mode & 07777) != 0) {
-      // Keeps the creation mode (umask applied); the copy is still correct.
-    }
-    off_t left = st.st_size;
-    bool plain = false;  // copy_file_range unsupported here: read and write
-    std::vector<char> buf;
-    int err = 0;
-    while (left > 0 && err == 0) {
-      ssize_t n = -1;
-      if (!plain) {
-        n = ::copy_file_range(in, nullptr, out, nullptr, static_cast<std::size_t>(left), 0);
-        if (n < 0 &&
-            (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
-          plain = true;
-          continue;
-        }
-      } else {
-        buf.resize(1 << 20);
-        n = ::read(in, buf.data(), buf.size());
-        for (ssize_t done = 0; n > 0 && done < n;) {
-          const ssize_t w = ::write(out, buf.data() + done, static_cast<std::size_t>(n - done));
-          if (w < 0) {
-            if (errno == EINTR) continue;
-            n = -1;
-            break;
-          }
-          done += w;
-        }
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0)
-        err = errno;
-      else if (n == 0)
-        err = EIO;  // the file shrank under us: it is not ours to copy
-      else
-        left -= n;
-    }
-    ::close(in);
-    if (::close(out) != 0 && err == 0) err = errno;
-    if (err != 0)
-      io_fail(from,
-              (err == ENOSPC || err == EFBIG || err == EDQUOT ? "no room for a copy of the file: "
-                                                              : "cannot copy the file: ") +
-                  std::string(std::strerror(err)) + "; the file holds the runs written before");
-  }
-  std::string path_, tmp_;
-  bool committed_ = false;
-};
 
 }  // namespace
 
@@ -812,38 +517,31 @@ RunRecord read_run(const std::string& path, const std::string& key) {
                     run.step_time_s.data()),
             path, "read step_time_s");
   }
-  Handle str(vlen_string_type(), H5Tclose);
   {
     Handle ds(H5Dopen2(g.get(), "events", H5P_DEFAULT), H5Dclose);
     if (!ds.ok()) io_fail(path, "run '" + key + "' has no events");
-    std::vector<EventMem> ev(dataset_length(ds.get()));
-    Handle t(event_type(str.get()), H5Tclose);
-    if (!ev.empty()) {
-      check(H5Dread(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ev.data()), path,
-            "read events");
-      for (const EventMem& e : ev)
-        run.events.push_back(
-            {e.iter, e.rank, e.chunk, e.microbatch, e.kind ? e.kind : "", e.t_start_s, e.t_end_s});
-      Handle space(H5Dget_space(ds.get()), H5Sclose);
-      H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, ev.data());
+    std::vector<Column> cols = event_columns({});
+    for (Column& c : cols) c = h5::read_column(ds.get(), c.name, c.type, path);
+    run.events.resize(dataset_length(ds.get()));
+    for (std::size_t i = 0; i < run.events.size(); ++i) {
+      EventRecord& e = run.events[i];
+      auto u32 = [&](const Column& c) {
+        return i < c.ints.size() ? static_cast<std::uint32_t>(c.ints[i]) : 0u;
+      };
+      auto real = [&](const Column& c) { return i < c.reals.size() ? c.reals[i] : 0.0; };
+      e = {u32(cols[0]),
+           u32(cols[1]),
+           u32(cols[2]),
+           u32(cols[3]),
+           i < cols[4].texts.size() ? cols[4].texts[i] : std::string(),
+           real(cols[5]),
+           real(cols[6])};
     }
   }
   {
     Handle ds(H5Dopen2(g.get(), "ranks", H5P_DEFAULT), H5Dclose);
     if (!ds.ok()) io_fail(path, "run '" + key + "' has no ranks");
-    std::vector<RankMem> rk(dataset_length(ds.get()));
-    Handle t(rank_type(str.get()), H5Tclose);
-    if (!rk.empty()) {
-      check(H5Dread(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, rk.data()), path,
-            "read ranks");
-      for (const RankMem& r : rk)
-        run.ranks.push_back({r.rank, r.host ? r.host : "", r.device, r.busy_s, r.wait_s, r.comm_s,
-                             r.peak_activation_bytes, r.peak_device_bytes, r.param_bytes,
-                             r.peak_activation_bytes_model});
-      Handle space(H5Dget_space(ds.get()), H5Sclose);
-      H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, rk.data());
-      read_extra_columns(ds.get(), str.get(), run.ranks, path);
-    }
+    run.ranks = read_ranks(ds.get(), path);
   }
   if (H5Lexists(g.get(), "links", H5P_DEFAULT) > 0) {
     run.links = read_links(g.get(), path);

@@ -14,7 +14,9 @@
 
 namespace bb {
 
-inline constexpr std::int64_t kSchemaVersion = 1;
+// 2: fixed-length strings in the tables, build_cuda/build_nccl at the root and the versions a
+// run used among its attributes (docs/run-record.md says why). Readers read 1 and 2.
+inline constexpr std::int64_t kSchemaVersion = 2;
 
 enum class OpenMode {
   kCreate,  // the file must not exist

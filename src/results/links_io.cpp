@@ -11,125 +11,70 @@
 
 #include "common/error.hpp"
 #include "results/hdf5_file.hpp"
+#include "results/hdf5_io.hpp"
 
 namespace bb {
 namespace {
 
 using json = nlohmann::json;
 
-// An HDF5 identifier closed on scope exit.
-struct Id {
-  hid_t id;
-  herr_t (*close)(hid_t);
-  Id(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  Id(const Id&) = delete;
-  Id& operator=(const Id&) = delete;
-  ~Id() {
-    if (id >= 0) close(id);
+using h5::ColType;
+using h5::Column;
+using h5::Handle;
+
+// The three tables' columns (values added by the writer, read back by read_links).
+std::vector<Column> sample_columns() {
+  return {{"src", ColType::kI32, "", "the sending rank"},
+          {"dst", ColType::kI32, "", "the receiving rank"},
+          {"bytes", ColType::kF64, "bytes", "the message size"},
+          {"time_s", ColType::kF64, "s", "the median one-way time of the size"}};
+}
+std::vector<Column> fit_columns() {
+  return {
+      {"src", ColType::kI32, "", "the sending rank"},
+      {"dst", ColType::kI32, "", "the receiving rank"},
+      {"alpha_s", ColType::kF64, "s", "the single line's latency"},
+      {"beta_bytes_per_s", ColType::kF64, "bytes/s", "the single line's bandwidth (0: infinite)"},
+      {"max_rel_error", ColType::kF64, "", "the single line's largest relative error"},
+      {"median_rel_error", ColType::kF64, "", "the single line's median relative error"},
+      {"regimes_max_rel_error", ColType::kF64, "", "the piecewise fit's largest relative error"},
+      {"regimes_median_rel_error", ColType::kF64, "", "the piecewise fit's median relative error"},
+      {"regimes", ColType::kI32, "", "rows of the pair in the regimes table"}};
+}
+std::vector<Column> regime_columns() {
+  return {{"src", ColType::kI32, "", "the sending rank"},
+          {"dst", ColType::kI32, "", "the receiving rank"},
+          {"lo_bytes", ColType::kF64, "bytes", "the smallest size of the regime"},
+          {"hi_bytes", ColType::kF64, "bytes", "the largest size of the regime"},
+          {"alpha_s", ColType::kF64, "s", "the regime's latency"},
+          {"beta_bytes_per_s", ColType::kF64, "bytes/s", "the regime's bandwidth (0: infinite)"}};
+}
+
+// Appends a row of numbers to COLS (integer columns take the value rounded).
+void add_row(std::vector<Column>& cols, std::initializer_list<double> row) {
+  std::size_t i = 0;
+  for (const double x : row) {
+    Column& c = cols[i++];
+    if (c.type == ColType::kF64)
+      c.reals.push_back(x);
+    else
+      c.ints.push_back(static_cast<std::int64_t>(x));
   }
-};
-
-// In-memory rows of the three tables.
-struct SampleRow {
-  std::int32_t src, dst;
-  double bytes, time_s;
-};
-struct FitRow {
-  std::int32_t src, dst;
-  double alpha_s, beta_bytes_per_s, max_rel_error, median_rel_error, regimes_max_rel_error,
-      regimes_median_rel_error;
-  std::int32_t regimes;
-};
-struct RegimeRow {
-  std::int32_t src, dst;
-  double lo_bytes, hi_bytes, alpha_s, beta_bytes_per_s;
-};
-
-hid_t sample_type() {
-  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(SampleRow));
-  H5Tinsert(t, "src", HOFFSET(SampleRow, src), H5T_NATIVE_INT32);
-  H5Tinsert(t, "dst", HOFFSET(SampleRow, dst), H5T_NATIVE_INT32);
-  H5Tinsert(t, "bytes", HOFFSET(SampleRow, bytes), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "time_s", HOFFSET(SampleRow, time_s), H5T_NATIVE_DOUBLE);
-  return t;
-}
-hid_t fit_type() {
-  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(FitRow));
-  H5Tinsert(t, "src", HOFFSET(FitRow, src), H5T_NATIVE_INT32);
-  H5Tinsert(t, "dst", HOFFSET(FitRow, dst), H5T_NATIVE_INT32);
-  H5Tinsert(t, "alpha_s", HOFFSET(FitRow, alpha_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "beta_bytes_per_s", HOFFSET(FitRow, beta_bytes_per_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "max_rel_error", HOFFSET(FitRow, max_rel_error), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "median_rel_error", HOFFSET(FitRow, median_rel_error), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "regimes_max_rel_error", HOFFSET(FitRow, regimes_max_rel_error), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "regimes_median_rel_error", HOFFSET(FitRow, regimes_median_rel_error),
-            H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "regimes", HOFFSET(FitRow, regimes), H5T_NATIVE_INT32);
-  return t;
-}
-hid_t regime_type() {
-  const hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(RegimeRow));
-  H5Tinsert(t, "src", HOFFSET(RegimeRow, src), H5T_NATIVE_INT32);
-  H5Tinsert(t, "dst", HOFFSET(RegimeRow, dst), H5T_NATIVE_INT32);
-  H5Tinsert(t, "lo_bytes", HOFFSET(RegimeRow, lo_bytes), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "hi_bytes", HOFFSET(RegimeRow, hi_bytes), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "alpha_s", HOFFSET(RegimeRow, alpha_s), H5T_NATIVE_DOUBLE);
-  H5Tinsert(t, "beta_bytes_per_s", HOFFSET(RegimeRow, beta_bytes_per_s), H5T_NATIVE_DOUBLE);
-  return t;
 }
 
-void must(herr_t rc, const std::string& path, const char* what) {
-  if (rc < 0) throw IoError(path + ": HDF5 failed to " + what + " (/links)");
-}
-
-template <class Row>
-void write_table(hid_t group, const char* name, hid_t (*type)(), const std::vector<Row>& rows,
-                 const std::string& path) {
-  Id t(type(), H5Tclose);
-  const hsize_t n = rows.size();
-  Id space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  Id ds(H5Dcreate2(group, name, t.id, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-  must(ds.id, path, "create a table");
-  if (n > 0)
-    must(H5Dwrite(ds.id, t.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path, "write a table");
-}
-
-template <class Row>
-std::vector<Row> read_table(hid_t group, const char* name, hid_t (*type)(),
-                            const std::string& path) {
+// The columns of table NAME under GROUP (all present, of one length).
+std::vector<Column> read_table(hid_t group, const char* name, std::vector<Column> cols,
+                               const std::string& path) {
   if (H5Lexists(group, name, H5P_DEFAULT) <= 0)
     throw IoError(path + ": /links has no '" + name + "' table");
-  Id ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
-  must(ds.id, path, "open a table");
-  Id space(H5Dget_space(ds.id), H5Sclose);
-  const hssize_t n = H5Sget_simple_extent_npoints(space.id);
-  must(n < 0 ? -1 : 0, path, "size a table");
-  std::vector<Row> rows(static_cast<std::size_t>(n));
-  Id t(type(), H5Tclose);
-  if (n > 0)
-    must(H5Dread(ds.id, t.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), path, "read a table");
-  return rows;
-}
-
-void write_attr(hid_t obj, const std::string& name, const AttrValue& value,
-                const std::string& path) {
-  Id space(H5Screate(H5S_SCALAR), H5Sclose);
-  if (const auto* i = std::get_if<std::int64_t>(&value)) {
-    Id a(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.id, H5P_DEFAULT, H5P_DEFAULT),
-         H5Aclose);
-    must(a.id < 0 ? -1 : H5Awrite(a.id, H5T_NATIVE_INT64, i), path, "write an attribute");
-  } else if (const auto* d = std::get_if<double>(&value)) {
-    Id a(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT),
-         H5Aclose);
-    must(a.id < 0 ? -1 : H5Awrite(a.id, H5T_NATIVE_DOUBLE, d), path, "write an attribute");
-  } else {
-    Id t(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(t.id, H5T_VARIABLE);
-    H5Tset_cset(t.id, H5T_CSET_UTF8);
-    Id a(H5Acreate2(obj, name.c_str(), t.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-    const char* s = std::get<std::string>(value).c_str();
-    must(a.id < 0 ? -1 : H5Awrite(a.id, t.id, &s), path, "write an attribute");
+  Handle ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw IoError(path + ": HDF5 failed to open the table " + name + " (/links)");
+  const std::size_t n = h5::dataset_length(ds.get());
+  for (Column& c : cols) {
+    c = h5::read_column(ds.get(), c.name, c.type, path);
+    if (c.size() != n) throw IoError(path + ": /links table " + name + " has no column " + c.name);
   }
+  return cols;
 }
 
 double number(const json& j, const char* key, const std::string& where) {
@@ -236,47 +181,52 @@ std::vector<LinkFit> links_from_json(const json& j) {
 
 void write_links(hid_t parent, const std::vector<LinkFit>& fits, const Attrs& attrs,
                  const std::string& path) {
-  if (H5Lexists(parent, "links", H5P_DEFAULT) > 0)
-    must(H5Ldelete(parent, "links", H5P_DEFAULT), path, "replace");
-  Id g(H5Gcreate2(parent, "links", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-  must(g.id, path, "create the group");
-  std::vector<SampleRow> samples;
-  std::vector<FitRow> rows;
-  std::vector<RegimeRow> regimes;
+  if (H5Lexists(parent, "links", H5P_DEFAULT) > 0 && H5Ldelete(parent, "links", H5P_DEFAULT) < 0)
+    throw IoError(path + ": HDF5 failed to replace /links");
+  Handle g(H5Gcreate2(parent, "links", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!g.ok()) throw IoError(path + ": HDF5 failed to create /links");
+  std::vector<Column> samples = sample_columns(), rows = fit_columns(), regimes = regime_columns();
   for (const LinkFit& f : fits) {
-    for (const LinkSample& x : f.samples) samples.push_back({f.src, f.dst, x.bytes, x.seconds});
-    rows.push_back({f.src, f.dst, f.line.alpha, f.line.beta, f.line_error.max_rel,
-                    f.line_error.median_rel, f.regimes_error.max_rel, f.regimes_error.median_rel,
-                    static_cast<std::int32_t>(f.regimes.size())});
+    for (const LinkSample& x : f.samples)
+      add_row(samples, {1. * f.src, 1. * f.dst, x.bytes, x.seconds});
+    add_row(rows, {1. * f.src, 1. * f.dst, f.line.alpha, f.line.beta, f.line_error.max_rel,
+                   f.line_error.median_rel, f.regimes_error.max_rel, f.regimes_error.median_rel,
+                   1. * f.regimes.size()});
     for (const LinkRegime& r : f.regimes)
-      regimes.push_back({f.src, f.dst, r.lo_bytes, r.hi_bytes, r.line.alpha, r.line.beta});
+      add_row(regimes, {1. * f.src, 1. * f.dst, r.lo_bytes, r.hi_bytes, r.line.alpha, r.line.beta});
   }
-  write_table(g.id, "samples", sample_type, samples, path);
-  write_table(g.id, "fits", fit_type, rows, path);
-  write_table(g.id, "regimes", regime_type, regimes, path);
-  for (const auto& [name, value] : attrs) write_attr(g.id, name, value, path);
+  h5::write_table(g.get(), "samples", samples,
+                  "one message size of one directed pair: its median one-way time", {}, path);
+  h5::write_table(g.get(), "fits", rows, "one directed pair: its alpha-beta fits", {}, path);
+  h5::write_table(g.get(), "regimes", regimes,
+                  "one size range of one directed pair's piecewise alpha-beta fit", {}, path);
+  for (const auto& [name, value] : attrs) h5::write_attr(g.get(), name, value, path);
 }
 
 std::vector<LinkFit> read_links(hid_t parent, const std::string& path) {
   if (H5Lexists(parent, "links", H5P_DEFAULT) <= 0) throw IoError(path + ": no /links group");
-  Id g(H5Gopen2(parent, "links", H5P_DEFAULT), H5Gclose);
-  must(g.id, path, "open the group");
-  const auto samples = read_table<SampleRow>(g.id, "samples", sample_type, path);
-  const auto rows = read_table<FitRow>(g.id, "fits", fit_type, path);
-  const auto regimes = read_table<RegimeRow>(g.id, "regimes", regime_type, path);
+  Handle g(H5Gopen2(parent, "links", H5P_DEFAULT), H5Gclose);
+  if (!g.ok()) throw IoError(path + ": HDF5 failed to open /links");
+  const auto samples = read_table(g.get(), "samples", sample_columns(), path);
+  const auto rows = read_table(g.get(), "fits", fit_columns(), path);
+  const auto regimes = read_table(g.get(), "regimes", regime_columns(), path);
+  auto pair = [](const std::vector<Column>& t, std::size_t i) {
+    return std::pair<int, int>(static_cast<int>(t[0].ints[i]), static_cast<int>(t[1].ints[i]));
+  };
   std::map<std::pair<int, int>, std::vector<LinkSample>> by_pair;
-  for (const SampleRow& x : samples) by_pair[{x.src, x.dst}].push_back({x.bytes, x.time_s});
+  for (std::size_t i = 0; i < samples[0].size(); ++i)
+    by_pair[pair(samples, i)].push_back({samples[2].reals[i], samples[3].reals[i]});
   std::map<std::pair<int, int>, std::vector<LinkRegime>> regimes_by_pair;
-  for (const RegimeRow& r : regimes)
-    regimes_by_pair[{r.src, r.dst}].push_back(
-        {r.lo_bytes, r.hi_bytes, {r.alpha_s, r.beta_bytes_per_s}});
+  for (std::size_t i = 0; i < regimes[0].size(); ++i)
+    regimes_by_pair[pair(regimes, i)].push_back(
+        {regimes[2].reals[i], regimes[3].reals[i], {regimes[4].reals[i], regimes[5].reals[i]}});
   std::vector<LinkFit> out;
-  for (const FitRow& r : rows) {
-    const std::string where =
-        path + ": /links " + std::to_string(r.src) + "->" + std::to_string(r.dst);
+  for (std::size_t i = 0; i < rows[0].size(); ++i) {
+    const auto [src, dst] = pair(rows, i);
+    const std::string where = path + ": /links " + std::to_string(src) + "->" + std::to_string(dst);
     try {
-      out.push_back(assemble(r.src, r.dst, by_pair[{r.src, r.dst}], {r.alpha_s, r.beta_bytes_per_s},
-                             regimes_by_pair[{r.src, r.dst}], where));
+      out.push_back(assemble(src, dst, by_pair[{src, dst}], {rows[2].reals[i], rows[3].reals[i]},
+                             regimes_by_pair[{src, dst}], where));
     } catch (const ConfigError& e) {
       throw IoError(e.what());
     }
@@ -286,21 +236,8 @@ std::vector<LinkFit> read_links(hid_t parent, const std::string& path) {
 
 void write_links_file(const std::string& path, const std::vector<LinkFit>& fits,
                       const Attrs& attrs) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   WriterLock lock(path);
-  std::error_code ec;
-  const bool exists = std::filesystem::exists(path, ec);
-  if (exists && !is_hdf5(path))
-    throw IoError(path + ": exists and is not an HDF5 file (not replaced)");
-  const hid_t f = exists ? H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)
-                         : H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-  if (f < 0) throw IoError(path + ": cannot " + (exists ? "open" : "create") + " the file");
-  Id file(f, H5Fclose);
-  write_links(file.id, fits, attrs, path);
-  must(H5Fflush(file.id, H5F_SCOPE_GLOBAL), path, "flush");
-  const hid_t id = file.id;
-  file.id = -1;
-  if (H5Fclose(id) < 0) throw IoError(path + ": HDF5 failed to close the file");
+  h5::commit_change(path, [&](hid_t file) { write_links(file, fits, attrs, path); });
 }
 
 std::vector<LinkFit> read_links_file(const std::string& path) {
@@ -311,9 +248,9 @@ std::vector<LinkFit> read_links_file(const std::string& path) {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) throw ConfigError("--links " + path + ": HDF5 cannot open the file");
-    Id file(f, H5Fclose);
+    Handle file(f, H5Fclose);
     try {
-      return read_links(file.id, path);
+      return read_links(file.get(), path);
     } catch (const IoError& e) {
       throw ConfigError(std::string("--links ") + e.what());
     }

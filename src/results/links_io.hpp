@@ -9,7 +9,8 @@
 //            the single α-β line of each pair and both fits' errors (beta 0: infinite)
 //   regimes  compound table (src, dst, lo_bytes, hi_bytes, alpha_s, beta_bytes_per_s): the
 //            piecewise fit, by pair then size
-//   attributes: the calibration's settings (method, transport, reps, warmup, max_bytes, ...)
+//   attributes: the calibration's settings (method, transport, reps, warmup, max_bytes, ...);
+//   each table has `row` and each column `<name>_unit`, `<name>_meaning` attributes
 // JSON: {"links": [{"src", "dst", "alpha_s", "beta_bytes_per_s", "max_rel_error",
 //   "median_rel_error", "regimes": [{"lo_bytes", "hi_bytes", "alpha_s", "beta_bytes_per_s"}],
 //   "regimes_max_rel_error", "regimes_median_rel_error", "samples": [{"bytes", "time_s"}]}],
@@ -39,7 +40,8 @@ void write_links(hid_t parent, const std::vector<LinkFit>& fits, const Attrs& at
 std::vector<LinkFit> read_links(hid_t parent, const std::string& path);
 
 // calibrate --out: adds /links to FILE.h5 (creating the file, or replacing an earlier /links
-// in it), holding the results file's writer lock meanwhile. Throws IoError / ConfigError.
+// in it) as one commit of the file (h5::commit_change: a copy changed, synced and renamed over
+// it), holding the results file's writer lock meanwhile. Throws IoError / ConfigError.
 void write_links_file(const std::string& path, const std::vector<LinkFit>& fits,
                       const Attrs& attrs);
 

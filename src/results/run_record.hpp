@@ -39,12 +39,18 @@ void set_rank_column(RankRecord& r, const std::string& name, const AttrValue& va
 // The value of a column by name (NaN when there is none).
 AttrValue rank_column(const RankRecord& r, const std::string& name);
 
+// A table column's documentation (HDF5: the dataset's `<name>_unit`, `<name>_meaning`).
+struct ColumnDoc {
+  std::string name, unit, meaning;
+};
+
 struct RunRecord {
   std::string key;                  // stable string from the configuration
   Attrs attrs;                      // schedule, P, M, v, ..., written as HDF5 attributes
   std::vector<double> step_time_s;  // one per timed iteration (max over ranks)
   std::vector<EventRecord> events;
   std::vector<RankRecord> ranks;
+  std::vector<ColumnDoc> rank_docs;  // units and meanings of the ranks columns (none: bare)
   // The launch's link calibration of the pairs the run uses (empty: none), and its settings:
   // the run's group `links` (results/links_io.hpp).
   std::vector<LinkFit> links;

@@ -35,8 +35,8 @@ def fail(msg):
 
 ROOT_ATTRS = {
     "schema_version": int, "tool_version": str, "git_sha": str, "created_utc": str,
-    "hostname": str, "cmdline": str, "mpi_library": str, "cuda_version": str,
-    "nccl_version": str, "slurm_job_id": str, "slurm_array_job_id": str,
+    "hostname": str, "cmdline": str, "mpi_library": str, "build_cuda": str,
+    "build_nccl": str, "slurm_job_id": str, "slurm_array_job_id": str,
     "slurm_array_task_id": str,
 }
 RUN_ATTRS = {
@@ -121,7 +121,7 @@ def check_hdf5(a):
                 fail(f"root attribute {k} missing")
             elif not typed(root[k], t):
                 fail(f"root attribute {k}={root[k]!r} is not {t.__name__}")
-        if root.get("schema_version") != 1:
+        if root.get("schema_version") != 2:
             fail(f"schema_version {root.get('schema_version')}")
         if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", str(root.get("created_utc"))):
             fail(f"created_utc {root.get('created_utc')!r} is not ISO 8601 UTC")
@@ -160,6 +160,9 @@ def check_hdf5(a):
                 continue
             if at["status"] != "complete" or at["check"] not in ("pass", "skipped"):
                 fail(f"{key}: status {at['status']} check {at['check']}")
+            for k in ("cuda_version", "cuda_driver_version", "nccl_version"):
+                if k in at and at["backend"] != "cuda":  # what the run used, not the build
+                    fail(f"{key}: a {at['backend']} run records {k}")
             if at.get("run_key") != key:
                 fail(f"{key}: run_key attribute {at.get('run_key')!r}")
             if not key.startswith(f"{at['schedule']}_P={at['P']}_M={at['M']}_v={at['v']}_"):

@@ -99,8 +99,8 @@ printf '0F0,0\0BW0\n1F0,1BW0\n' >"$tmp/nul.csv"
 reject "CSV schedule with a NUL byte" 2 'CSV line 1: control byte .x00 at column 6' 2 --schedule csv:"$tmp/nul.csv"
 ! LC_ALL=C grep -q '[[:cntrl:]]' <(tr -d '\n' <"$tmp/err.txt")
 check "CSV schedule with a NUL byte: no control byte in the message" $?
-/usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['schema_version'] = 2; f.create_group('runs')" "$tmp/v2.h5"
-reject "results file of another schema" 2 "has schema_version 2" 2 --out "$tmp/v2.h5" --resume
+/usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'w'); f.attrs['schema_version'] = 1; f.create_group('runs')" "$tmp/v2.h5"
+reject "results file of another schema" 2 "has schema_version 1" 2 --out "$tmp/v2.h5" --resume
 reject "contradictory: --sync none with one iteration" 2 "needs --iters >= 2" 2 --sync none --iters 1
 
 # Limits checked up front (issue 23): a model that cannot fit in memory is refused before the

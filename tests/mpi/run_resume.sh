@@ -115,9 +115,9 @@ truncate -s $(($(stat -c %s "$out") / 2)) "$tmp/trunc.h5"
 refuse "resume of a truncated file" "$tmp/trunc.h5" "trunc.h5: .*truncated" --resume
 "$PY" -c 'import h5py, sys
 with h5py.File(sys.argv[1], "w") as f:
-    f.attrs["schema_version"] = 2
+    f.attrs["schema_version"] = 1
     f.create_group("runs")' "$tmp/v2.h5"
-refuse "resume of another schema_version" "$tmp/v2.h5" "schema_version 2" --resume
+refuse "resume of another schema_version" "$tmp/v2.h5" "schema_version 1" --resume
 refuse "existing file without --resume or --force" "$out" "exists: pass --resume"
 
 # 4. --force replaces the file.
