@@ -51,7 +51,7 @@ std::vector<Column> event_columns(const std::vector<EventRecord>& events) {
   std::vector<Column> c = {
       {"iter", ColType::kU32, "steps", "the timed step, from 0"},
       {"rank", ColType::kU32, "", "the rank that ran the action"},
-      {"chunk", ColType::kU32, "", "the action's chunk on its rank (0 .. v-1)"},
+      {"chunk", ColType::kU32, "", "the action's chunk (as bubblebench show --lowered)"},
       {"microbatch", ColType::kU32, "", "the action's micro-batch (0 .. M-1)"},
       {"kind", ColType::kText, "",
        "F, B, W, BW (backward not split), FB (an overlapped F&B pair: the F's chunk and "

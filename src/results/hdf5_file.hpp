@@ -1,6 +1,6 @@
 // The results file of design §6 on the HDF5 C API. Only rank 0 opens it. The file is never
 // changed in place: each change (a new file, each run, a clean-up on --resume) is written to a
-// copy under PATH.bb-tmp, synced to disk and renamed over PATH (see Staged in hdf5_file.cpp).
+// copy under PATH.bb-tmp, synced to disk and renamed over PATH (see h5::Staged in hdf5_io.hpp).
 // So whatever kills the writer, and whenever, PATH holds exactly the runs of the last complete
 // write; a reader holding PATH open (h5py) neither stops the writer nor sees a half-written
 // run. Room for a run is reserved in the copy before HDF5 writes, so a full disk fails early,
