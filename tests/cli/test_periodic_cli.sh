@@ -4,7 +4,7 @@
 # every built-in schedule, at sizes where the periodic engine jumps and where it does not, with
 # costs it takes (dyadic, link times) and costs it leaves to the plain engine (0.1).
 BB=${1:?usage: $0 path/to/bubblebench}
-# shellcheck source=../check_lib.sh
+# shellcheck source-path=SCRIPTDIR source=../check_lib.sh
 . "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 # Same stdout and exit code both ways.
 both() {  # name, args...

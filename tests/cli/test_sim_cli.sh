@@ -3,7 +3,7 @@
 # errors for configurations a schedule rejects (never a hang, never a crash).
 BB=${1:?usage: $0 path/to/bubblebench}
 PY=/usr/bin/python3
-# shellcheck source=../check_lib.sh
+# shellcheck source-path=SCRIPTDIR source=../check_lib.sh
 . "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 
 # Done-when 1: gpipe and 1f1b at P=4, M=8, F=1, B=2.

@@ -3,7 +3,7 @@
 # (JSON as `calibrate --json` prints it); pairs the file lacks and bad files are refused (exit 2).
 BB=${1:?usage: $0 path/to/bubblebench}
 PY=/usr/bin/python3
-# shellcheck source=../check_lib.sh
+# shellcheck source-path=SCRIPTDIR source=../check_lib.sh
 . "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 
 # Two directed pairs, latency only: 0->1 costs 0.5, 1->0 costs 0.25 (samples consistent).

@@ -5,7 +5,7 @@
 # usage: run_errors.sh BUBBLEBENCH MPIEXEC
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
-# shellcheck source=../check_lib.sh
+# shellcheck source-path=SCRIPTDIR source=../check_lib.sh
 . "$(dirname "$0")/../check_lib.sh"  # $tmp, check NAME RC, finish
 
 # Runs `bubblebench run ARGS` on N ranks; every rank's exit code lands in $tmp/rc.<rank>.

@@ -9,7 +9,7 @@ BB=${1:?usage: $0 bubblebench mpiexec [python]}
 MPIEXEC=${2:?}
 PY=${3:-/usr/bin/python3}
 SALVAGE="$(dirname "$0")/../../tools/salvage_results.py"
-# shellcheck source=../check_lib.sh
+# shellcheck source-path=SCRIPTDIR source=../check_lib.sh
 . "$(dirname "$0")/../check_lib.sh"
 sweep() {  # results file, extra args...
   local out=$1; shift

@@ -488,8 +488,10 @@ check "tools/slurm-local.sh down" $?
 check "down again: no-op" $?
 left=""
 for p in $pids; do
-  if [ -d "/proc/$p" ] && [ "$(started "$p")" = "${t_start[$p]}" ] &&
-    [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+  # A daemon being reaped right now (a zombie a moment ago, gone the next) is gone: its state
+  # must read as something other than Z, and its start time must still be the daemon's.
+  st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)
+  if [ -n "$st" ] && [ "$st" != Z ] && [ "$(started "$p")" = "${t_start[$p]}" ]; then
     left="$left $p($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | head -c 80))"
   fi
 done

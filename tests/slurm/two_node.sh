@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BB=$(readlink -f "${1:-$ROOT/build/bubblebench}")
 PY=${PY:-/usr/bin/python3}
-# shellcheck source=../check_lib.sh
+# shellcheck source-path=SCRIPTDIR source=../check_lib.sh
 . "$HERE/../check_lib.sh"
 [ "$(id -u)" = 0 ] || { echo "two_node: needs root (network namespaces)"; exit 77; }
 for b in ip unshare munged slurmctld slurmd sbatch; do
@@ -133,6 +133,7 @@ start_node() {  # n: slurmd -N bbnN in namespace bb2nN with host name bbnN
   eval "slurmd$1=$!"
 }
 mkdir -p "$S/spool-bbn1" "$S/spool-bbn2"
+slurmd1="" slurmd2=""
 start_node 1
 start_node 2
 idle() { [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle')" = 2 ]; }
