@@ -3,13 +3,16 @@
 # jobs/sweep-array.sbatch share. Sourced by them, not run: each script keeps its settings
 # (defaults, OUT), its checks and its own steps, and calls these in this order:
 #   say, die, unq                       messages, errors (exit 2), --export quotes
+#   (on sourcing) the site's modules and environment: jobs/site.sh, or SITE_SH=FILE
 #   pick_backend                        GPUS of this node; BACKEND=auto -> cuda or cpu
 #   share_warning N WHERE               warn when N cuda ranks share fewer GPUs
 #   gemm_stage_defaults                 HIDDEN LAYERS MB_SIZE for gemm stages (not sweep-array)
-#   build_args                          args: `run`, the variables' flags, --out, user_args
+#   build_args                          args: `run`, the variables' flags, --out, --trace
+#                                       (TRACE), user_args
 #   resume_or_start KEY WHO NEW         RESUME/FORCE against the marker OUT.job
-#   launch                              print the srun line; DRY_RUN=1 stops there; else write
-#                                       the marker, run the step, report how it ended, exit
+#   launch                              refuse cuda without GPUs; print the srun line; DRY_RUN=1
+#                                       stops there; else write the marker, run the step,
+#                                       report how it ended (exit 5: requeue), exit
 # The script sets first: BB OUT SCHEDULES M_LIST V_LIST BACKEND COMPUTE MPI_PLUGIN,
 # user_args (EXTRA_ARGS, split; sweep-array: the parameter line, then EXTRA_ARGS) and, before
 # launch, srun_extra (SRUN_ARGS, split, plus the script's own srun options).
@@ -23,6 +26,19 @@ die() {
   echo "${SLURM_JOB_NAME:-bb}: error: $*" >&2
   exit 2
 }
+
+# The site's part: modules to load, PATH/LD_LIBRARY_PATH, MPI and CUDA variables. Edit
+# jobs/site.sh (the one place for them), or point SITE_SH at another file; every script
+# sources it here, before anything else runs.
+if [ -n "${SITE_SH:-}" ]; then
+  [ -r "$SITE_SH" ] || die "SITE_SH=$SITE_SH: no such file"
+  # shellcheck source=/dev/null
+  . "$SITE_SH"
+elif [ -r "${JOBS_DIR:-.}/site.sh" ]; then
+  # shellcheck source=site.sh source-path=SCRIPTDIR
+  . "${JOBS_DIR:-.}/site.sh"
+fi
+
 # Values given as --export=ALL,NAME='"a,b"' arrive with their quotes: drop one pair.
 unq() {
   local v=$1
@@ -126,6 +142,12 @@ build_args() {  # args=(run <the variables' flags> --out OUT <user_args>); --out
   else
     args+=(--out "$OUT")
   fi
+  # TRACE=DIR: Chrome traces of every run (run --trace DIR); TRACE=1: beside OUT, in
+  # OUT's name with .traces instead of .h5.
+  local trace
+  trace=$(unq "${TRACE:-}")
+  [ "$trace" = 1 ] && trace=${OUT%.h5}.traces
+  [ -n "$trace" ] && [ "$trace" != 0 ] && ! given --trace && args+=(--trace "$trace")
   args+=("${user_args[@]}")
 }
 
@@ -179,7 +201,14 @@ resume_or_start() {
 # The step: print it; unless DRY_RUN=1, write the marker, run it, say how it ended, and exit
 # with srun's status.
 launch() {
-  local rc=0
+  local rc=0 backend msg
+  # The CUDA backend needs the GPUs requested (sbatch --gpus-per-node=N, which jobs/submit.sh
+  # adds when BACKEND=cuda): without them every rank would fail to find a device.
+  backend=$(value_of --backend)
+  if [ "${backend:-$BACKEND}" = cuda ] && [ "${GPUS:-0}" = 0 ]; then
+    msg="the cuda backend, but this job has no GPUs: submit with BACKEND=cuda jobs/submit.sh [sbatch options] SCRIPT (it adds --gpus-per-node), or sbatch --gpus-per-node=N"
+    if [ "${DRY_RUN:-0}" = 1 ]; then say "warning: $msg"; else die "$msg"; fi
+  fi
   # Ranks bound to cores (issue 19: unbound ranks running identical stages differed by 20 %
   # in busy time): each rank gets CPUS_PER_TASK cores of its own. SRUN_ARGS (already in
   # srun_extra, after these) can override both; CPU_BIND=none turns binding off.
@@ -191,6 +220,13 @@ launch() {
   marker >"$MARK.tmp.$$" && mv -f "$MARK.tmp.$$" "$MARK"
   srun --mpi="$MPI_PLUGIN" --kill-on-bad-exit=1 "${srun_extra[@]}" "$BB" "${args[@]}" || rc=$?
   if [ -e "$OUT" ]; then say "exit $rc; results: $OUT"; else say "exit $rc; no results: $OUT was not created"; fi
+  # Exit 5: SIGUSR1 (#SBATCH --signal=USR1@120, before the time limit) stopped the sweep
+  # between runs; requeued, the job resumes OUT (RESUME=auto: its own marker) and runs the rest.
+  if [ "$rc" = 5 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
+    say "stopped between runs before the time limit: requeueing job $SLURM_JOB_ID to resume $OUT"
+    if scontrol requeue "$SLURM_JOB_ID"; then exit 0; fi
+    say "scontrol requeue failed: resume by hand (RESUME=1 OUT=$OUT)"
+  fi
   # Under srun, a rank's MPI_Abort (the watchdog's exit 3, a failed write's 4) makes SLURM
   # kill the whole step: srun then reports 137, not bubblebench's code.
   [ "$rc" -ge 128 ] && say "exit $rc = signal $((rc - 128)): SLURM killed the step. A rank's MPI_Abort shows as 137 under srun (bubblebench's watchdog exits 3 under mpiexec, a failed write 4), and so does a rank the OOM killer ended: the cause is the rank's one-line message above (the watchdog's is 'rank R: waiting ...')"

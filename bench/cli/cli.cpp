@@ -22,9 +22,9 @@
 #include "cli/list.hpp"
 #include "cli/run.hpp"
 #include "cli/table.hpp"
+#include "cli/timeline.hpp"
 #include "common/error.hpp"
 #include "model/closed_form.hpp"
-#include "results/chrome_trace.hpp"
 #include "results/links_io.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
@@ -223,39 +223,6 @@ json model_json(const ModelResult& m) {
   return j;
 }
 
-void write_timeline(const std::string& path, const Schedule& s, const SimResult& r) {
-  std::vector<TraceSlice> slices;
-  slices.reserve(r.events.size() * 2);
-  constexpr double kUs = 1000.0;  // one simulated time unit shows as 1 ms
-  for (const SimEvent& e : r.events) {
-    const auto& acts = s.ranks[e.rank];
-    const Action& a = acts[e.index];
-    std::string cat = e.n == 2 ? "FB" : std::string(op_name(a.op));
-    slices.push_back(
-        {e.rank, 0, format_action_at(acts, e.index), cat, e.start * kUs, (e.end - e.start) * kUs});
-    if (e.start > e.ready)
-      slices.push_back({e.rank, 2, "wait", "wait", e.ready * kUs, (e.start - e.ready) * kUs});
-  }
-  write_chrome_trace(path, slices, s.P,
-                     s.name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M));
-}
-
-std::string timeline_path(const std::string& base, const std::string& schedule, const Schedule& s,
-                          bool many) {
-  if (!many) return base;
-  std::string stem = base, ext;
-  const auto dot = base.rfind('.');
-  if (dot != std::string::npos && dot > base.rfind('/') + 1) {
-    stem = base.substr(0, dot);
-    ext = base.substr(dot);
-  }
-  std::string name = schedule;
-  for (char& ch : name)
-    if (ch == '/' || ch == ':') ch = '_';
-  return stem + "_" + name + "_P" + std::to_string(s.P) + "_M" + std::to_string(s.M) + "_v" +
-         std::to_string(s.v) + ext;
-}
-
 // Validation and simulation of sim: on the lists in periodic form (validation on the segments,
 // the periodic engine; each falls back to the flat lists where it cannot tell or does not
 // apply), unless a timeline is asked for (it names every action) or BB_FLAT_PASSES=1.
@@ -306,7 +273,7 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
     j["p2p_messages"] = r.p2p_messages;
     j["model"] = model_json(m);
     require_finite(j, label);
-    if (!sel.timeline.empty()) write_timeline(timeline_path(sel.timeline, name, s, many), s, r);
+    if (!sel.timeline.empty()) write_timeline(timeline_path(sel.timeline, name, s, many), s, r, sc);
   } else {
     j.update(model_json(m));
     j["p2p_messages"] = p2p_messages(s);
@@ -321,6 +288,9 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
   const auto Ms = parse_int_list(sel.M, "-M");
   const auto vs = parse_int_list(sel.v, "-v");
   const bool many = sweep_combinations(sel.schedules, Ms, vs) > 1;
+  if (many && !sel.timeline.empty())
+    say_stderr("note", "--timeline " + sel.timeline + ": several configurations, one trace each: " +
+                           timeline_pattern(sel.timeline));
   json out = json::array();
   // skip:/note: lines wait until every configuration is through: an error (e.g. a cost list
   // that does not fit a later configuration) is then the only line.
@@ -401,15 +371,8 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
     rows.push_back(std::move(row));
   }
   if (sel.format == "csv") {
-    for (std::size_t i = 0; i < cols.size(); ++i) std::cout << (i ? "," : "") << cols[i];
-    std::cout << "\n";
-    for (const auto& row : rows) {
-      for (std::size_t i = 0; i < row.size(); ++i) {
-        const bool quote = row[i].find(',') != std::string::npos;
-        std::cout << (i ? "," : "") << (quote ? "\"" + row[i] + "\"" : row[i]);
-      }
-      std::cout << "\n";
-    }
+    print_csv_row(std::cout, cols);
+    for (const auto& row : rows) print_csv_row(std::cout, row);
     return kExitOk;
   }
   print_table(std::cout, cols, rows);

@@ -152,8 +152,8 @@ void add_options(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"off", "on", "both"}));
   app.add_option("--timeout", o.timeout, "Watchdog: seconds any single wait may take")
       ->capture_default_str();
-  app.add_option("--format", o.format, "table or json")
-      ->check(CLI::IsMember({"table", "json"}))
+  app.add_option("--format", o.format, "table (row by row, as runs finish), csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
   app.add_option("--optimizer", o.optimizer, "sgd or adam")
       ->check(CLI::IsMember({"sgd", "adam"}))
@@ -417,22 +417,28 @@ int set_up(Launch& L, int argc, char** argv) {
 
 // --- Phase 2 and 3: every configuration, then the table ------------------------------------
 
-int run_sweep(Launch& L) {
+int run_sweep(Launch& L, int argc, char** argv) {
   harness::RunContext ctx(L.settings, *L.backend, *L.transport, L.coll);
   ctx.results = L.results.get();
   ctx.trace_dir = L.trace_dir;
   harness::gather_placement(ctx,
                             this_placement(harness::host_name(), harness::device_of(*L.backend)));
-  if (L.me == 0)
+  harness::RunTable table(std::cout, L.o.format, !L.settings.barrier(), L.configs);
+  if (L.me == 0) {
+    if (L.world == 1 && !harness::under_launcher())
+      say("note: not started by mpiexec or srun: 1 rank, so every run has P=1 (mpiexec -n P "
+          "bubblebench run ... for P ranks)");
     for (const std::string& line : harness::placement_warnings(ctx.where.ranks, L.o.backend))
       say("bubblebench: warning: " + line);
-  const harness::SweepOutcome r = harness::run_sweep(ctx, L.configs, L.skip);
-  mpi::barrier(L.coll, L.o.timeout);
-  if (L.me == 0) {
-    harness::print_runs(std::cout, r.runs, L.o.format == "json");
-    std::cout.flush();
+    table.begin(
+        harness::context_lines(harness::root_attributes(argc, argv, BB_VERSION, build_git_sha()),
+                               ctx.where.ranks, L.o.backend, std::string(L.transport->name())));
   }
-  return r.check_failed ? kExitCheckFailed : kExitOk;
+  const harness::SweepOutcome r = harness::run_sweep(
+      ctx, L.configs, L.skip, [&](const harness::RunSummary& s) { table.row(s); });
+  mpi::barrier(L.coll, L.o.timeout);
+  if (L.me == 0) table.end(r.runs);
+  return r.check_failed ? kExitCheckFailed : r.stopped ? kExitStopped : kExitOk;
 }
 
 int run_all(int argc, char** argv) {
@@ -448,7 +454,7 @@ int run_all(int argc, char** argv) {
   int code = set_up(L, argc, argv);
   if (code < 0 && L.me == 0)
     for (const std::string& line : L.lines) say(line);
-  if (code < 0) code = run_sweep(L);
+  if (code < 0) code = run_sweep(L, argc, argv);
   L.transport.reset();
   if (L.p2p != MPI_COMM_NULL) MPI_Comm_free(&L.p2p);
   if (L.coll != MPI_COMM_NULL) MPI_Comm_free(&L.coll);

@@ -11,7 +11,8 @@ enum ExitCode : int {
   kExitCheckFailed = 1,
   kExitConfig = 2,
   kExitTimeout = 3,
-  kExitIo = 4
+  kExitIo = 4,
+  kExitStopped = 5  // run: SIGUSR1 stopped the sweep between runs (continue with --resume)
 };
 
 // A configuration a schedule or command does not accept: one line, exit code 2.

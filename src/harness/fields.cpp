@@ -466,56 +466,70 @@ json json_of_record(const RunRecord& r) {
   return j;
 }
 
-Table to_table(const std::vector<RunSummary>& runs) {
+namespace {
+
+// A cell of the table: a run field as it is; a rank field as its largest value over the ranks.
+// EXACT: every digit (CSV), else 4 significant digits.
+std::string table_cell(const Field& f, const RunSummary& s, bool exact) {
+  FieldValue v;
+  if (f.run != nullptr) {
+    v = f.run(s);
+  } else {
+    double m = 0;
+    for (std::size_t r = 0; r < s.ranks.size(); ++r)
+      m = std::max(m, std::get<double>(f.rank(s.ranks[r], r)));
+    v = m;
+  }
+  if (const auto* t = std::get_if<std::string>(&v)) return *t;
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "on" : "off";
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v))
+    return exact ? fmt_exact(*d * f.column.scale) : fmt(*d * f.column.scale);
+  return "n/a";
+}
+
+}  // namespace
+
+std::vector<const Field*> table_columns(bool steady, bool model_varies) {
   std::vector<const Field*> cols;
-  for (const Field& f : kFields)
-    if (!f.column.header.empty()) cols.push_back(&f);
+  for (const Field& f : kFields) {
+    if (f.column.header.empty()) continue;
+    const Show show = f.column.show;
+    // The stage model's columns come as a group: all of them when any varies.
+    if (show == Show::kAlways || (show == Show::kIfVaried && model_varies) ||
+        (show == Show::kBarrier && !steady) || (show == Show::kSyncNone && steady))
+      cols.push_back(&f);
+  }
   std::stable_sort(cols.begin(), cols.end(), [](const Field* a, const Field* b) {
     return a->column.order < b->column.order;
   });
+  return cols;
+}
+
+std::vector<std::string> table_headers(const std::vector<const Field*>& cols) {
+  std::vector<std::string> h;
+  for (const Field* f : cols) h.emplace_back(f->column.header);
+  return h;
+}
+
+std::vector<std::string> table_row(const std::vector<const Field*>& cols, const RunSummary& s,
+                                   bool exact) {
+  std::vector<std::string> row;
+  for (const Field* f : cols) row.push_back(table_cell(*f, s, exact));
+  return row;
+}
+
+Table to_table(const std::vector<RunSummary>& runs) {
   const bool steady = !runs.empty() && runs.front().sync == "none";
-  // Each cell: a run field as it is; a rank field as its largest value over the ranks.
-  auto cell = [](const Field& f, const RunSummary& s) -> std::string {
-    FieldValue v;
-    if (f.run != nullptr) {
-      v = f.run(s);
-    } else {
-      double m = 0;
-      for (std::size_t r = 0; r < s.ranks.size(); ++r)
-        m = std::max(m, std::get<double>(f.rank(s.ranks[r], r)));
-      v = m;
-    }
-    if (const auto* t = std::get_if<std::string>(&v)) return *t;
-    if (const auto* b = std::get_if<bool>(&v)) return *b ? "on" : "off";
-    if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
-    if (const auto* d = std::get_if<double>(&v)) return fmt(*d * f.column.scale);
-    return "n/a";
-  };
-  Table t;
-  std::vector<const Field*> shown;
-  for (const Field* f : cols) {
-    bool show = f->column.show == Show::kAlways || (f->column.show == Show::kBarrier && !steady) ||
-                (f->column.show == Show::kSyncNone && steady);
-    if (f->column.show == Show::kIfVaried)
-      for (const RunSummary& s : runs) show = show || cell(*f, s) != cell(*f, runs.front());
-    if (show) shown.push_back(f);
-  }
-  // The stage model's columns come as a group: all of them when any varies.
-  bool model = false;
-  for (const Field* f : shown) model = model || f->column.show == Show::kIfVaried;
-  if (model) {
-    shown.clear();
-    for (const Field* f : cols)
-      if (f->column.show == Show::kAlways || f->column.show == Show::kIfVaried ||
-          (f->column.show == Show::kBarrier && !steady) ||
-          (f->column.show == Show::kSyncNone && steady))
-        shown.push_back(f);
-  }
-  for (const Field* f : shown) t.headers.emplace_back(f->column.header);
-  for (const RunSummary& s : runs) {
-    t.rows.emplace_back();
-    for (const Field* f : shown) t.rows.back().push_back(cell(*f, s));
-  }
+  bool model_varies = false;
+  for (const Field& f : kFields)
+    if (f.column.show == Show::kIfVaried)
+      for (const RunSummary& s : runs)
+        model_varies =
+            model_varies || table_cell(f, s, false) != table_cell(f, runs.front(), false);
+  const auto cols = table_columns(steady, model_varies);
+  Table t{table_headers(cols), {}};
+  for (const RunSummary& s : runs) t.rows.push_back(table_row(cols, s, false));
   return t;
 }
 

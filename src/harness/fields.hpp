@@ -79,6 +79,13 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
 };
 Table to_table(const std::vector<RunSummary>& runs);
+// The same column by column, for a table printed row by row: the columns shown with the sync
+// mode (steady: --sync none) and whether the stage model (hidden, layers, mb_size) varies in
+// the sweep; their headers; one run's row (EXACT: every digit, for CSV).
+std::vector<const Field*> table_columns(bool steady, bool model_varies);
+std::vector<std::string> table_headers(const std::vector<const Field*>& cols);
+std::vector<std::string> table_row(const std::vector<const Field*>& cols, const RunSummary& s,
+                                   bool exact);
 
 // docs/run-record.md and analysis/bbanalysis/run_fields.json, generated from the table.
 std::string fields_markdown();

@@ -1,12 +1,15 @@
-// What `run` prints: one-line messages on stderr, the table or JSON of the runs on stdout, and
-// the trace directory it writes into.
+// What `run` prints: one-line messages on stderr, its context and the table (or CSV, JSON) of
+// the runs on stdout, and the trace directory it writes into.
 #pragma once
 
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "harness/fields.hpp"
 #include "harness/summary.hpp"
+#include "harness/sweep.hpp"
+#include "results/run_record.hpp"
 #include "runtime/placement.hpp"
 
 namespace bb::harness {
@@ -15,8 +18,38 @@ namespace bb::harness {
 // the stream (mpiexec forwards them all to one file) never interleave mid-line.
 void say(std::string line);
 
-// The table of the runs (columns from the field table) and its legend, or their JSON array.
-void print_runs(std::ostream& out, const std::vector<RunSummary>& runs, bool json);
+// `run`'s context (as nccl-tests prints one): ROOT, the root attributes of a results file
+// (version, git sha, date, host, command line, library versions, SLURM ids; empty ones left
+// out), then the ranks and their hosts, each rank's CPU binding, backend and transport.
+std::vector<std::string> context_lines(const Attrs& root, const std::vector<RankPlacement>& ranks,
+                                       const std::string& backend, const std::string& transport);
+
+// The runs' table, printed row by row as each run finishes (columns from the field table,
+// fixed before the first run). FORMAT table: the context and the legend as `# ` lines, the
+// column header (`# schedule ...`), then one row per run, no trailing spaces; csv: the header
+// row, then one row per run, every digit (the context goes to stderr as `# ` lines); json:
+// the context to stderr, and the runs as one JSON array at the end.
+class RunTable {
+ public:
+  // STEADY: --sync none. CONFIGS: the sweep (whether the stage model's columns show, the
+  // width of the schedule column).
+  RunTable(std::ostream& out, std::string format, bool steady,
+           const std::vector<RunConfig>& configs);
+  void begin(const std::vector<std::string>& context);
+  void row(const RunSummary& s);
+  void end(const std::vector<RunSummary>& runs);
+
+ private:
+  std::ostream& out_;
+  std::string format_;
+  bool steady_;
+  std::vector<const Field*> cols_;
+  std::vector<std::size_t> widths_;
+};
+
+// Whether a launcher started this process (mpiexec's or srun's PMI variables are set), so
+// that one rank is what was asked for rather than a plain `bubblebench run`.
+bool under_launcher();
 
 // Creates the trace directory (and its parents) if missing; throws ConfigError when it cannot
 // be created or written.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "harness/wire.hpp"
 #include "results/chrome_trace.hpp"
 #include "runtime/mpi_util.hpp"
+#include "schedule/message.hpp"
 #include "schedule/text.hpp"
 
 namespace bb::harness {
@@ -33,11 +35,12 @@ std::string action_name(const Schedule& s, int rank, std::size_t index, bool fb)
   return to_string(acts[index]);
 }
 
-// Chrome trace of the last timed iteration: ranks as processes; compute on thread 0, SEND/RECV
-// on thread 1, the wait of a compute for its inputs (ready -> start, when > 0) on thread 2.
+// Chrome trace of the last timed iteration (docs/traces.md): ranks as processes; compute, the
+// wait of a compute for its inputs (ready -> start, when > 0), and SEND/RECV from post to end,
+// each message's send and receive joined by a flow. BYTES: one message.
 std::vector<TraceSlice> trace_slices(const Schedule& s, const std::vector<RankSummary>& ranks,
                                      const std::vector<std::vector<double>>& shift,
-                                     std::size_t last) {
+                                     std::size_t last, double bytes) {
   std::vector<TraceSlice> slices;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const int pid = static_cast<int>(r);
@@ -46,16 +49,32 @@ std::vector<TraceSlice> trace_slices(const Schedule& s, const std::vector<RankSu
       if (static_cast<std::size_t>(e.iter) != last) continue;
       const int kind = static_cast<int>(e.kind);
       const bool comm = kind >= kFirstCommKind;
-      const std::string name = action_name(s, pid, static_cast<std::size_t>(e.index),
-                                           kind == static_cast<int>(RecordKind::FB));
-      const std::string cat =
-          comm ? (kind == kFirstCommKind || kind == kFirstCommKind + 2 ? "send" : "recv")
-               : kEventKinds[kind];
-      slices.push_back(
-          {pid, comm ? 1 : 0, name, cat, (sh + e.start) * 1e6, (e.end - e.start) * 1e6});
-      if (!comm && e.start > e.ready)
-        slices.push_back(
-            {pid, 2, "wait " + name, "wait", (sh + e.ready) * 1e6, (e.start - e.ready) * 1e6});
+      TraceSlice t{.pid = pid,
+                   .lane = TraceLane::compute,
+                   .name = action_name(s, pid, static_cast<std::size_t>(e.index),
+                                       kind == static_cast<int>(RecordKind::FB)),
+                   .kind = kEventKinds[kind]};
+      t.chunk = static_cast<int>(e.chunk);
+      t.mb = static_cast<int>(e.mb);
+      t.stage = t.chunk < static_cast<int>(s.chunk_stage.size()) ? s.chunk_stage[t.chunk] : -1;
+      t.start_us = (sh + e.start) * 1e6;
+      t.end_us = (sh + e.end) * 1e6;
+      if (comm) {
+        const Op op = static_cast<Op>(static_cast<int>(Op::SEND_F) + kind - kFirstCommKind);
+        t.lane = is_send(op) ? TraceLane::send : TraceLane::recv;
+        t.bytes = bytes;
+        t.flow = message_flow_id(message_producer(make_action(op, t.chunk, t.mb)), t.mb,
+                                 is_forward_comm(op), s.num_chunks());
+      } else if (e.start > e.ready) {
+        TraceSlice w = t;
+        w.lane = TraceLane::wait;
+        w.name = "wait " + t.name;
+        w.kind = "wait";
+        w.start_us = (sh + e.ready) * 1e6;
+        w.end_us = t.start_us;
+        slices.push_back(std::move(w));
+      }
+      slices.push_back(std::move(t));
     }
   }
   return slices;
@@ -138,16 +157,24 @@ void start_writing(RunContext& ctx, const RunConfig& c, const RunSummary& s,
   const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
   if (!ctx.trace_dir.empty() && n > 0) {
     trace_path = (std::filesystem::path(ctx.trace_dir) / trace_file_name(c.key)).string();
-    slices = trace_slices(*c.lowered, ranks, m.shift, n - 1);
+    const double bytes = static_cast<double>(
+        activation_count(executor_config(ctx.o, c.hidden, c.layers, c.mb_size)) * sizeof(float));
+    slices = trace_slices(*c.lowered, ranks, m.shift, n - 1, bytes);
   }
   if (record || !trace_path.empty())
-    ctx.writing = std::async(std::launch::async,
-                             [results = ctx.results, record = std::move(record), trace_path,
-                              slices = std::move(slices), P = c.lowered->P, title = c.label] {
-                               if (record) results->write_run(*record);
-                               if (!trace_path.empty())
-                                 write_chrome_trace(trace_path, slices, P, title);
-                             });
+    ctx.writing = std::async(std::launch::async, [results = ctx.results, record = std::move(record),
+                                                  trace_path, slices = std::move(slices),
+                                                  P = c.lowered->P, title = c.label]() mutable {
+      if (record) results->write_run(*record);
+      if (!trace_path.empty())
+        write_chrome_trace(trace_path, std::move(slices), P, title,
+                           "1 us of the ranks' common time line");
+    });
+}
+
+volatile std::sig_atomic_t g_stop = 0;  // SIGUSR1 seen
+extern "C" void on_stop_signal(int) {
+  g_stop = 1;
 }
 
 }  // namespace
@@ -225,7 +252,8 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
 }
 
 SweepOutcome run_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
-                       const std::vector<int>& skip) {
+                       const std::vector<int>& skip,
+                       const std::function<void(const RunSummary&)>& finished) {
   const bool root = ctx.transport.rank() == 0;
   SweepOutcome out;
   using Clock = std::chrono::steady_clock;
@@ -237,8 +265,20 @@ SweepOutcome run_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
       configs.size() - static_cast<std::size_t>(std::count(skip.begin(), skip.end(), 1));
   std::size_t ran = 0;
   if (ctx.o.calibrate) calibrate_sweep(ctx, configs, skip);
+  g_stop = 0;
+  std::signal(SIGUSR1, on_stop_signal);
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const RunConfig& c = configs[i];
+    if (!skip.at(i) && mpi::allreduce_max(g_stop, ctx.comm, ctx.o.timeout) != 0) {
+      out.stopped = true;
+      if (root) {
+        ctx.finish_writing();
+        say("note: SIGUSR1: stopped before run " + std::to_string(i + 1) + " of " +
+            std::to_string(configs.size()) + " (exit 5); the runs done are complete" +
+            (ctx.o.out.empty() ? "" : " in " + ctx.o.out + ", --resume runs the rest"));
+      }
+      break;
+    }
     char head[64];
     std::snprintf(head, sizeof head, "[%zu/%zu] ", i + 1, configs.size());
     if (skip.at(i)) {
@@ -253,6 +293,7 @@ SweepOutcome run_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
     out.check_failed = out.check_failed || r.check_failed;
     if (!root) continue;
     out.runs.push_back(std::move(*r.summary));
+    if (finished) finished(out.runs.back());
     // The progress line once the run is written: the time of the run itself (its write
     // overlaps the next run's warmup), the elapsed time and the ETA then.
     ctx.after_writing = [&, line = std::string(head) + c.label, run_s = since(run_start)] {

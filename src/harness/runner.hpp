@@ -68,13 +68,19 @@ struct RunOutcome {
 // results file and its trace (ctx.writing).
 RunOutcome run_config(const RunConfig& c, RunContext& ctx);
 
+// SIGUSR1 (SLURM's --signal=USR1@SECONDS before a time limit) on any rank stops the sweep
+// before its next run: the ranks agree on it between runs (one allreduce each), rank 0 says
+// so in one line, and the runs done stay complete in the results file (--resume continues).
 // Every configuration in order (those with SKIP[i] set are complete in the results file
-// already: a line each), with rank 0's progress line per run once it is written.
+// already: a line each), with rank 0's progress line per run once it is written. Rank 0 calls
+// FINISHED with each run's summary as soon as it has it (the table's row).
 struct SweepOutcome {
   bool check_failed = false;     // every rank
+  bool stopped = false;          // every rank: SIGUSR1 stopped it between runs
   std::vector<RunSummary> runs;  // rank 0
 };
 SweepOutcome run_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
-                       const std::vector<int>& skip);
+                       const std::vector<int>& skip,
+                       const std::function<void(const RunSummary&)>& finished = {});
 
 }  // namespace bb::harness

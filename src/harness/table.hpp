@@ -35,6 +35,22 @@ inline std::string fmt(double x, int prec = 4) {
   return os.str();
 }
 
+// One row of left-aligned columns, two spaces apart, each at least its width; the last
+// column is not padded: no trailing spaces.
+inline void print_table_row(std::ostream& out, const std::vector<std::size_t>& widths,
+                            const std::vector<std::string>& cells) {
+  std::string line;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    line += cells[i];
+    if (i + 1 < cells.size())
+      line.append(
+          (i < widths.size() && widths[i] > cells[i].size() ? widths[i] - cells[i].size() : 0) + 2,
+          ' ');
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();  // empty last cells
+  out << line << "\n";
+}
+
 // Left-aligned columns, two spaces apart, header first.
 inline void print_table(std::ostream& out, const std::vector<std::string>& cols,
                         const std::vector<std::vector<std::string>>& rows) {
@@ -43,14 +59,28 @@ inline void print_table(std::ostream& out, const std::vector<std::string>& cols,
     w[i] = cols[i].size();
     for (const auto& row : rows) w[i] = std::max(w[i], row[i].size());
   }
-  for (std::size_t i = 0; i < cols.size(); ++i)
-    out << std::left << std::setw(static_cast<int>(w[i] + 2)) << cols[i];
-  out << "\n";
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i)
-      out << std::left << std::setw(static_cast<int>(w[i] + 2)) << row[i];
-    out << "\n";
+  print_table_row(out, w, cols);
+  for (const auto& row : rows) print_table_row(out, w, row);
+}
+
+// One CSV record (RFC 4180: a cell with a comma, a quote or a line break is quoted, its
+// quotes doubled).
+inline void print_csv_row(std::ostream& out, const std::vector<std::string>& cells) {
+  std::string line;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i > 0) line += ',';
+    if (cells[i].find_first_of(",\"\r\n") == std::string::npos) {
+      line += cells[i];
+      continue;
+    }
+    line += '"';
+    for (char c : cells[i]) {
+      if (c == '"') line += '"';
+      line += c;
+    }
+    line += '"';
   }
+  out << line << "\n";
 }
 
 }  // namespace bb

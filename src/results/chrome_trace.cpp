@@ -1,8 +1,10 @@
 #include "results/chrome_trace.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "common/error.hpp"
 
@@ -15,70 +17,143 @@ std::string text(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void write_events(std::ofstream& f, const std::vector<TraceSlice>& slices, int num_processes,
-                  const std::string& title) {
-  // The document a single dump of it would give (nlohmann orders an object's keys), written
-  // event by event: a timeline of millions of slices never exists as one JSON tree or string.
-  f << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << text({{"title", title}})
-    << ",\"traceEvents\":[";
-  bool first = true;
-  const auto put = [&](const nlohmann::json& e) {
-    f << (first ? "" : ",") << text(e);
-    first = false;
-  };
-  static const char* kThreads[] = {"compute", "comm", "wait"};
-  for (int p = 0; p < num_processes; ++p) {
-    put({{"name", "process_name"},
-         {"ph", "M"},
-         {"pid", p},
-         {"args", {{"name", "rank " + std::to_string(p)}}}});
-    put({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", p}, {"args", {{"sort_index", p}}}});
-    for (int t = 0; t < 3; ++t)
-      put({{"name", "thread_name"},
-           {"ph", "M"},
-           {"pid", p},
-           {"tid", t},
-           {"args", {{"name", kThreads[t]}}}});
-  }
-  for (const auto& s : slices)
-    put({{"name", s.name},
-         {"cat", s.cat},
-         {"ph", "X"},
-         {"pid", s.pid},
-         {"tid", s.tid},
-         {"ts", s.start_us},
-         {"dur", s.dur_us}});
-  f << "]}\n";
+constexpr int kLanes = 4;
+constexpr const char* kLaneNames[kLanes] = {"compute", "wait", "send", "recv"};
+
+// The category Perfetto colours and filters by: the compute kind, or the lane.
+std::string category(const TraceSlice& s) {
+  return s.lane == TraceLane::compute ? s.kind : kLaneNames[static_cast<int>(s.lane)];
 }
 
 }  // namespace
 
-void write_chrome_trace(const std::string& path, const std::vector<TraceSlice>& slices,
-                        int num_processes, const std::string& title) {
+std::int64_t message_flow_id(int producer, int mb, bool forward, int num_chunks) {
+  return (static_cast<std::int64_t>(mb) * num_chunks + producer) * 2 + (forward ? 0 : 1);
+}
+
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path, int num_processes,
+                                     const std::string& title, const std::string& time_unit)
+    : path_(path), num_processes_(num_processes) {
   // Whether this call creates PATH: a failed write removes only a file it made itself, never
   // what was there (a device node, a symlink's target, a user's file).
-  bool created = false;
   if (std::FILE* probe = std::fopen(path.c_str(), "wx")) {  // O_CREAT | O_EXCL
-    created = true;
+    created_ = true;
     std::fclose(probe);
   }
-  std::ofstream f(path);
-  if (!f) {
-    if (created) std::remove(path.c_str());
+  f_.open(path);
+  if (!f_) {
+    if (created_) std::remove(path.c_str());
     throw IoError("cannot write trace '" + path + "'");
   }
-  try {
-    write_events(f, slices, num_processes, title);
-    f.close();
-  } catch (...) {
-    f.close();
-    if (created) std::remove(path.c_str());
-    throw;
+  // The keys in the order a dump of the whole document would give (nlohmann sorts them).
+  f_ << "{\"displayTimeUnit\":\"ms\",\"otherData\":"
+     << text({{"title", title}, {"time_unit", "1 us = " + time_unit}}) << ",\"traceEvents\":[";
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() {
+  if (closed_) return;
+  f_.close();
+  if (created_) std::remove(path_.c_str());
+}
+
+void ChromeTraceWriter::put(const std::string& event_json) {
+  f_ << (first_ ? "" : ",") << event_json;
+  first_ = false;
+}
+
+int ChromeTraceWriter::thread_of(const TraceSlice& s) {
+  // First fit: the first thread of this rank and lane whose last slice ended by S's start.
+  // With slices in order of their start this never overlaps two on one thread.
+  Lane& lane = lanes_[{s.pid, s.lane}];
+  if (s.start_us < lane.last_start)
+    throw std::logic_error("trace: slice '" + s.name + "' added out of order");
+  lane.last_start = s.start_us;
+  std::vector<double>& ends = lane.ends;
+  std::size_t k = 0;
+  while (k < ends.size() && ends[k] > s.start_us) ++k;
+  if (k == ends.size()) ends.push_back(s.end_us);
+  ends[k] = s.end_us;
+  return static_cast<int>(k) * kLanes + static_cast<int>(s.lane);
+}
+
+void ChromeTraceWriter::add(const TraceSlice& s) {
+  if (!(s.end_us >= s.start_us)) throw std::logic_error("trace slice '" + s.name + "' ends early");
+  const int tid = thread_of(s);
+  nlohmann::json args = {
+      {"kind", s.kind}, {"chunk", s.chunk}, {"micro_batch", s.mb}, {"stage", s.stage}};
+  if (s.bytes >= 0 && s.bytes == std::floor(s.bytes) && s.bytes < 0x1p53)
+    args["bytes"] = static_cast<std::uint64_t>(s.bytes);  // a whole number prints as one
+  else if (s.bytes >= 0)
+    args["bytes"] = s.bytes;
+  put(text({{"name", s.name},
+            {"cat", category(s)},
+            {"ph", "X"},
+            {"pid", s.pid},
+            {"tid", tid},
+            {"ts", s.start_us},
+            {"dur", s.end_us - s.start_us},
+            {"args", std::move(args)}}));
+  if (s.flow < 0) return;
+  // The arrow leaves the send where it starts and points at the middle of the receive (a
+  // point inside it, which the "f" event binds to with bp "e").
+  const bool start = s.lane == TraceLane::send;
+  nlohmann::json flow = {{"name", "message"},
+                         {"cat", "message"},
+                         {"ph", start ? "s" : "f"},
+                         {"id", s.flow},
+                         {"pid", s.pid},
+                         {"tid", tid},
+                         {"ts", start ? s.start_us : s.start_us + (s.end_us - s.start_us) / 2}};
+  if (!start) flow["bp"] = "e";
+  put(text(flow));
+}
+
+void ChromeTraceWriter::close() {
+  for (int p = 0; p < num_processes_; ++p) {
+    put(text({{"name", "process_name"},
+              {"ph", "M"},
+              {"pid", p},
+              {"args", {{"name", "rank " + std::to_string(p)}}}}));
+    put(text(
+        {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", p}, {"args", {{"sort_index", p}}}}));
+    // Compute and wait always; each lane's threads as many as it used.
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const auto it = lanes_.find({p, static_cast<TraceLane>(lane)});
+      const std::size_t n = it == lanes_.end() ? (lane < 2 ? 1 : 0) : it->second.ends.size();
+      for (std::size_t k = 0; k < n; ++k) {
+        const int tid = static_cast<int>(k) * kLanes + lane;
+        std::string name = kLaneNames[lane];
+        if (lane >= 2 || k > 0) {  // appended piecewise: GCC 12 warns falsely (-Wrestrict)
+          name += ' ';
+          name += std::to_string(k);
+        }
+        put(text({{"name", "thread_name"},
+                  {"ph", "M"},
+                  {"pid", p},
+                  {"tid", tid},
+                  {"args", {{"name", name}}}}));
+        put(text({{"name", "thread_sort_index"},
+                  {"ph", "M"},
+                  {"pid", p},
+                  {"tid", tid},
+                  {"args", {{"sort_index", lane * 100000 + static_cast<int>(k)}}}}));
+      }
+    }
   }
-  if (!f) {
-    if (created) std::remove(path.c_str());
-    throw IoError("error writing trace '" + path + "'");
-  }
+  f_ << "]}\n";
+  f_.close();
+  if (!f_) throw IoError("error writing trace '" + path_ + "'");
+  closed_ = true;
+}
+
+void write_chrome_trace(const std::string& path, std::vector<TraceSlice> slices, int num_processes,
+                        const std::string& title, const std::string& time_unit) {
+  std::stable_sort(slices.begin(), slices.end(), [](const TraceSlice& a, const TraceSlice& b) {
+    return a.start_us < b.start_us;
+  });
+  ChromeTraceWriter w(path, num_processes, title, time_unit);
+  for (const TraceSlice& s : slices) w.add(s);
+  w.close();
 }
 
 }  // namespace bb

@@ -65,7 +65,7 @@ class CostModel {
       const double f = per_chunk(cfg.t_f, c), b = per_chunk(cfg.t_b, c), w = per_chunk(cfg.t_w, c);
       cost_[c] = {f, b, w, b + w, cfg.t_fb >= 0 ? cfg.t_fb * share[c] : -1.0};
     }
-    delay_ = engine_time(cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0));
+    delay_ = engine_time(message_time(cfg, -1, -1));  // no pair: the α-β time
     if (cfg.links) {
       pair_delay_.resize(static_cast<std::size_t>(s.P));
       for (const LinkFit& f : cfg.links->fits())
@@ -331,6 +331,11 @@ SimResult finish(const Schedule& s, const SimConfig& cfg, const CostModel& costs
 }
 
 }  // namespace
+
+double message_time(const SimConfig& cfg, int src, int dst) {
+  if (cfg.links && cfg.links->covers(src, dst)) return cfg.links->cost(src, dst, cfg.msg_bytes);
+  return cfg.latency + (cfg.bandwidth > 0 ? cfg.msg_bytes / cfg.bandwidth : 0.0);
+}
 
 std::vector<double> peak_activations(const Schedule& s) {
   std::vector<double> peak;

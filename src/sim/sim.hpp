@@ -61,6 +61,10 @@ struct SimResult {
   std::size_t jumped_units = 0;  // compute units the periodic engine skipped (0: not used)
 };
 
+// Time of one message from rank src to rank dst: the pair's fit where cfg.links has one, else
+// latency + msg_bytes / bandwidth (what the simulator charges).
+double message_time(const SimConfig& cfg, int src, int dst);
+
 // Peak live activations per rank (micro-batch-stage units) from the action order alone.
 std::vector<double> peak_activations(const Schedule& s);
 // Point-to-point messages of one step (as SimResult::p2p_messages), from the action lists alone.

@@ -13,7 +13,8 @@ usage:
       checking that every visible run is complete.
   check_results.py trace DIR --lowered DIR --runs N
       each DIR/<run_key>.json: one compute slice per compute action and one comm slice per
-      SEND/RECV of each rank's lowered list (the last timed iteration), waits on tid 2.
+      SEND/RECV of each rank's lowered list (the last timed iteration), on the threads named
+      compute / send K / recv K, waits on the thread named wait (docs/traces.md).
 """
 import argparse
 import hashlib
@@ -308,10 +309,17 @@ def check_trace(a):
         meta = [e for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"]
         if sorted(e["pid"] for e in meta) != list(range(P)):
             fail(f"{path.name}: process names for pids {[e['pid'] for e in meta]}")
+        # Threads by name (docs/traces.md): compute, wait, send K, recv K.
+        tname = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+                 if e.get("ph") == "M" and e["name"] == "thread_name"}
+
+        def lane(e):
+            return tname.get((e["pid"], e["tid"]), "?").split(" ")[0]
+
         for r, acts in enumerate(lowered):
             mine = [e for e in slices if e["pid"] == r]
-            compute = Counter(e["name"] for e in mine if e["tid"] == 0)
-            comm = Counter(e["name"] for e in mine if e["tid"] == 1)
+            compute = Counter(e["name"] for e in mine if lane(e) == "compute")
+            comm = Counter(e["name"] for e in mine if lane(e) in ("send", "recv"))
             want_compute = Counter(n for k, _, _, n in acts if k in COMPUTE)
             want_comm = Counter(n for k, _, _, n in acts if k in COMM)
             if compute != want_compute:
@@ -319,11 +327,11 @@ def check_trace(a):
             if comm != want_comm:
                 fail(f"{path.name}: rank {r}: comm slices {dict(comm)} != {dict(want_comm)}")
             for e in mine:
-                if e["dur"] < 0 or e["tid"] not in (0, 1, 2):
+                if e["dur"] < 0 or lane(e) not in ("compute", "wait", "send", "recv"):
                     fail(f"{path.name}: bad slice {e}")
-                if e["tid"] == 2 and (e["cat"] != "wait" or e["dur"] <= 0):
+                if lane(e) == "wait" and (e["cat"] != "wait" or e["dur"] <= 0):
                     fail(f"{path.name}: bad wait slice {e}")
-                if e["tid"] == 1 and e["cat"] not in ("send", "recv"):
+                if lane(e) in ("send", "recv") and e["cat"] != lane(e):
                     fail(f"{path.name}: bad comm slice {e}")
 
 

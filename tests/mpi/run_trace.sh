@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `run --trace DIR`: DIR (nested, missing) is created; one Chrome-trace JSON per run named
-# <run_key>.json, with one compute slice (tid 0) per compute action and one slice (tid 1) per
-# SEND/RECV of each rank's lowered list (the last timed iteration), waits on tid 2.
+# <run_key>.json, with one compute slice (thread "compute") per compute action and one slice
+# (threads "send K" / "recv K") per SEND/RECV of each rank's lowered list (the last timed
+# iteration), waits on thread "wait"; and the file passes tests/trace/check_trace.py.
 # usage: run_trace.sh BUBBLEBENCH MPIEXEC [PYTHON]
 set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec [python]}
@@ -25,4 +26,5 @@ if [ $rc != 0 ]; then
   exit 1
 fi
 ls "$tmp/traces/a/b"
-"$PY" "$HERE/check_results.py" trace "$tmp/traces/a/b" --lowered "$tmp/lowered" --runs 2
+"$PY" "$HERE/check_results.py" trace "$tmp/traces/a/b" --lowered "$tmp/lowered" --runs 2 || exit 1
+"$PY" "$HERE/../trace/check_trace.py" --flows "$tmp/traces/a/b"/*.json

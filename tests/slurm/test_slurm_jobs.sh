@@ -175,7 +175,7 @@ rc=$?  # before the $(...) in the name overwrites it
 check "DRY_RUN sweep-array: EXTRA_ARGS after the line's flags ($(cmdline))" $rc
 dry sweep-array PARAMS=jobs/params/smoke.txt OUT_DIR="$DRY/old" && has "--out $DRY/old/task-0.h5"
 check "DRY_RUN sweep-array: OUT_DIR sets the folder of the task files" $?
-mkdir -p "$DRY/70" && cp "$ROOT/jobs/params/example.txt" "$DRY/70/params.txt"
+mkdir -p "$DRY/70" && cp "$ROOT/jobs/params/gpu.txt" "$DRY/70/params.txt"
 dry sweep-array PARAMS=jobs/params/smoke.txt
 refused $? "differs from $DRY/70/params.txt"
 check "DRY_RUN sweep-array: PARAMS differs from the saved params.txt: refused" $?
@@ -191,6 +191,37 @@ for s in sweep-node multi-node sweep-array; do
   dry $s JOBS_DIR="$tmp/nowhere"
   refused $? "no $tmp/nowhere/common.sh" "repository root" "JOBS_DIR="
   check "DRY_RUN $s: no common.sh in JOBS_DIR: refused, exit 2, one line" $?
+done
+
+# Issue 22: the site's environment in one file, TRACE=, GPUs with the cuda backend, the
+# array's default parameter file by backend, the headers for binding and requeue.
+# shellcheck disable=SC2016  # expanded by the job, not here
+printf 'echo "site file read: MPI_PLUGIN=${MPI_PLUGIN:-unset}"\n' >"$tmp/site.sh"
+dry sweep-node BACKEND=cpu OUT="$DRY/i22/a.h5" SITE_SH="$tmp/site.sh" && grep -q "^site file read: MPI_PLUGIN=unset" "$tmp/dry.out" &&
+  [ -n "$(cmdline)" ]
+check "DRY_RUN sweep-node: SITE_SH is sourced before the script's settings" $?
+dry sweep-node BACKEND=cpu SITE_SH="$tmp/no-site.sh"
+refused $? "SITE_SH=$tmp/no-site.sh: no such file"
+check "DRY_RUN sweep-node: a missing SITE_SH: refused" $?
+dry sweep-node BACKEND=cpu OUT="$DRY/i22/a.h5" TRACE=1 && has "--trace $DRY/i22/a.traces "
+check "DRY_RUN sweep-node: TRACE=1 traces beside OUT ($(cmdline))" $?
+dry sweep-node BACKEND=cpu OUT="$DRY/i22/a.h5" TRACE="$tmp/tr" EXTRA_ARGS="--trace $tmp/mine" && has "--trace $tmp/mine" &&
+  [ "$(cmdline | grep -o -- '--trace' | wc -l)" = 1 ]
+check "DRY_RUN sweep-node: --trace in EXTRA_ARGS replaces TRACE" $?
+dry sweep-node BACKEND=cuda OUT="$DRY/i22/a.h5" && [ -n "$(cmdline)" ] && grep -q "warning: the cuda backend, but this job has no GPUs: submit with BACKEND=cuda jobs/submit.sh" "$tmp/dry.out"
+check "DRY_RUN sweep-node: cuda without GPUs is named (a real job stops)" $?
+dry sweep-array BACKEND=cpu OUT_DIR="$DRY/p-cpu" && has "--backend cpu --schedule all -M 8,16,32 -v 1,2 --compute synthetic"
+check "DRY_RUN sweep-array: the cpu backend's default PARAMS is jobs/params/cpu.txt ($(cmdline))" $?
+dry sweep-array BACKEND=cuda OUT_DIR="$DRY/p-gpu" && has "--backend cuda --schedule all -M 8,16,32 -v 1,2 --compute synthetic"
+check "DRY_RUN sweep-array: the cuda backend's default PARAMS is jobs/params/gpu.txt" $?
+[ "$(cd "$ROOT" && BACKEND=cuda SUBMIT_DRY_RUN=1 jobs/submit.sh --ntasks=4 jobs/sweep-node.sbatch)" = "sbatch --gpus-per-node=4 --ntasks=4 jobs/sweep-node.sbatch" ] &&
+  [ "$(cd "$ROOT" && BACKEND=cuda SUBMIT_DRY_RUN=1 jobs/submit.sh jobs/multi-node.sbatch)" = "sbatch --gpus-per-node=4 jobs/multi-node.sbatch" ] &&
+  [ "$(cd "$ROOT" && BACKEND=cpu SUBMIT_DRY_RUN=1 jobs/submit.sh --ntasks=2 jobs/sweep-node.sbatch)" = "sbatch --ntasks=2 jobs/sweep-node.sbatch" ]
+check "jobs/submit.sh: --gpus-per-node with BACKEND=cuda only" $?
+for s in sweep-node multi-node sweep-array; do
+  grep -q '^#SBATCH --cpus-per-task=1$' "$ROOT/jobs/$s.sbatch" && grep -q '^#SBATCH --signal=USR1@120$' "$ROOT/jobs/$s.sbatch" &&
+    grep -q '^#SBATCH --requeue$' "$ROOT/jobs/$s.sbatch" && grep -q '^#SBATCH --open-mode=append$' "$ROOT/jobs/$s.sbatch"
+  check "$s.sbatch: --cpus-per-task, --signal=USR1@120, --requeue, --open-mode=append" $?
 done
 
 missing=""
@@ -429,6 +460,29 @@ log=$tmp/bb-array-${aid}_0.out
   [ "$(stat -c %Y.%i "$RES/$aid/params.txt")" = "$params_before" ]
 rc=$?  # before the $(...) in the name overwrites it
 check "requeued array task: resumed, runs skipped, log appended, params.txt kept ($(states "${aid}_0"))" $rc
+
+# Near the time limit (#SBATCH --signal=USR1@120; here sent by hand): bubblebench stops
+# between runs (exit 5), the job requeues itself, resumes its file and runs the rest.
+usr1=$(env BB="$BB" RESULTS_DIR="$RES" SCHEDULES=1f1b,gpipe,zb-h1 M_LIST=4,8 V_LIST=1 \
+  BACKEND=cpu COMPUTE=synthetic T_F=20ms T_B=20ms WARMUP=0 ITERS=5 EXTRA_ARGS=--no-calibrate \
+  sbatch --parsable --job-name=bb-usr1 --ntasks=2 --time=00:05:00 --output="$tmp/%x-%j.out" \
+  jobs/sweep-node.sbatch)
+check "sbatch jobs/sweep-node.sbatch for SIGUSR1 ($usr1)" $?
+log=$tmp/bb-usr1-$usr1.out
+deadline=$(($(date +%s) + 60))
+until grep -qE '^\[1/6\] .*elapsed' "$log" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.2; done
+scancel --signal=USR1 "$usr1"
+check "scancel --signal=USR1 after the first run" $?
+until grep -q "requeueing job $usr1" "$log" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.5; done
+scontrol update JobId="$usr1" StartTime=now 2>/dev/null  # SLURM holds a requeued job ~2 min
+until [ "$(states "$usr1" | grep -c ':COMPLETED:0:0')" = 1 ] || [ "$(date +%s)" -ge "$deadline" ]; do sleep 1; done
+grep -q "note: SIGUSR1: stopped before run [2-6] of 6 (exit 5)" "$log" &&
+  grep -q "requeueing job $usr1 to resume $RES/$usr1/sweep.h5" "$log" &&
+  grep -q "requeued: resuming $RES/$usr1/sweep.h5" "$log" &&
+  [ "$(grep -c "skipped (complete in $RES/$usr1/sweep.h5)" "$log")" -ge 1 ] &&
+  [ "$("$PY" "$ROOT/tests/mpi/check_results.py" keys "$RES/$usr1/sweep.h5" | wc -l)" = 6 ]
+rc=$?  # before the $(...) in the name overwrites it
+check "SIGUSR1: stopped between runs, requeued, resumed, 6 complete runs ($(states "$usr1"))" $rc
 
 # --- 4. merge_index.py on hand-made task files ------------------------------------------------
 mkdir -p "$tmp/fake/42"

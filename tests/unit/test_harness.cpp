@@ -4,16 +4,20 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/error.hpp"
 #include "harness/fields.hpp"
 #include "harness/measure.hpp"
+#include "harness/output.hpp"
 #include "harness/sweep.hpp"
+#include "harness/table.hpp"
 #include "harness/wire.hpp"
 #include "results/hdf5_file.hpp"
 #include "runtime/placement.hpp"
@@ -399,6 +403,74 @@ TEST(HarnessFields, TableColumnsFollowTheSweep) {
   EXPECT_EQ(t.headers.at(5), "period_ms");
   EXPECT_EQ(t.rows.at(0).at(8), "n/a");  // no closed form
   EXPECT_EQ(t.rows.at(0).at(4), "on");
+}
+
+// `run`'s table row by row: the context and the column header first (`#` lines), each row
+// as it comes, fixed columns, no trailing spaces; CSV with every digit; JSON only at the end.
+TEST(HarnessOutput, RunTableRowByRow) {
+  const RunSummary a = sample(false);
+  RunConfig c;
+  c.schedule = "interleaved";  // the widest name sets the first column
+  std::ostringstream out;
+  RunTable table(out, "table", false, {c});
+  table.begin({"git_sha: abc", "ranks: 2 ranks on 1 host (vm: 2)"});
+  const std::string head = out.str();
+  EXPECT_EQ(head.rfind("# git_sha: abc\n# ranks: 2 ranks on 1 host (vm: 2)\n", 0), 0u) << head;
+  EXPECT_NE(head.find("\n# schedule" + std::string(3, ' ') + "P "), std::string::npos)
+      << head;  // 11 + 2
+  table.row(a);
+  const std::string one = out.str().substr(head.size());
+  EXPECT_EQ(one.rfind("1f1b" + std::string(9, ' ') + "2 ", 0), 0u) << one;  // at once, aligned
+  EXPECT_EQ(std::count(one.begin(), one.end(), '\n'), 1);
+  table.row(a);
+  table.end({a, a});
+  std::istringstream lines(out.str());
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(!line.empty() && line.back() == ' ') << "trailing space: '" << line << "'";
+    rows += line.rfind('#', 0) != 0;
+  }
+  EXPECT_EQ(rows, 2);
+
+  std::ostringstream csv;
+  RunTable t2(csv, "csv", false, {c});
+  t2.begin({"not on stdout"});
+  t2.row(a);
+  t2.end({a});
+  EXPECT_EQ(csv.str().find('#'), std::string::npos);
+  EXPECT_EQ(csv.str().rfind("schedule,P,M,v,recompute,makespan_ms,", 0), 0u) << csv.str();
+  EXPECT_NE(csv.str().find("\n1f1b,2,4,"), std::string::npos) << csv.str();
+  EXPECT_NE(csv.str().find(",0.0078125,"), std::string::npos);  // every digit (8192 B in MiB)
+
+  std::ostringstream js;
+  RunTable t3(js, "json", false, {c});
+  t3.begin({});
+  t3.row(a);
+  EXPECT_EQ(js.str(), "");
+  t3.end({a});
+  EXPECT_EQ(nlohmann::json::parse(js.str()).size(), 1u);
+}
+
+TEST(HarnessOutput, TableAndCsvRows) {
+  std::ostringstream out;
+  print_table(out, {"a", "bb"}, {{"xyz", "1"}, {"x", ""}});
+  EXPECT_EQ(out.str(), "a    bb\nxyz  1\nx\n");
+  std::ostringstream csv;
+  print_csv_row(csv, {"plain", "a,b", "say \"hi\"", ""});
+  EXPECT_EQ(csv.str(), "plain,\"a,b\",\"say \"\"hi\"\"\",\n");
+}
+
+TEST(HarnessOutput, ContextLines) {
+  const std::vector<RankPlacement> ranks{
+      {"n1", "0", 2, -1, false}, {"n1", "1", 2, -1, false}, {"n2", "", 2, 0, false}};
+  const auto lines = context_lines({{"git_sha", std::string("abc")},
+                                    {"slurm_job_id", std::string("")},
+                                    {"schema_version", std::int64_t{3}}},
+                                   ranks, "cpu", "mpi");
+  const std::vector<std::string> want = {
+      "git_sha: abc", "schema_version: 3", "ranks: 3 ranks on 2 hosts (n1: 2, n2: 1)",
+      "binding: rank 0 cpus 0; rank 1 cpus 1; rank 2 cpus ? gpu 0", "backend: cpu, transport: mpi"};
+  EXPECT_EQ(lines, want);
 }
 
 TEST(HarnessPlacement, CpuListsAndTheWarning) {

@@ -1,0 +1,16 @@
+// What names a point-to-point message of a lowered schedule: the chunk whose data it carries,
+// its micro-batch and its direction (a SEND and its RECV name the same message).
+#pragma once
+
+#include "schedule/action.hpp"
+
+namespace bb {
+
+// The chunk whose data a SEND or RECV carries (the sender's): SEND_F c and SEND_B c: c;
+// RECV_F c: c - 1; RECV_B c: c + 1.
+inline int message_producer(const Action& comm) {
+  const int c = static_cast<int>(comm.chunk);
+  return is_send(comm.op) ? c : is_forward_comm(comm.op) ? c - 1 : c + 1;
+}
+
+}  // namespace bb
