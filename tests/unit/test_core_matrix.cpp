@@ -14,6 +14,7 @@
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/validate.hpp"
+#include "schedule_cases.hpp"
 #include "sim/sim.hpp"
 
 namespace bb {
@@ -35,13 +36,6 @@ std::vector<Costs> costs_for(const std::string& name) {
   if (name == "naive" || name == "gpipe" || name == "1f1b" || name == "interleaved")
     return {{1, 2, 0}, {1, 1, 1}, {1.5, 2.5, 0.5}};
   return {{1, 1, 1}, {2, 2, 2}};
-}
-
-bool accepts(const std::string& name, int P, int M, int v) {
-  if (name == "interleaved") return v >= 2 && M % P == 0;
-  if (name == "dualpipe") return P % 2 == 0 && M % 2 == 0 && M >= 2 * P;
-  if (name == "dualpipev") return M >= 2 * P;
-  return true;
 }
 
 void expect_metrics_eq(const BubbleMetrics& sim, const BubbleMetrics& model,
@@ -67,9 +61,8 @@ TEST_P(Matrix, ValidLowersAndMatchesClosedForm) {
     for (int M = P; M <= 4 * P; ++M)
       for (int v : {1, 2, 4}) {
         if (!schedule_takes_v(name) && v != 1) continue;
-        const std::string what = name + " P=" + std::to_string(P) + " M=" + std::to_string(M) +
-                                 " v=" + std::to_string(v);
-        if (!accepts(name, P, M, v)) {
+        const std::string what = test::case_name(name, P, M, v);
+        if (!test::accepts(name, P, M, v)) {
           try {
             generate(name, {P, M, v});
             ADD_FAILURE() << what << ": expected a ConfigError";
@@ -153,7 +146,7 @@ TEST(Matrix, ClosedFormsBelowPMatchOrRefuse) {
       for (int M = 1; M < P; ++M)
         for (int v : {1, 2}) {
           if (!schedule_takes_v(name) && v != 1) continue;
-          if (!accepts(name, P, M, v)) continue;
+          if (!test::accepts(name, P, M, v)) continue;
           const Schedule s = generate(name, {P, M, v});
           for (const Costs& c : costs_for(name)) {
             const ModelResult m = closed_form({name, P, M, s.v, c.f, c.b, c.w, -1});

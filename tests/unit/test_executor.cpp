@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,6 +145,20 @@ std::vector<RankResult> run_threads(const Schedule& lowered, const ExecutorConfi
   return out;
 }
 
+// Every rank's gradients, rank after rank, with the sum of their losses. Throws the first
+// rank's error, if any.
+GradientSet gathered(const std::vector<RankResult>& ranks) {
+  GradientSet all;
+  double loss = 0;
+  for (const auto& r : ranks) {
+    if (!r.error.empty()) throw std::runtime_error(r.error);
+    loss += r.loss;
+    all.layers.insert(all.layers.end(), r.grads.layers.begin(), r.grads.layers.end());
+  }
+  all.loss = loss;
+  return all;
+}
+
 Schedule lowered_schedule(const std::string& name, int P, int M, int v) {
   Schedule s = generate(name, {P, M, v});
   validate_or_throw(s);
@@ -151,14 +166,8 @@ Schedule lowered_schedule(const std::string& name, int P, int M, int v) {
 }
 
 ExecutorConfig gemm_config(bool recompute) {
-  ExecutorConfig c;
-  c.hidden = 8;
-  c.layers = 2;
-  c.mb_size = 3;
-  c.seed = 77;
-  c.recompute = recompute;
-  c.timeout_s = 30;
-  return c;
+  return {
+      .hidden = 8, .layers = 2, .mb_size = 3, .seed = 77, .recompute = recompute, .timeout_s = 30};
 }
 
 struct Case {
@@ -193,13 +202,7 @@ TEST(Executor, EverySchedulesGradientsMatchTheReference) {
       const ExecutorConfig cfg = gemm_config(recompute);
       const auto ranks = run_threads(s, cfg, 1, false);
       GradientSet got;
-      double loss = 0;
-      for (const auto& r : ranks) {
-        ASSERT_EQ(r.error, "");
-        loss += r.loss;
-        got.layers.insert(got.layers.end(), r.grads.layers.begin(), r.grads.layers.end());
-      }
-      got.loss = loss;
+      ASSERT_NO_THROW(got = gathered(ranks));
       CpuBackend be;
       ReferenceConfig rc;
       rc.hidden = cfg.hidden;
@@ -244,13 +247,7 @@ TEST(Executor, EverySchedulesTransformerGradientsMatchTheReference) {
       cfg.transformer = tc;
       const auto ranks = run_threads(s, cfg, 1, false);
       GradientSet got;
-      double loss = 0;
-      for (const auto& r : ranks) {
-        ASSERT_EQ(r.error, "");
-        loss += r.loss;
-        got.layers.insert(got.layers.end(), r.grads.layers.begin(), r.grads.layers.end());
-      }
-      got.loss = loss;
+      ASSERT_NO_THROW(got = gathered(ranks));
       CpuBackend be;
       TransformerConfig model = tc;
       model.hidden = cfg.hidden;

@@ -118,14 +118,12 @@ TEST(HarnessSweep, ACsvScheduleMustMatchTheWorldAndIsKeyedByItsContents) {
 // --- The measured bubble ---------------------------------------------------------------------
 
 StepSummary step(double origin, double first, double last, double busy) {
-  StepSummary s;
-  s.origin = origin;
-  s.first_start = first;
-  s.last_end = last;
-  s.busy = busy;
-  s.actions = 4;
-  s.bookkeeping = 4e-6;
-  return s;
+  return {.origin = origin,
+          .first_start = first,
+          .last_end = last,
+          .busy = busy,
+          .actions = 4,
+          .bookkeeping = 4e-6};
 }
 
 TEST(HarnessMeasure, OneStepOnASharedClock) {

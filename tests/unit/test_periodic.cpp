@@ -14,32 +14,20 @@
 #include "schedule/lower.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/validate.hpp"
+#include "schedule_cases.hpp"
 #include "sim/sim.hpp"
 
 namespace bb {
 namespace {
 
-bool accepts(const std::string& name, int P, int M, int v) {
-  if (name == "interleaved") return v >= 2 && M % P == 0;
-  if (name == "dualpipe") return P % 2 == 0 && M % 2 == 0 && M >= 2 * P;
-  if (name == "dualpipev") return M >= 2 * P;
-  return true;
-}
-
 // Every built-in schedule at P in {2,3,4,8}, M in {P, 2P+1, 4P, 16P}, v in {1,2,4}.
 template <class F>
 void for_each_schedule(F&& f) {
-  for (const std::string& name : schedule_names())
-    for (int P : {2, 3, 4, 8})
-      for (int M : {P, 2 * P + 1, 4 * P, 16 * P})
-        for (int v : {1, 2, 4}) {
-          if ((!schedule_takes_v(name) && v != 1) || !accepts(name, P, M, v)) continue;
-          f(name, P, M, v, generate(name, {P, M, v}));
-        }
-}
-
-std::string what(const std::string& name, int P, int M, int v) {
-  return name + " P=" + std::to_string(P) + " M=" + std::to_string(M) + " v=" + std::to_string(v);
+  const auto ms_of = [](int P) { return std::vector<int>{P, 2 * P + 1, 4 * P, 16 * P}; };
+  test::for_each_accepted({2, 3, 4, 8}, ms_of, {1, 2, 4},
+                          [&](const std::string& name, int P, int M, int v) {
+                            f(name, P, M, v, generate(name, {P, M, v}));
+                          });
 }
 
 TEST(Periodic, CompressLosesNothing) {
@@ -48,9 +36,9 @@ TEST(Periodic, CompressLosesNothing) {
     for (const Schedule* x : {&s, &low}) {
       const PeriodicLists lists = compress(*x);
       ASSERT_EQ(lists.ranks.size(), static_cast<std::size_t>(P));
-      EXPECT_EQ(lists.size(), x->size()) << what(name, P, M, v);
+      EXPECT_EQ(lists.size(), x->size()) << test::case_name(name, P, M, v);
       for (int r = 0; r < P; ++r) {
-        EXPECT_EQ(expand(lists, r), x->ranks[r]) << what(name, P, M, v) << " rank " << r;
+        EXPECT_EQ(expand(lists, r), x->ranks[r]) << test::case_name(name, P, M, v) << " rank " << r;
         for (const Segment& g : lists.ranks[r]) {
           ASSERT_GT(g.length, 0u);
           // A pattern never ends inside an FB pair (the last action of a list aside).
@@ -60,7 +48,8 @@ TEST(Periodic, CompressLosesNothing) {
     }
     // Compute only: the lowered lists without SEND/RECV.
     const PeriodicLists comp = compress(low, true);
-    for (int r = 0; r < P; ++r) EXPECT_EQ(expand(comp, r), s.ranks[r]) << what(name, P, M, v);
+    for (int r = 0; r < P; ++r)
+      EXPECT_EQ(expand(comp, r), s.ranks[r]) << test::case_name(name, P, M, v);
   });
 }
 
@@ -150,9 +139,11 @@ TEST(Periodic, SimulatorMatchesThePlainEngine) {
         if (c.optimizer == 1.0 / 3) {
           EXPECT_EQ(periodic.jumped_units, 0u);
         }
-        expect_same(plain, periodic, what(name, P, M, v) + (x == &low ? " lowered" : ""));
+        expect_same(plain, periodic,
+                    test::case_name(name, P, M, v) + (x == &low ? " lowered" : ""));
         if (x == &low)  // the lowered lists in periodic form, simulated as such
-          expect_same(plain, simulate(plow, cfg), what(name, P, M, v) + " periodic form");
+          expect_same(plain, simulate(plow, cfg),
+                      test::case_name(name, P, M, v) + " periodic form");
         jumped[name] += periodic.jumped_units;
         ++compared;
       }
@@ -179,8 +170,8 @@ TEST(Periodic, LoweringMatchesThePlainUnitPass) {
     const Schedule plain = lower(s);
     periodic_lower_min_actions = 0;
     const Schedule periodic = lower(s);
-    EXPECT_EQ(plain, periodic) << what(name, P, M, v);
-    EXPECT_TRUE(timed_dry_run(periodic).ok) << what(name, P, M, v);
+    EXPECT_EQ(plain, periodic) << test::case_name(name, P, M, v);
+    EXPECT_TRUE(timed_dry_run(periodic).ok) << test::case_name(name, P, M, v);
     without_order += !periodic.compute_order;  // the periodic pass ran
     ++compared;
   });
@@ -196,9 +187,9 @@ TEST(Periodic, PeriodicLoweringGivesTheSameLists) {
     const PeriodicSchedule p = lower(to_periodic(s));
     EXPECT_TRUE(p.shape.lowered);
     const Schedule back = to_flat(p);
-    EXPECT_TRUE(back == flat) << what(name, P, M, v);
+    EXPECT_TRUE(back == flat) << test::case_name(name, P, M, v);
     const DryRunResult proof = timed_dry_run(p);
-    EXPECT_TRUE(proof.ok) << what(name, P, M, v) << proof.message;
+    EXPECT_TRUE(proof.ok) << test::case_name(name, P, M, v) << proof.message;
     if (!(back == flat))
       for (int r = 0; r < P; ++r)
         if (back.ranks[r] != flat.ranks[r]) {
@@ -367,15 +358,21 @@ TEST(Periodic, SegmentValidationCatchesWhatCountsMiss) {
         "walked, then passed");
 }
 
-TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
-  const Schedule s = generate("1f1b", {8, 4096, 1});
+// The periodic engine jumps over more than 9/10 of two steps of `name` at P=8, v=1, with the
+// plain engine's results.
+void expect_jumps_over_most(const std::string& name, int M) {
+  const Schedule s = generate(name, {8, M, 1});
   SimConfig cfg;
   cfg.steps = 2;
   cfg.engine = SimConfig::Engine::periodic;
   const SimResult r = simulate(s, cfg);
   EXPECT_GT(r.jumped_units, s.compute_size() * 2 * 9 / 10);  // of 2 steps
   cfg.engine = SimConfig::Engine::plain;
-  expect_same(simulate(s, cfg), r, "1f1b P=8 M=4096");
+  expect_same(simulate(s, cfg), r, test::case_name(name, 8, M, 1));
+}
+
+TEST(Periodic, JumpsOverMostOfALongOneFOneB) {
+  expect_jumps_over_most("1f1b", 4096);
 }
 
 // DualPipe's two directions are two routes that share no chunk: the periodic engine takes each
@@ -425,14 +422,7 @@ TEST(Periodic, InterleavedBlocksAreOneLongPattern) {
 
 // GPipe's forwards and backwards are two periodic parts of a step: both are jumped over.
 TEST(Periodic, GpipeJumpsInBothParts) {
-  const Schedule s = generate("gpipe", {8, 1024, 1});
-  SimConfig cfg;
-  cfg.steps = 2;
-  cfg.engine = SimConfig::Engine::periodic;
-  const SimResult r = simulate(s, cfg);
-  EXPECT_GT(r.jumped_units, s.compute_size() * 2 * 9 / 10);  // of 2 steps
-  cfg.engine = SimConfig::Engine::plain;
-  expect_same(simulate(s, cfg), r, "gpipe P=8 M=1024");
+  expect_jumps_over_most("gpipe", 1024);
 }
 
 // Segments that split an FB pair (hand-made; compress() never does): the periodic passes take

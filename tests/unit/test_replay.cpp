@@ -17,6 +17,7 @@
 #include "schedule/edges.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
+#include "schedule_cases.hpp"
 #include "sim/attribution.hpp"
 #include "sim/replay.hpp"
 #include "sim/sim.hpp"
@@ -24,25 +25,14 @@
 namespace bb {
 namespace {
 
-bool accepts(const std::string& name, int P, int M, int v) {
-  if (name == "interleaved") return v >= 2 && M % P == 0;
-  if (name == "dualpipe") return P % 2 == 0 && M % 2 == 0 && M >= 2 * P;
-  if (name == "dualpipev") return M >= 2 * P;
-  return true;
-}
-
 // Every built-in schedule, lowered, at a few small shapes.
 template <class F>
 void for_each_lowered(F&& f) {
-  for (const std::string& name : schedule_names())
-    for (int P : {2, 3, 4})
-      for (int M : {2 * P, 4 * P})
-        for (int v : {1, 2}) {
-          if ((!schedule_takes_v(name) && v != 1) || !accepts(name, P, M, v)) continue;
-          const std::string what = name + " P=" + std::to_string(P) + " M=" + std::to_string(M) +
-                                   " v=" + std::to_string(v);
-          f(what, lower(generate(name, {P, M, v})));
-        }
+  const auto ms_of = [](int P) { return std::vector<int>{2 * P, 4 * P}; };
+  test::for_each_accepted({2, 3, 4}, ms_of, {1, 2},
+                          [&](const std::string& name, int P, int M, int v) {
+                            f(test::case_name(name, P, M, v), lower(generate(name, {P, M, v})));
+                          });
 }
 
 // Base seconds of a unit by its kind (stage units), times its chunk's fraction.
@@ -56,6 +46,21 @@ double base_cost(const Schedule& s, int r, std::size_t i) {
   double t = one(a.op);
   if (unit_length(a, acts.size() - i) == 2) t += one(acts[i + 1].op);
   return t * f * 1e-3;
+}
+
+// base_cost times a factor drawn once per (rank, unit, step) from `count` uniform in
+// [0.5, 1.5] (seeded): costs that vary at random from step to step.
+std::function<double(int, std::size_t, int)> jittered_cost(const Schedule& s, unsigned seed,
+                                                           std::size_t count) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(0.5, 1.5);
+  std::vector<double> factor(count);
+  for (double& x : factor) x = noise(rng);
+  return [&s, factor](int r, std::size_t i, int k) {
+    const std::size_t key =
+        i * 7 + static_cast<std::size_t>(r) * 131 + static_cast<std::size_t>(k) * 977;
+    return base_cost(s, r, i) * factor[key % factor.size()];
+  };
 }
 
 // Records of `steps` timed steps behind a barrier: each step replayed on its own with the
@@ -169,15 +174,7 @@ TEST(Attribution, SlowRankShowsUpEntirelyAsImbalance) {
 
 TEST(Attribution, RandomDurationsAreJitter) {
   const Schedule s = lower(generate("1f1b", {4, 8, 1}));
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<double> noise(0.5, 1.5);
-  std::vector<double> factor(4096);
-  for (double& x : factor) x = noise(rng);
-  const auto cost = [&](int r, std::size_t i, int k) {
-    const std::size_t key =
-        i * 7 + static_cast<std::size_t>(r) * 131 + static_cast<std::size_t>(k) * 977;
-    return base_cost(s, r, i) * factor[key % factor.size()];
-  };
+  const auto cost = jittered_cost(s, 3, 4096);
   const Attribution a = attribute(construct(s, 3, cost).in);
   for (const AttributionTerms& t : a.steps) {
     EXPECT_GT(std::abs(t.jitter), 1e-3);
@@ -272,15 +269,7 @@ TEST(Attribution, TermsAlwaysAddUp) {
 
 TEST(Attribution, EvenStepCountAveragesTheTwoMiddleSteps) {
   const Schedule s = lower(generate("1f1b", {2, 4, 1}));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<double> u(0.5, 1.5);
-  std::vector<double> f(1024);
-  for (double& x : f) x = u(rng);
-  const auto cost = [&](int r, std::size_t i, int k) {
-    return base_cost(s, r, i) *
-           f[(i * 7 + static_cast<std::size_t>(r) * 131 + static_cast<std::size_t>(k) * 977) %
-             f.size()];
-  };
+  const auto cost = jittered_cost(s, 7, 1024);
   Constructed c = construct(s, 4, cost, MessageCost{}, 0.0);
   const Attribution a = attribute(c.in);
   ASSERT_EQ(a.steps.size(), 4u);

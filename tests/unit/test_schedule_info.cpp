@@ -17,6 +17,7 @@
 #include "schedule/lower.hpp"
 #include "schedule/schedule_info.hpp"
 #include "schedule/text.hpp"
+#include "schedule_cases.hpp"
 
 namespace bb {
 namespace {
@@ -215,6 +216,8 @@ struct Golden {
 
 // Values of the forms as they were written before the table (name-compared if-chains).
 TEST(ScheduleInfo, ClosedFormsThroughTheTableKeepTheirValues) {
+  // One case a row.
+  // clang-format off
   const Golden golden[] = {
       {"naive", 4, 8, 2, 1, 1, 1, -1, true, "", 72, 72, {1, 1, 1, 1}},
       {"gpipe", 4, 8, 2, 1, 1, 1, -1, true, "", 9, 9, {8, 8, 8, 8}},
@@ -227,93 +230,28 @@ TEST(ScheduleInfo, ClosedFormsThroughTheTableKeepTheirValues) {
       {"dualpipev", 4, 8, 2, 1, 1, 1, -1, true, "", 3, 3, {4.5, 4.5, 4.5, 4.5}},
       {"naive", 4, 9, 2, 1, 2, 1, -1, true, "", 108, 108, {1, 1, 1, 1}},
       {"1f1b", 4, 9, 2, 1, 2, 1, -1, true, "", 12, 12, {4, 3, 2, 1}},
-      {"interleaved",
-       4,
-       9,
-       2,
-       1,
-       2,
-       1,
-       -1,
-       false,
-       "interleaved's closed form needs M a multiple of P",
-       0,
-       0,
-       {5.5, 4.5, 3.5, 2.5}},
+      {"interleaved", 4, 9, 2, 1, 2, 1, -1, false,
+       "interleaved's closed form needs M a multiple of P", 0, 0, {5.5, 4.5, 3.5, 2.5}},
       {"interleaved", 4, 8, 1, 1, 1, 1, -1, false, "interleaved needs v >= 2", 0, 0, {7, 5, 3, 1}},
-      {"zb-h1",
-       4,
-       3,
-       1,
-       1,
-       1,
-       1,
-       -1,
-       false,
-       "zb-h1's closed form needs M >= P",
-       0,
-       0,
-       {3, 3, 3, 3}},
-      {"zb-h1",
-       4,
-       9,
-       1,
-       1,
-       2,
-       1,
-       -1,
-       false,
-       "zb-h1's closed form needs F = B = W",
-       0,
-       0,
-       {4, 4, 4, 4}},
-      {"zb-h2",
-       4,
-       6,
-       1,
-       1,
-       1,
-       1,
-       -1,
-       false,
-       "zb-h2's closed form needs M >= 2P-1",
-       0,
-       0,
-       {6, 6, 6, 6}},
+      {"zb-h1", 4, 3, 1, 1, 1, 1, -1, false,
+       "zb-h1's closed form needs M >= P", 0, 0, {3, 3, 3, 3}},
+      {"zb-h1", 4, 9, 1, 1, 2, 1, -1, false,
+       "zb-h1's closed form needs F = B = W", 0, 0, {4, 4, 4, 4}},
+      {"zb-h2", 4, 6, 1, 1, 1, 1, -1, false,
+       "zb-h2's closed form needs M >= 2P-1", 0, 0, {6, 6, 6, 6}},
       {"zb-v", 4, 6, 2, 1, 1, 1, -1, false, "zb-v's closed form needs M >= 2P-1", 0, 0, {}},
-      {"dualpipe",
-       4,
-       6,
-       2,
-       1,
-       1,
-       1,
-       -1,
-       false,
-       "dualpipe's closed form needs M >= 2P",
-       0,
-       0,
-       {5, 5, 5, 5}},
-      {"dualpipev",
-       4,
-       8,
-       2,
-       1,
-       1,
-       1,
-       2.5,
-       false,
+      {"dualpipe", 4, 6, 2, 1, 1, 1, -1, false,
+       "dualpipe's closed form needs M >= 2P", 0, 0, {5, 5, 5, 5}},
+      {"dualpipev", 4, 8, 2, 1, 1, 1, 2.5, false,
        "dualpipev's closed form is exact only without overlap gain (FB = F+B+W); with a gain the "
        "ranks' work differs and the form gives T minus the least-busy rank's work",
-       0,
-       0,
-       {4.5, 4.5, 4.5, 4.5}},
+       0, 0, {4.5, 4.5, 4.5, 4.5}},
       {"bogus", 4, 8, 2, 1, 1, 1, -1, false, "no closed form for schedule 'bogus'", 0, 0, {}},
   };
+  // clang-format on
   for (const Golden& g : golden) {
     const ModelResult r = closed_form({g.name, g.P, g.M, g.v, g.f, g.b, g.w, g.fb});
-    const std::string what = std::string(g.name) + " P=" + std::to_string(g.P) +
-                             " M=" + std::to_string(g.M) + " v=" + std::to_string(g.v);
+    const std::string what = test::case_name(g.name, g.P, g.M, g.v);
     EXPECT_EQ(r.applies, g.applies) << what;
     EXPECT_EQ(r.reason, g.reason) << what;
     EXPECT_DOUBLE_EQ(r.t_ideal, g.M * (g.f + g.b + g.w)) << what;

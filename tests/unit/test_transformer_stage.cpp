@@ -21,17 +21,15 @@ namespace bb {
 namespace {
 
 TransformerConfig small_config(bool causal, int num_layers = 2, int first_layer = 0) {
-  TransformerConfig c;
-  c.hidden = 8;
-  c.heads = 2;
-  c.seq = 4;
-  c.ffn = 12;
-  c.causal = causal;
-  c.rows = 2;
-  c.first_layer = first_layer;
-  c.num_layers = num_layers;
-  c.seed = 99;
-  return c;
+  return {.hidden = 8,
+          .heads = 2,
+          .seq = 4,
+          .ffn = 12,
+          .causal = causal,
+          .rows = 2,
+          .first_layer = first_layer,
+          .num_layers = num_layers,
+          .seed = 99};
 }
 
 // --- The block written plainly, in double ----------------------------------------------------
