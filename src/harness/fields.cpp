@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "common/enum_names.hpp"
 #include "harness/table.hpp"
 #include "results/hdf5_file.hpp"
 #include "results/links_io.hpp"
@@ -535,26 +536,12 @@ Table to_table(const std::vector<RunSummary>& runs) {
 
 namespace {
 
+constexpr EnumNames<FieldType, 8> kTypeNames{
+    {"int", "real", "text", "bool", "real[]", "uint32", "int32", "uint64"}};
+static_assert(kTypeNames.ends_at(FieldType::kU64));
+
 const char* type_name(FieldType t) {
-  switch (t) {
-    case FieldType::kInt:
-      return "int";
-    case FieldType::kReal:
-      return "real";
-    case FieldType::kText:
-      return "text";
-    case FieldType::kBool:
-      return "bool";
-    case FieldType::kReals:
-      return "real[]";
-    case FieldType::kU32:
-      return "uint32";
-    case FieldType::kI32:
-      return "int32";
-    case FieldType::kU64:
-      return "uint64";
-  }
-  return "?";
+  return kTypeNames.name(t).data();  // names are literals: NUL-terminated
 }
 
 std::string json_place(const Field& f) {

@@ -1,27 +1,21 @@
 #include "schedule/action.hpp"
 
+#include "common/enum_names.hpp"
+
 namespace bb {
+namespace {
+
+constexpr EnumNames<Op, 8> kOpNames{{"F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B"}};
+static_assert(kOpNames.ends_at(Op::RECV_B) && kOpNames.find("SEND_F") == Op::SEND_F);
+
+}  // namespace
 
 std::string_view op_name(Op op) {
-  switch (op) {
-    case Op::F:
-      return "F";
-    case Op::B:
-      return "B";
-    case Op::W:
-      return "W";
-    case Op::BW:
-      return "BW";
-    case Op::SEND_F:
-      return "SEND_F";
-    case Op::RECV_F:
-      return "RECV_F";
-    case Op::SEND_B:
-      return "SEND_B";
-    case Op::RECV_B:
-      return "RECV_B";
-  }
-  return "?";
+  return kOpNames.name(op);
+}
+
+std::optional<Op> find_op(std::string_view name) {
+  return kOpNames.find(name);
 }
 
 std::string to_string(const Action& a) {

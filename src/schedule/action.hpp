@@ -30,6 +30,8 @@ constexpr bool is_forward_comm(Op op) {
 }
 
 std::string_view op_name(Op op);
+// The op named `name` ("F", "SEND_B", ...), or nullopt.
+std::optional<Op> find_op(std::string_view name);
 
 // Four bytes, so that a lowered 1F1B at P=512, M=8192 (25 M actions) takes 100 MB: micro-batch
 // numbers below 2^16 (M <= kMaxMicroBatches) and chunk numbers below 2^12 (at most kMaxChunks

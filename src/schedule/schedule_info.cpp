@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "common/enum_names.hpp"
 #include "common/error.hpp"
 #include "common/name_list.hpp"
 #include "model/closed_form.hpp"
@@ -83,22 +84,15 @@ constexpr bool ids_in_order() {
 
 }  // namespace
 
+constexpr EnumNames<Placement, 3> kPlacementNames{{"looped", "v", "dualpipe"}};
+static_assert(kPlacementNames.ends_at(Placement::dualpipe));
+
 std::string_view placement_name(Placement p) {
-  switch (p) {
-    case Placement::looped:
-      return "looped";
-    case Placement::v:
-      return "v";
-    case Placement::dualpipe:
-      return "dualpipe";
-  }
-  return "custom";
+  return kPlacementNames.name(p, "custom");
 }
 
 std::optional<Placement> find_placement(std::string_view name) {
-  for (Placement p : {Placement::looped, Placement::v, Placement::dualpipe})
-    if (placement_name(p) == name) return p;
-  return std::nullopt;
+  return kPlacementNames.find(name);
 }
 
 void set_placement(Schedule& s, Placement p) {

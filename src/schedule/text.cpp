@@ -80,15 +80,11 @@ Action parse_action(std::string_view token) {
     bad_token(token, "chunk out of range (0.." + std::to_string(kMaxChunks - 1) + ")");
   if (!parse_uint(token.substr(j), &mb) || mb >= static_cast<std::uint64_t>(kMaxMicroBatches))
     bad_token(token, "micro-batch out of range (0.." + std::to_string(kMaxMicroBatches - 1) + ")");
-  static const std::map<std::string_view, Op> kinds = {
-      {"F", Op::F},           {"B", Op::B},           {"W", Op::W},
-      {"BW", Op::BW},         {"SEND_F", Op::SEND_F}, {"RECV_F", Op::RECV_F},
-      {"SEND_B", Op::SEND_B}, {"RECV_B", Op::RECV_B}};
-  auto it = kinds.find(kind);
-  if (it == kinds.end())
+  const std::optional<Op> op = find_op(kind);
+  if (!op)
     bad_token(token, "unknown kind '" + std::string(kind) +
                          "' (F, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, or (..;..)FB)");
-  return make_action(it->second, static_cast<int>(chunk), static_cast<int>(mb));
+  return make_action(*op, static_cast<int>(chunk), static_cast<int>(mb));
 }
 
 std::vector<Action> parse_actions(std::string_view text) {
