@@ -152,16 +152,8 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
   sc.t_fb = t_fb;
   sc.act_bytes = chunk_bytes / sched.chunk_fraction(0);
   const SimResult sim = simulate(sched, sc);
-  ModelInput mi;
-  mi.schedule = c.schedule;
-  mi.P = sched.P;
-  mi.M = sched.M;
-  mi.v = sched.v;
-  mi.t_f = t_f;
-  mi.t_b = t_b;
-  mi.t_w = t_w;
-  mi.t_fb = t_fb;
-  const ModelResult model = closed_form(mi);
+  const ModelResult model =
+      closed_form({c.schedule, sched.P, sched.M, sched.v, t_f, t_b, t_w, t_fb});
   s.bubble_fraction_sim = o.barrier() ? sim.single.bubble_fraction : sim.steady.bubble_fraction;
   if (model.applies)
     s.bubble_fraction_model =

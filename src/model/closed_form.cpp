@@ -26,6 +26,13 @@ void set_times(ModelResult& r, const ModelInput& in, double single_bt, double st
   r.steady = bubble_metrics(r.t_ideal + steady_bt, in.P * r.t_ideal, in.P, r.t_ideal);
 }
 
+// A form's text: its formula, when it applies, and where it comes from.
+void describe(ModelResult& r, const char* formula, const char* conditions, const char* source) {
+  r.formula = formula;
+  r.conditions = conditions;
+  r.source = source;
+}
+
 void refuse(ModelResult& r, std::string why) {
   r.applies = false;
   r.reason = std::move(why);
@@ -39,9 +46,7 @@ std::vector<double> per_rank(int P, double (*f)(int r, const ModelInput&), const
 
 // GPipe and 1F1B share the flush form; only the source differs.
 void flush(const ModelInput& in, ModelResult& r, const char* source) {
-  r.formula = "(P-1)*(F+B+W)";
-  r.conditions = "always (fraction (P-1)/(M+P-1))";
-  r.source = source;
+  describe(r, "(P-1)*(F+B+W)", "always (fraction (P-1)/(M+P-1))", source);
   set_times(r, in, (in.P - 1) * pass_sum(in), (in.P - 1) * pass_sum(in));
 }
 
@@ -53,9 +58,9 @@ void dual(const ModelInput& in, ModelResult& r, bool vshape) {
   const double B = in.t_b, W = in.t_w;
   const double FB = in.t_fb < 0 ? pass_sum(in) : in.t_fb;
   const std::string s = vshape ? "dualpipev" : "dualpipe";
-  r.formula = vshape ? "(P-1)*(FB+B+W-3W)/2" : "(P/2-1)*(FB+B+W-3W)";
-  r.conditions = "F = B = W and no overlap gain (FB = F+B+W); P even for dualpipe; M >= 2P";
-  r.source = "DeepSeek-V3 report, Table 2; DualPipe README";
+  describe(r, vshape ? "(P-1)*(FB+B+W-3W)/2" : "(P/2-1)*(FB+B+W-3W)",
+           "F = B = W and no overlap gain (FB = F+B+W); P even for dualpipe; M >= 2P",
+           "DeepSeek-V3 report, Table 2; DualPipe README");
   if (in.M < 2 * P) return refuse(r, s + "'s closed form needs M >= 2P");
   if (!equal_passes(in)) return refuse(r, s + "'s closed form needs F = B = W");
   if (!close(FB, pass_sum(in)))
@@ -67,14 +72,31 @@ void dual(const ModelInput& in, ModelResult& r, bool vshape) {
   set_times(r, in, bt, bt);
 }
 
+// ZB-H1 and ZB-H2 (Qi et al. 2024, Table 2): the form's text, then the conditions both have,
+// F = B = W and M >= min_m (`min_m_text` in the reason). False, refused, when one fails.
+bool zero_bubble_form(const ModelInput& in, ModelResult& r, const std::string& name,
+                      const char* formula, const char* conditions, int min_m,
+                      const char* min_m_text) {
+  describe(r, formula, conditions,
+           "Qi et al. 2024 (Zero Bubble PP), Table 2; steady state for ZB-H2");
+  if (!equal_passes(in)) {
+    refuse(r, name + "'s closed form needs F = B = W");
+    return false;
+  }
+  if (in.M < min_m) {
+    refuse(r, name + "'s closed form needs M >= " + min_m_text);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 namespace forms {
 
 void naive(const ModelInput& in, ModelResult& r) {
-  r.formula = "(P-1)*M*(F+B+W)";
-  r.conditions = "always";
-  r.source = "micro-batches one at a time: each stage works 1/P of the time";
+  describe(r, "(P-1)*M*(F+B+W)", "always",
+           "micro-batches one at a time: each stage works 1/P of the time");
   const double bt = (in.P - 1) * in.M * pass_sum(in);
   set_times(r, in, bt, bt);
 }
@@ -102,9 +124,8 @@ void one_f_one_b_peak(const ModelInput& in, ModelResult& r) {
 }
 
 void interleaved(const ModelInput& in, ModelResult& r) {
-  r.formula = "(P-1)*(F+B+W)/v";
-  r.conditions = "v >= 2 and M a multiple of P (fraction (P-1)/(v*M+P-1))";
-  r.source = "Narayanan et al. 2021 (Megatron-LM)";
+  describe(r, "(P-1)*(F+B+W)/v", "v >= 2 and M a multiple of P (fraction (P-1)/(v*M+P-1))",
+           "Narayanan et al. 2021 (Megatron-LM)");
   if (in.v < 2) return refuse(r, "interleaved needs v >= 2");
   if (in.M % in.P != 0) return refuse(r, "interleaved's closed form needs M a multiple of P");
   const double bt = (in.P - 1) * pass_sum(in) / in.v;
@@ -122,12 +143,11 @@ void interleaved_peak(const ModelInput& in, ModelResult& r) {
 }
 
 void zb_h1(const ModelInput& in, ModelResult& r) {
-  r.formula = "(P-1)*(F+B-W)";
-  r.conditions = "F = B = W (the schedule's order is built for equal passes) and M >= P";
-  r.source = "Qi et al. 2024 (Zero Bubble PP), Table 2; steady state for ZB-H2";
-  if (!equal_passes(in)) return refuse(r, "zb-h1's closed form needs F = B = W");
   // Below P micro-batches no W is left to fill the last ranks' drain: the bubble is larger.
-  if (in.M < in.P) return refuse(r, "zb-h1's closed form needs M >= P");
+  if (!zero_bubble_form(in, r, "zb-h1", "(P-1)*(F+B-W)",
+                        "F = B = W (the schedule's order is built for equal passes) and M >= P",
+                        in.P, "P"))
+    return;
   const double bt = (in.P - 1) * (in.t_f + in.t_b - in.t_w);
   set_times(r, in, bt, bt);
 }
@@ -137,11 +157,10 @@ void zb_h1_peak(const ModelInput& in, ModelResult& r) {
 }
 
 void zb_h2(const ModelInput& in, ModelResult& r) {
-  r.formula = "(P-1)*(F+B-2W), single step (P-1)*F";
-  r.conditions = "F = B = W and M >= 2P-1 (fewer micro-batches cannot fill the ramp)";
-  r.source = "Qi et al. 2024 (Zero Bubble PP), Table 2; steady state for ZB-H2";
-  if (!equal_passes(in)) return refuse(r, "zb-h2's closed form needs F = B = W");
-  if (in.M < 2 * in.P - 1) return refuse(r, "zb-h2's closed form needs M >= 2P-1");
+  if (!zero_bubble_form(in, r, "zb-h2", "(P-1)*(F+B-2W), single step (P-1)*F",
+                        "F = B = W and M >= 2P-1 (fewer micro-batches cannot fill the ramp)",
+                        2 * in.P - 1, "2P-1"))
+    return;
   set_times(r, in, (in.P - 1) * in.t_f, std::max(0.0, (in.P - 1) * (in.t_f + in.t_b - 2 * in.t_w)));
 }
 void zb_h2_peak(const ModelInput& in, ModelResult& r) {
@@ -150,9 +169,8 @@ void zb_h2_peak(const ModelInput& in, ModelResult& r) {
 }
 
 void zb_v(const ModelInput& in, ModelResult& r) {
-  r.formula = "0 in the steady state; (P-1)*F/2 for a single step (the ramp)";
-  r.conditions = "F = B = W and M >= 2P-1";
-  r.source = "Qi et al. 2024 (ZB-V); ramp derived here";
+  describe(r, "0 in the steady state; (P-1)*F/2 for a single step (the ramp)",
+           "F = B = W and M >= 2P-1", "Qi et al. 2024 (ZB-V); ramp derived here");
   if (in.M < 2 * in.P - 1) return refuse(r, "zb-v's closed form needs M >= 2P-1");
   if (!equal_passes(in)) return refuse(r, "zb-v's closed form needs F = B = W");
   set_times(r, in, (in.P - 1) * in.t_f / 2, 0.0);

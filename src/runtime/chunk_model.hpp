@@ -91,6 +91,14 @@ struct ChunkShape {
   std::optional<SyntheticTimes> synthetic;  // unset: real compute
 };
 
+// A model's shape: its sizes, and the fields every model's config has (first_layer,
+// num_layers, seed, recompute, synthetic).
+template <class Config>
+ChunkShape chunk_shape(const Config& c, std::size_t activation_count, std::size_t param_count) {
+  return {activation_count, param_count, c.first_layer, c.num_layers,
+          c.seed,           c.recompute, c.synthetic};
+}
+
 class ChunkModel {
  public:
   virtual ~ChunkModel() = default;

@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "common/enum_names.hpp"
 #include "runtime/wait.hpp"
 #include "schedule/edges.hpp"
 
@@ -41,20 +42,11 @@ Direction direction(const MessageName& m) {
 
 }  // namespace
 
+constexpr EnumNames<RecordKind, 5> kRecordKindNames{{"F", "B", "W", "BW", "FB"}};
+static_assert(kRecordKindNames.ends_at(RecordKind::FB));
+
 const char* record_kind_name(RecordKind k) {
-  switch (k) {
-    case RecordKind::F:
-      return "F";
-    case RecordKind::B:
-      return "B";
-    case RecordKind::W:
-      return "W";
-    case RecordKind::BW:
-      return "BW";
-    case RecordKind::FB:
-      return "FB";
-  }
-  return "?";
+  return kRecordKindNames.name(k).data();  // names are literals: NUL-terminated
 }
 
 // --- BufferPool ----------------------------------------------------------------------------
@@ -80,16 +72,26 @@ std::size_t activation_count(const ExecutorConfig& config) {
   return rows * static_cast<std::size_t>(config.hidden);
 }
 
+namespace {
+
+// c (a StageConfig or TransformerConfig) with the fields every chunk model takes from `config`:
+// hidden, rows (mb_size), the layers of chunk `stage`, seed, recompute, and synthetic mode.
+template <class ChunkConfig>
+ChunkConfig with_chunk_fields(ChunkConfig c, const ExecutorConfig& config, int stage) {
+  c.hidden = config.hidden;
+  c.rows = config.mb_size;
+  c.first_layer = stage * config.layers;
+  c.num_layers = config.layers;
+  c.seed = config.seed;
+  c.recompute = config.recompute;
+  if (config.synthetic) c.synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
+  return c;
+}
+
+}  // namespace
+
 TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage) {
-  TransformerConfig tc = config.transformer.value();
-  tc.hidden = config.hidden;
-  tc.rows = config.mb_size;
-  tc.first_layer = stage * config.layers;
-  tc.num_layers = config.layers;
-  tc.seed = config.seed;
-  tc.recompute = config.recompute;
-  if (config.synthetic) tc.synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
-  return tc;
+  return with_chunk_fields(config.transformer.value(), config, stage);
 }
 
 std::size_t chunk_forward_floats(const ExecutorConfig& config) {
@@ -116,17 +118,7 @@ std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& c
   if (config.transformer)
     return std::make_unique<TransformerStage>(backend, transformer_chunk_config(config, stage),
                                               meter);
-  std::optional<SyntheticTimes> synthetic;
-  if (config.synthetic) synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
-  StageConfig sc;
-  sc.hidden = config.hidden;
-  sc.rows = config.mb_size;
-  sc.first_layer = stage * config.layers;
-  sc.num_layers = config.layers;
-  sc.seed = config.seed;
-  sc.recompute = config.recompute;
-  sc.synthetic = synthetic;
-  return std::make_unique<Stage>(backend, sc, meter);
+  return std::make_unique<Stage>(backend, with_chunk_fields(StageConfig{}, config, stage), meter);
 }
 
 Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transport,

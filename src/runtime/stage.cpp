@@ -31,15 +31,8 @@ ChunkShape mlp_shape(const StageConfig& c) {
   if (c.hidden <= 0 || c.rows <= 0 || c.num_layers <= 0 || c.first_layer < 0)
     throw std::invalid_argument("Stage: hidden, rows and num_layers must be positive");
   const auto h = static_cast<std::size_t>(c.hidden);
-  ChunkShape s;
-  s.activation_count = static_cast<std::size_t>(c.rows) * h;
-  s.param_count = 8 * h * h * static_cast<std::size_t>(c.num_layers);
-  s.first_layer = c.first_layer;
-  s.num_layers = c.num_layers;
-  s.seed = c.seed;
-  s.recompute = c.recompute;
-  s.synthetic = c.synthetic;
-  return s;
+  return chunk_shape(c, static_cast<std::size_t>(c.rows) * h,
+                     8 * h * h * static_cast<std::size_t>(c.num_layers));
 }
 
 }  // namespace

@@ -34,18 +34,33 @@ ChunkShape transformer_shape(const TransformerConfig& c) {
   if (c.hidden % c.heads != 0)
     throw std::invalid_argument("TransformerStage: heads (" + std::to_string(c.heads) +
                                 ") must divide hidden (" + std::to_string(c.hidden) + ")");
-  ChunkShape s;
-  s.activation_count = c.tokens() * static_cast<std::size_t>(c.hidden);
   std::size_t per_layer = 0;
   for (const ParamTensor& t : transformer_param_tensors(c.hidden, c.ffn_width()))
     per_layer += t.count;
-  s.param_count = per_layer * static_cast<std::size_t>(c.num_layers);
-  s.first_layer = c.first_layer;
-  s.num_layers = c.num_layers;
-  s.seed = c.seed;
-  s.recompute = c.recompute;
-  s.synthetic = c.synthetic;
-  return s;
+  return chunk_shape(c, c.tokens() * static_cast<std::size_t>(c.hidden),
+                     per_layer * static_cast<std::size_t>(c.num_layers));
+}
+
+// The sizes of a block's math: T tokens, h hidden, f FFN width, S sequence, H heads of d
+// columns, SS = S·S (one head's scores), alpha = 1/sqrt(d) (the attention scale), act = T·h.
+struct LayerDims {
+  int T, h, f, S, H, d;
+  std::int64_t SS;
+  float alpha;
+  std::size_t act;
+};
+
+LayerDims layer_dims(const TransformerConfig& c) {
+  const int h = c.hidden, d = h / c.heads;
+  return {static_cast<int>(c.tokens()),
+          h,
+          c.ffn_width(),
+          c.seq,
+          c.heads,
+          d,
+          static_cast<std::int64_t>(c.seq) * c.seq,
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))),
+          c.tokens() * static_cast<std::size_t>(h)};
 }
 
 }  // namespace
@@ -175,11 +190,7 @@ float* TransformerStage::grad(int block, std::size_t tensor) {
 
 void TransformerStage::forward_layer(int l, const float* x, float* fw, float* out) {
   Backend& be = backend();
-  const int T = static_cast<int>(config_.tokens()), h = config_.hidden, f = config_.ffn_width();
-  const int S = config_.seq, H = config_.heads, d = h / H;
-  const std::int64_t SS = static_cast<std::int64_t>(S) * S;
-  const float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const std::size_t act = config_.tokens() * static_cast<std::size_t>(h);
+  const auto [T, h, f, S, H, d, SS, alpha, act] = layer_dims(config_);
   float* ln1 = fw + f_.ln1;
   float* qkv = fw + f_.qkv;
   float* probs = fw + f_.probs;
@@ -225,11 +236,7 @@ void TransformerStage::forward_layer(int l, const float* x, float* fw, float* ou
 // bw's dY holds the block's output gradient; dx gets its input gradient.
 void TransformerStage::backward_layer(int l, const float* x, float* fw, float* bw, float* dx) {
   Backend& be = backend();
-  const int T = static_cast<int>(config_.tokens()), h = config_.hidden, f = config_.ffn_width();
-  const int S = config_.seq, H = config_.heads, d = h / H;
-  const std::int64_t SS = static_cast<std::int64_t>(S) * S;
-  const float alpha = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const std::size_t act = config_.tokens() * static_cast<std::size_t>(h);
+  const auto [T, h, f, S, H, d, SS, alpha, act] = layer_dims(config_);
   const float* g = bw + b_.dy;
   float* dx1 = bw + b_.dx1;
   float* dqkv = bw + b_.dqkv;
