@@ -20,6 +20,7 @@
 #include "cli/build_info.hpp"
 #include "cli/list.hpp"
 #include "cli/mpi_start.hpp"
+#include "cli/options.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
 #include "results/links_io.hpp"
@@ -70,32 +71,24 @@ std::string pct(double x) {
 }
 
 void add_options(CLI::App& app, CalibrateOptions& o) {
-  app.add_option("--pairs", o.pairs, "all (every directed pair) or neighbours (r -> r±1)")
-      ->check(CLI::IsMember({"all", "neighbours"}))
-      ->capture_default_str();
-  app.add_option("--reps", o.reps, "Timed round trips per size (their median is used)")
-      ->capture_default_str();
-  app.add_option("--warmup", o.warmup, "Untimed round trips per size")->capture_default_str();
-  app.add_option("--max-bytes", o.max_bytes,
-                 "Largest size (8 B doubling up to it); a run's messages are hidden·mb-size·4 "
-                 "bytes: give at least 4x that")
-      ->capture_default_str();
-  app.add_option("--max-regimes", o.max_regimes, "Regimes of the piecewise fit (1: one line)")
-      ->capture_default_str();
-  app.add_option("--min-sizes", o.min_sizes, "Measured sizes per regime (1: spikes get one)")
-      ->capture_default_str();
-  app.add_option("--backend", o.backend, "cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--transport", o.transport, "mpi or nccl (default: mpi for cpu, nccl for cuda)")
-      ->check(CLI::IsMember({"mpi", "nccl"}));
+  add_choice(app, "--pairs", o.pairs, "all (every directed pair) or neighbours (r -> r±1)",
+             {"all", "neighbours"});
+  add_with_default(app, "--reps", o.reps, "Timed round trips per size (their median is used)");
+  add_with_default(app, "--warmup", o.warmup, "Untimed round trips per size");
+  add_with_default(app, "--max-bytes", o.max_bytes,
+                   "Largest size (8 B doubling up to it); a run's messages are hidden·mb-size·4 "
+                   "bytes: give at least 4x that");
+  add_with_default(app, "--max-regimes", o.max_regimes,
+                   "Regimes of the piecewise fit (1: one line)");
+  add_with_default(app, "--min-sizes", o.min_sizes,
+                   "Measured sizes per regime (1: spikes get one)");
+  add_backend_options(app, o.backend, o.transport);
   app.add_flag("--json", o.json, "Print JSON (samples and fits) instead of the table");
   app.add_option("--out", o.out, "Write /links into this HDF5 file (created, or /links replaced)")
       ->check(CLI::Validator(
           [](std::string& s) { return s.empty() ? std::string("needs a file name") : ""; },
           "FILE"));
-  app.add_option("--timeout", o.timeout, "Watchdog: seconds any single wait may take")
-      ->capture_default_str();
+  add_with_default(app, "--timeout", o.timeout, "Watchdog: seconds any single wait may take");
 }
 
 void validate(const CalibrateOptions& o) {

@@ -20,6 +20,7 @@
 #include "cli/build_info.hpp"
 #include "cli/calibrate.hpp"
 #include "cli/list.hpp"
+#include "cli/options.hpp"
 #include "cli/run.hpp"
 #include "cli/table.hpp"
 #include "cli/timeline.hpp"
@@ -61,26 +62,22 @@ const CLI::Validator kFileName(
     "FILE");
 
 void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
-  app->add_option("--schedule,-s", sel.schedules,
-                  lists ? "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 "
-                          "zb-h2 zb-v dualpipe dualpipev (or all), or csv:FILE"
-                        : "Schedule name: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe "
-                          "dualpipev, or csv:FILE")
-      ->capture_default_str();
-  sel.P_opt = app->add_option("-P", sel.P, "Pipeline ranks")->capture_default_str();
-  sel.M_opt = app->add_option("-M", sel.M,
-                              lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)"
-                                    : "Micro-batches per step")
-                  ->capture_default_str();
-  sel.v_opt = app->add_option("-v", sel.v,
-                              lists ? "Chunks per rank for interleaved (LIST)" : "Chunks per rank")
-                  ->capture_default_str();
+  add_with_default(*app, "--schedule,-s", sel.schedules,
+                   lists ? "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 "
+                           "zb-h2 zb-v dualpipe dualpipev (or all), or csv:FILE"
+                         : "Schedule name: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe "
+                           "dualpipev, or csv:FILE");
+  sel.P_opt = add_with_default(*app, "-P", sel.P, "Pipeline ranks");
+  sel.M_opt = add_with_default(
+      *app, "-M", sel.M,
+      lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)" : "Micro-batches per step");
+  sel.v_opt = add_with_default(
+      *app, "-v", sel.v, lists ? "Chunks per rank for interleaved (LIST)" : "Chunks per rank");
   if (!costs) return;
-  app->add_option("--t-f", sel.t_f, "Forward time of one stage (or one value per chunk)")
-      ->capture_default_str();
-  app->add_option("--t-b", sel.t_b, "Input-gradient backward time (B)")->capture_default_str();
-  app->add_option("--t-w", sel.t_w, "Weight-gradient backward time (W); 0: B is the whole backward")
-      ->capture_default_str();
+  add_with_default(*app, "--t-f", sel.t_f, "Forward time of one stage (or one value per chunk)");
+  add_with_default(*app, "--t-b", sel.t_b, "Input-gradient backward time (B)");
+  add_with_default(*app, "--t-w", sel.t_w,
+                   "Weight-gradient backward time (W); 0: B is the whole backward");
   app->add_option("--t-fb", sel.t_fb, "Overlapped F&B pair time (DualPipe); default F+B+W");
   app->add_option("--latency", sel.latency, "Per-message latency (time units)");
   app->add_option("--bandwidth", sel.bandwidth,
@@ -88,14 +85,11 @@ void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
   app->add_option("--act-bytes", sel.act_bytes,
                   "Activation bytes kept by one micro-batch of one stage");
   app->add_option("--msg-bytes", sel.msg_bytes, "Bytes of one P2P message (default: --act-bytes)");
-  app->add_option("--steps", sel.steps, "Back-to-back steps simulated for the steady state (>= 2)")
-      ->capture_default_str();
-  app->add_option("--sync", sel.sync, "barrier (single-step view first) or none (steady state)")
-      ->check(CLI::IsMember({"barrier", "none"}))
-      ->capture_default_str();
-  app->add_option("--format", sel.format, "table, json or csv")
-      ->check(CLI::IsMember({"table", "json", "csv"}))
-      ->capture_default_str();
+  add_with_default(*app, "--steps", sel.steps,
+                   "Back-to-back steps simulated for the steady state (>= 2)");
+  add_choice(*app, "--sync", sel.sync, "barrier (single-step view first) or none (steady state)",
+             {"barrier", "none"});
+  add_choice(*app, "--format", sel.format, "table, json or csv", {"table", "json", "csv"});
 }
 
 void say_stderr(std::string_view kind, const std::string& line) {
@@ -506,11 +500,10 @@ int commands(int argc, char** argv) {
   auto* show_csv_opt =
       show->add_option("--csv", show_csv, "Show a schedule CSV instead")->check(kFileName);
   show->add_flag("--lowered", show_lowered, "Insert the SEND/RECV actions");
-  show->add_option("--format", show_format,
-                   "text, grid, csv (bubblebench's CSV) or pytorch-csv (PyTorch's pipelining "
-                   "CSV, compute actions only; docs/csv.md)")
-      ->check(CLI::IsMember({"text", "grid", "csv", "pytorch-csv"}))
-      ->capture_default_str();
+  add_choice(*show, "--format", show_format,
+             "text, grid, csv (bubblebench's CSV) or pytorch-csv (PyTorch's pipelining "
+             "CSV, compute actions only; docs/csv.md)",
+             {"text", "grid", "csv", "pytorch-csv"});
   // `run` and `calibrate` are dispatched before this parser (cli_main); listed for --help.
   app.add_subcommand("run",
                      "Every schedule end to end over MPI: mpiexec -n P bubblebench run ... "

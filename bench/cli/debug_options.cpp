@@ -5,20 +5,22 @@
 
 namespace bb {
 
-void add_debug_delay_options(CLI::App& app, DebugDelayOptions& o) {
-  app.add_option("--debug-delay-rank", o.debug_delay_rank,
-                 "Testing: this rank's computes take --debug-delay-us longer")
-      ->group("");  // hidden
-  app.add_option("--debug-delay-us", o.debug_delay_us,
-                 "Testing: microseconds added to every compute of --debug-delay-rank")
-      ->group("");  // hidden
-  app.add_option("--debug-link-delay", o.debug_link_delay,
-                 "Testing: SRC:DST:US, every message from rank SRC to DST leaves US later")
-      ->group("");  // hidden
+void add_debug_options(CLI::App& app, DebugOptions& o) {
+  // Hidden from --help (group ""), hence no descriptions: debug_options.hpp has them.
+  for (CLI::Option* opt : {app.add_flag("--debug-records", o.debug_records),
+                           app.add_option("--debug-perturb-grads", o.perturb_grads_rank),
+                           app.add_option("--debug-drop-sends", o.drop_sends_rank),
+                           app.add_option("--debug-stall-setup", o.stall_setup_rank),
+                           app.add_option("--debug-delay-rank", o.debug_delay_rank),
+                           app.add_option("--debug-delay-us", o.debug_delay_us),
+                           app.add_option("--debug-link-delay", o.debug_link_delay)})
+    opt->group("");
 }
 
-harness::RunSettings apply_debug_delay_options(const DebugDelayOptions& o, harness::RunSettings s,
-                                               int world) {
+harness::RunSettings apply_debug_options(const DebugOptions& o, harness::RunSettings s, int world) {
+  s.drop_sends_rank = o.drop_sends_rank;
+  s.perturb_grads_rank = o.perturb_grads_rank;
+  s.debug_records = o.debug_records;
   if (o.debug_delay_rank < -1 || o.debug_delay_rank >= world || !(o.debug_delay_us >= 0))
     throw ConfigError("--debug-delay-rank must be a rank below " + std::to_string(world) +
                       " and --debug-delay-us >= 0");

@@ -46,6 +46,7 @@
 #include "cli/debug_options.hpp"
 #include "cli/list.hpp"
 #include "cli/mpi_start.hpp"
+#include "cli/options.hpp"
 #include "cli/stage_options.hpp"
 #include "cli/table.hpp"
 #include "cli/validators.hpp"
@@ -70,7 +71,7 @@ using harness::RunConfig;
 using harness::RunSettings;
 using harness::say;
 
-struct RunOptions : StageOptions, DebugDelayOptions {  // --stage ..., --debug-*-delay
+struct RunOptions : StageOptions, DebugOptions {  // --stage ..., --debug-*
   std::string schedules = "1f1b";
   std::string M = "8";
   std::string v = "1";
@@ -92,10 +93,6 @@ struct RunOptions : StageOptions, DebugDelayOptions {  // --stage ..., --debug-*
   std::uint64_t seed = 1234;
   std::string out, trace;
   bool resume = false, force = false, no_calibrate = false;
-  int drop_sends_rank = -1;     // testing the watchdog
-  int perturb_grads_rank = -1;  // testing a failing --check
-  int stall_setup_rank = -1;    // testing the watchdog during the setup
-  bool debug_records = false;   // every timed action's record on stderr
 };
 
 // An error of phase 1: exit code and one line.
@@ -111,54 +108,39 @@ int world_rank() {
 }
 
 void add_options(CLI::App& app, RunOptions& o) {
-  app.add_option("--schedule,-s", o.schedules,
-                 "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 zb-h2 "
-                 "zb-v dualpipe dualpipev (or all), or csv:FILE")
-      ->capture_default_str();
-  app.add_option("-M", o.M, "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)")
-      ->capture_default_str();
-  app.add_option("-v", o.v, "Chunks per rank for interleaved (LIST)")->capture_default_str();
+  add_with_default(app, "--schedule,-s", o.schedules,
+                   "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 zb-h2 "
+                   "zb-v dualpipe dualpipev (or all), or csv:FILE");
+  add_with_default(app, "-M", o.M, "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)");
+  add_with_default(app, "-v", o.v, "Chunks per rank for interleaved (LIST)");
   app.add_option("-P", o.P, "Pipeline ranks: must equal the MPI world size (optional)");
-  app.add_option("--backend", o.backend, "cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--transport", o.transport, "mpi or nccl (default: mpi for cpu, nccl for cuda)")
-      ->check(CLI::IsMember({"mpi", "nccl"}));
-  app.add_option("--compute", o.compute, "gemm (the MLP math) or synthetic (timed waits)")
-      ->check(CLI::IsMember({"gemm", "synthetic"}))
-      ->capture_default_str();
-  app.add_option("--t-f", o.t_f, "Synthetic F time of one stage (2ms, 500us, or seconds)")
-      ->capture_default_str();
-  app.add_option("--t-b", o.t_b, "Synthetic B time of one stage")->capture_default_str();
-  app.add_option("--t-w", o.t_w, "Synthetic W time of one stage (0: B is the whole backward)")
-      ->capture_default_str();
+  add_backend_options(app, o.backend, o.transport);
+  add_choice(app, "--compute", o.compute, "gemm (the MLP math) or synthetic (timed waits)",
+             {"gemm", "synthetic"});
+  add_with_default(app, "--t-f", o.t_f, "Synthetic F time of one stage (2ms, 500us, or seconds)");
+  add_with_default(app, "--t-b", o.t_b, "Synthetic B time of one stage");
+  add_with_default(app, "--t-w", o.t_w,
+                   "Synthetic W time of one stage (0: B is the whole backward)");
   app.add_option("--t-fb", o.t_fb, "Synthetic overlapped F&B pair time (default: the sum)");
-  app.add_option("--hidden", o.hidden, "Hidden width h (LIST)")->capture_default_str();
-  app.add_option("--layers", o.layers, "Blocks per chunk (LIST)")->capture_default_str();
-  app.add_option("--mb-size", o.mb_size, "Rows of a micro-batch; transformer: sequences (LIST)")
-      ->capture_default_str();
-  app.add_option("--dtype", o.dtype, "fp32 or bf16")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->capture_default_str();
-  app.add_option("--warmup", o.warmup, "Untimed steps per configuration")->capture_default_str();
-  app.add_option("--iters", o.iters, "Timed steps per configuration")->capture_default_str();
-  app.add_option("--sync", o.sync, "barrier (ranks aligned per step) or none (back to back)")
-      ->check(CLI::IsMember({"barrier", "none"}))
-      ->capture_default_str();
+  add_with_default(app, "--hidden", o.hidden, "Hidden width h (LIST)");
+  add_with_default(app, "--layers", o.layers, "Blocks per chunk (LIST)");
+  add_with_default(app, "--mb-size", o.mb_size,
+                   "Rows of a micro-batch; transformer: sequences (LIST)");
+  add_choice(app, "--dtype", o.dtype, "fp32 or bf16", {"fp32", "bf16"});
+  add_with_default(app, "--warmup", o.warmup, "Untimed steps per configuration");
+  add_with_default(app, "--iters", o.iters, "Timed steps per configuration");
+  add_choice(app, "--sync", o.sync, "barrier (ranks aligned per step) or none (back to back)",
+             {"barrier", "none"});
   app.add_flag("--check", o.check,
                "Compare loss and gradients of one extra step with the sequential reference");
   app.add_flag("--recompute{on}", o.recompute,
                "Recompute activations in the backward: --recompute (on), --recompute=off|on|both")
       ->check(CLI::IsMember({"off", "on", "both"}));
-  app.add_option("--timeout", o.timeout, "Watchdog: seconds any single wait may take")
-      ->capture_default_str();
-  app.add_option("--format", o.format, "table (row by row, as runs finish), csv or json")
-      ->check(CLI::IsMember({"table", "csv", "json"}))
-      ->capture_default_str();
-  app.add_option("--optimizer", o.optimizer, "sgd or adam")
-      ->check(CLI::IsMember({"sgd", "adam"}))
-      ->capture_default_str();
-  app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  add_with_default(app, "--timeout", o.timeout, "Watchdog: seconds any single wait may take");
+  add_choice(app, "--format", o.format, "table (row by row, as runs finish), csv or json",
+             {"table", "csv", "json"});
+  add_choice(app, "--optimizer", o.optimizer, "sgd or adam", {"sgd", "adam"});
+  add_with_default(app, "--lr", o.lr, "Learning rate");
   // Given values are checked as written (cli/validators.hpp).
   const CLI::Validator not_empty = non_empty_path(), u64 = uint64_text();
   app.add_option("--seed", o.seed, "Seed of parameters, inputs and targets")
@@ -172,20 +154,8 @@ void add_options(CLI::App& app, RunOptions& o) {
   app.add_option("--trace", o.trace,
                  "Directory for one Chrome-trace JSON per run (the last timed iteration)")
       ->check(not_empty);
-  app.add_flag("--debug-records", o.debug_records,
-               "Diagnostics: print every timed action (host clock, ms) on stderr")
-      ->group("");  // hidden
-  app.add_option("--debug-perturb-grads", o.perturb_grads_rank,
-                 "Testing: this rank perturbs the gradients it reports to --check")
-      ->group("");  // hidden
-  app.add_option("--debug-drop-sends", o.drop_sends_rank,
-                 "Testing: this rank skips its sends (the watchdog must fire)")
-      ->group("");  // hidden
-  app.add_option("--debug-stall-setup", o.stall_setup_rank,
-                 "Testing: this rank sleeps past --timeout before the setup's first collective")
-      ->group("");  // hidden
   add_stage_options(app, o);
-  add_debug_delay_options(app, o);
+  add_debug_options(app, o);
 }
 
 // The parsed settings every configuration shares. Throws ConfigError.
@@ -209,9 +179,6 @@ RunSettings settings_of(const RunOptions& o) {
   s.seed = o.seed;
   s.out = o.out;
   s.trace = o.trace;
-  s.drop_sends_rank = o.drop_sends_rank;
-  s.perturb_grads_rank = o.perturb_grads_rank;
-  s.debug_records = o.debug_records;
   s.calibrate = !o.no_calibrate;
   return apply_stage_options(o, s);
 }
@@ -329,7 +296,7 @@ int parse_and_expand(Launch& L, CLI::App& app, int argc, char** argv) {
       throw ConfigError(e.what() + std::string(" (see --help)"));
     }
     validate_options(L.o, L.world);
-    L.settings = apply_debug_delay_options(L.o, settings_of(L.o), L.world);
+    L.settings = apply_debug_options(L.o, settings_of(L.o), L.world);
     L.configs = expand(L.o, L.settings, L.world, L.lines);
   } catch (const ConfigError& e) {
     L.err = {kExitConfig, std::string("bubblebench: error: ") + e.what()};

@@ -1,18 +1,17 @@
 #include "cli/stage_options.hpp"
 
+#include "cli/options.hpp"
 #include "common/error.hpp"
 
 namespace bb {
 
 void add_stage_options(CLI::App& app, StageOptions& o) {
-  app.add_option("--stage", o.stage, "Chunk model: mlp, or transformer (pre-LN blocks)")
-      ->check(CLI::IsMember({"mlp", "transformer"}))
-      ->capture_default_str();
-  app.add_option("--seq", o.seq, "Transformer: tokens per sequence (--mb-size is sequences)")
-      ->capture_default_str();
-  app.add_option("--heads", o.heads, "Transformer: attention heads (must divide --hidden)")
-      ->capture_default_str();
-  app.add_option("--ffn", o.ffn, "Transformer: MLP width (0: 4 x hidden)")->capture_default_str();
+  add_choice(app, "--stage", o.stage, "Chunk model: mlp, or transformer (pre-LN blocks)",
+             {"mlp", "transformer"});
+  add_with_default(app, "--seq", o.seq,
+                   "Transformer: tokens per sequence (--mb-size is sequences)");
+  add_with_default(app, "--heads", o.heads, "Transformer: attention heads (must divide --hidden)");
+  add_with_default(app, "--ffn", o.ffn, "Transformer: MLP width (0: 4 x hidden)");
   app.add_flag("--causal", o.causal, "Transformer: causal attention mask");
 }
 
