@@ -29,7 +29,8 @@ TransformerConfig small_config(bool causal, int num_layers = 2, int first_layer 
           .rows = 2,
           .first_layer = first_layer,
           .num_layers = num_layers,
-          .seed = 99};
+          .seed = 99,
+          .synthetic = {}};  // named: GCC 12 warns on skipped members without initialisers
 }
 
 // --- The block written plainly, in double ----------------------------------------------------
