@@ -72,7 +72,7 @@ void ChunkModel::reserve(int forward_in_flight, int backward_in_flight) {
     free_inputs_.push_back(backend_->allocate(activation_count()));
   int have_saved = static_cast<int>(free_saved_.size());
   for (const Slot& s : in_flight_) have_saved += s.saved.empty() ? 0 : 1;
-  for (; have_saved < saved; ++have_saved) free_saved_.push_back(backend_->allocate(saved_count()));
+  for (; have_saved < saved; ++have_saved) free_saved_.push_back(backend_->allocate(sizes().saved));
 }
 
 // --- Work items ----------------------------------------------------------------------------
@@ -86,10 +86,10 @@ void ChunkModel::forward(int mb, const float* x, float* y) {
   slot.mb = mb;
   if (!shape_.synthetic) {
     slot.input = take(free_inputs_, activation_count());
-    if (!shape_.recompute) slot.saved = take(free_saved_, saved_count());
+    if (!shape_.recompute) slot.saved = take(free_saved_, sizes().saved);
   }
   Slot& s = in_flight_.emplace_back(std::move(slot));
-  count(s, (shape_.recompute ? activation_count() : forward_floats()) * sizeof(float));
+  count(s, (shape_.recompute ? activation_count() : sizes().forward) * sizeof(float));
   if (shape_.synthetic) {
     wait(shape_.synthetic->forward);
     return;
@@ -106,13 +106,13 @@ ChunkModel::Slot& ChunkModel::start_backward(int mb) {
   if (s.backward_done)
     throw std::logic_error("Stage: backward_input of micro-batch " + std::to_string(mb) + " twice");
   s.backward_done = true;
-  count(s, backward_floats() * sizeof(float) - s.counted);
+  count(s, sizes().backward * sizeof(float) - s.counted);
   return s;
 }
 
 void ChunkModel::compute_backward(Slot& s, const float* dy, float* dx) {
   if (shape_.recompute) {
-    s.saved = take(free_saved_, saved_count());
+    s.saved = take(free_saved_, sizes().saved);
     run_forward(s.input.data(), s.saved.data(), scratch_.data());
   }
   run_backward(s.input.data(), s.saved.data(), dy, dx != nullptr ? dx : scratch_.data());

@@ -13,8 +13,8 @@
 // caller; the chunk copies what it keeps, so caller buffers may be reused (and input/output
 // may alias) as soon as a call returns.
 //
-// Activation accounting (per micro-batch in flight): after F, the model's forward_floats()
-// (with recompute: the chunk input only); after B, backward_floats() (both modes: the re-run
+// Activation accounting (per micro-batch in flight): after F, the model's sizes().forward
+// (with recompute: the chunk input only); after B, sizes().backward (both modes: the re-run
 // forward's tensors are held until W); after W, 0. Workspaces are per chunk, not counted.
 #pragma once
 
@@ -91,6 +91,13 @@ struct ChunkShape {
   std::optional<SyntheticTimes> synthetic;  // unset: real compute
 };
 
+// What a model keeps per micro-batch (floats) and its own workspace: one micro-batch's saved
+// buffer (its forward tensors and B's outputs for W), the floats counted live after F (the
+// chunk input included) and after B, and the bytes of the model's workspace.
+struct ChunkSizes {
+  std::size_t saved = 0, forward = 0, backward = 0, workspace_bytes = 0;
+};
+
 // A model's shape: its sizes, and the fields every model's config has (first_layer,
 // num_layers, seed, recompute, synthetic).
 template <class Config>
@@ -162,7 +169,7 @@ class ChunkModel {
   int in_flight() const { return static_cast<int>(in_flight_.size()); }
   // Device bytes of the per-micro-batch pool (in use or free) and of the workspace.
   std::size_t pool_bytes() const;
-  std::size_t workspace_bytes() const { return scratch_.bytes() + model_workspace_bytes(); }
+  std::size_t workspace_bytes() const { return scratch_.bytes() + sizes().workspace_bytes; }
 
   Backend& backend() const { return *backend_; }
 
@@ -172,12 +179,7 @@ class ChunkModel {
   ChunkModel(Backend& backend, const ChunkShape& shape, ActivationMeter* shared_meter);
 
   // --- The model's part ---------------------------------------------------------------
-  // Floats of one micro-batch's saved buffer (its forward tensors and B's outputs for W).
-  virtual std::size_t saved_count() const = 0;
-  // Floats counted live after F (the chunk input included) and after B.
-  virtual std::size_t forward_floats() const = 0;
-  virtual std::size_t backward_floats() const = 0;
-  virtual std::size_t model_workspace_bytes() const = 0;
+  virtual ChunkSizes sizes() const = 0;
   // Forward of micro-batch input x0 keeping what B and W need in `saved`; y gets the output.
   virtual void run_forward(const float* x0, float* saved, float* y) = 0;
   // Forward keeping nothing (recompute mode's F). May use scratch().

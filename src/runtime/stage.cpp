@@ -55,14 +55,10 @@ std::size_t Stage::w1_count() const {
 }
 
 // Block i of `saved`: [Z 4bh][A 4bh][dY bh][input of block i+1, bh, if i < L-1].
-std::size_t Stage::saved_count() const {
-  return (10 * static_cast<std::size_t>(config_.num_layers) - 1) * act();
-}
-std::size_t Stage::forward_floats() const {
-  return 9 * static_cast<std::size_t>(config_.num_layers) * act();
-}
-std::size_t Stage::backward_floats() const {
-  return 10 * static_cast<std::size_t>(config_.num_layers) * act();
+// After F: every block's Z, A and next input (9·L·b·h, X0 counted); after B, dY too.
+ChunkSizes Stage::sizes() const {
+  const auto L = static_cast<std::size_t>(config_.num_layers);
+  return {(10 * L - 1) * act(), 9 * L * act(), 10 * L * act(), da_.bytes()};
 }
 float* Stage::z_of(float* saved, int block) const {
   return saved + 10 * act() * block;

@@ -59,10 +59,7 @@ class Stage final : public ChunkModel {
 
  private:
   std::size_t act() const;  // b·h
-  std::size_t saved_count() const override;
-  std::size_t forward_floats() const override;
-  std::size_t backward_floats() const override;
-  std::size_t model_workspace_bytes() const override { return da_.bytes(); }
+  ChunkSizes sizes() const override;
   void run_forward(const float* x0, float* saved, float* y) override;
   void run_forward_transient(const float* x0, float* y) override;
   void run_backward(const float* x0, float* saved, const float* dy, float* dx) override;

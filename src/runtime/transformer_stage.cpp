@@ -166,14 +166,9 @@ double TransformerStage::forward_flops_per_layer() const {
   return 2.0 * (T * h * 3 * h + 2 * T * S * h + T * h * h + 2 * T * h * f);
 }
 
-std::size_t TransformerStage::saved_count() const {
-  return (f_.size + b_.size) * static_cast<std::size_t>(config_.num_layers);
-}
-std::size_t TransformerStage::forward_floats() const {
-  return f_.size * static_cast<std::size_t>(config_.num_layers);
-}
-std::size_t TransformerStage::backward_floats() const {
-  return (f_.size + b_.size) * static_cast<std::size_t>(config_.num_layers);
+ChunkSizes TransformerStage::sizes() const {
+  const auto L = static_cast<std::size_t>(config_.num_layers);
+  return {(f_.size + b_.size) * L, f_.size * L, (f_.size + b_.size) * L, work_.bytes()};
 }
 
 const float* TransformerStage::input_of(const float* x0, float* saved, int block) const {

@@ -91,10 +91,7 @@ class TransformerStage final : public ChunkModel {
     std::size_t dy, dx1, dqkv, dln1, dln2, size;
   };
 
-  std::size_t saved_count() const override;
-  std::size_t forward_floats() const override;
-  std::size_t backward_floats() const override;
-  std::size_t model_workspace_bytes() const override { return work_.bytes(); }
+  ChunkSizes sizes() const override;
   void run_forward(const float* x0, float* saved, float* y) override;
   void run_forward_transient(const float* x0, float* y) override;
   void run_backward(const float* x0, float* saved, const float* dy, float* dx) override;
