@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -157,6 +158,12 @@ class Backend {
     (void)p;
     (void)count;
   }
+
+  // A poll the backend may call between slices of a long kernel, so that the transport moves
+  // messages while this rank computes (MPI moves data only inside MPI calls). The CPU backend
+  // cuts long GEMMs into slices with one call between them; backends that compute
+  // asynchronously ignore it. An empty function removes it.
+  virtual void set_progress_poll(std::function<void()> poll) { (void)poll; }
 
   // --- Kernels (device pointers; `count` elements) ------------------------------------
   // C = alpha·op(A)·op(B) + beta·C, row-major fp32; op(A) is m×k, op(B) k×n, C m×n.

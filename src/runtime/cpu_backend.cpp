@@ -144,8 +144,29 @@ std::unique_ptr<HostStaging> CpuBackend::make_host_staging() {
 void CpuBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
                       const float* a, int lda, const float* b, int ldb, float beta, float* c,
                       int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans;
+  const auto tb = trans_b ? CblasTrans : CblasNoTrans;
+  const double flops = 2.0 * m * n * k;
+  if (!poll_ || flops <= kSliceFlops) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Slices along the longer side of C, in multiples of 16 (whole micro-kernel tiles).
+  const bool by_columns = n >= m;
+  const int extent = by_columns ? n : m;
+  const int slices = static_cast<int>(std::ceil(flops / kSliceFlops));
+  const int width = std::max(16, (extent / slices + 15) / 16 * 16);
+  for (int from = 0; from < extent; from += width) {
+    const int w = std::min(width, extent - from);
+    const auto off = static_cast<std::ptrdiff_t>(from);
+    if (by_columns)
+      cblas_sgemm(CblasRowMajor, ta, tb, m, w, k, alpha, a, lda, b + (trans_b ? off * ldb : off),
+                  ldb, beta, c + off, ldc);
+    else
+      cblas_sgemm(CblasRowMajor, ta, tb, w, n, k, alpha, a + (trans_a ? off : off * lda), lda, b,
+                  ldb, beta, c + off * ldc, ldc);
+    if (from + w < extent) poll_();
+  }
 }
 
 void CpuBackend::fill(float* x, float value, std::size_t count) {

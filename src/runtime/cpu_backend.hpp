@@ -2,6 +2,8 @@
 // steady_clock for time. Every call is synchronous.
 #pragma once
 
+#include <functional>
+
 #include "runtime/backend.hpp"
 
 namespace bb {
@@ -23,6 +25,13 @@ class CpuBackend : public Backend {
   bool device_is_host() const override { return true; }
   // Plain host buffers, pooled; a staged message is one memcpy each way.
   std::unique_ptr<HostStaging> make_host_staging() override;
+
+  // GEMMs of more than kSliceFlops are computed in slices of whole column (or row) blocks of C,
+  // with one call of the poll between slices. Each element of C is still one dot product over
+  // the whole k, but OpenBLAS may pick another kernel for a slice's shape: results equal one
+  // call's up to rounding (within --check's tolerance), not bit for bit.
+  void set_progress_poll(std::function<void()> poll) override { poll_ = std::move(poll); }
+  static constexpr double kSliceFlops = 4e6;
 
   void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) override;
@@ -63,6 +72,9 @@ class CpuBackend : public Backend {
  protected:
   float* raw_allocate(std::size_t bytes) override;
   void raw_free(float* p, std::size_t bytes) noexcept override;
+
+ private:
+  std::function<void()> poll_;
 };
 
 }  // namespace bb

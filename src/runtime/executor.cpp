@@ -185,9 +185,12 @@ Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transpo
         partner_recv_[static_cast<std::size_t>(c)] = backend.allocate(stage(c).param_count());
     }
   }
+  // Long kernels (CPU GEMMs) poll the messages in flight between their slices.
+  backend_.set_progress_poll([this] { poll_in_flight(); });
 }
 
 Executor::~Executor() {
+  backend_.set_progress_poll({});
   for (Tensor& t : inputs_)
     if (t.buffer >= 0 && !t.request.valid()) pool_.release(t.buffer);
   for (int b : outputs_)
@@ -262,6 +265,10 @@ void Executor::progress_all() {
       ++i;
     }
   }
+}
+
+void Executor::poll_in_flight() {
+  if (!sends_.empty() || !recvs_.empty()) progress_all();
 }
 
 void Executor::finish_sends() {
@@ -385,7 +392,7 @@ void Executor::sleep_synthetic(double seconds) {
   const double deadline = backend_.now() + seconds;
   const double spin_from = deadline - std::min(0.2 * seconds, 300e-6);
   for (double now = backend_.now(); now < spin_from; now = backend_.now()) {
-    if (!sends_.empty() || !recvs_.empty()) progress_all();
+    poll_in_flight();
     backend_.sleep_for(std::min(spin_from - now, kProgressSlice));
   }
   while (backend_.now() < deadline) std::this_thread::yield();
@@ -492,7 +499,7 @@ void Executor::run_step(StepRecord* record) {
     comm_at_last_end = comm_time_;
     // One progress poll of every message in flight (a rendezvous receive moves only while
     // this rank polls), not only of the sends.
-    if (!sends_.empty() || !recvs_.empty()) progress_all();
+    poll_in_flight();
     if (record != nullptr) {
       ActionRecord r;
       r.index = static_cast<std::uint32_t>(i);

@@ -207,6 +207,8 @@ class Executor {
   // One progress poll of everything in flight: the sends, and the receives posted and not yet
   // consumed (a rendezvous transfer moves only while its receiver polls).
   void progress_all();
+  // progress_all() when anything is in flight (also the backend's poll inside long kernels).
+  void poll_in_flight();
   void finish_sends();
   [[noreturn]] void missing(const Action& a, const char* what) const;
   void sample_units();
