@@ -474,6 +474,10 @@ until grep -qE '^\[1/6\] .*elapsed' "$log" 2>/dev/null || [ "$(date +%s)" -ge "$
 scancel --signal=USR1 "$usr1"
 check "scancel --signal=USR1 after the first run" $?
 until grep -q "requeueing job $usr1" "$log" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.5; done
+# Started again while the old step 9.0 is still being torn down, srun's pmi2 fails ("failed
+# to send temp kvs"): wait until the job is pending again, then a little more.
+until squeue -h -j "$usr1" -o %T 2>/dev/null | grep -q PENDING || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.5; done
+sleep 3
 scontrol update JobId="$usr1" StartTime=now 2>/dev/null  # SLURM holds a requeued job ~2 min
 until [ "$(states "$usr1" | grep -c ':COMPLETED:0:0')" = 1 ] || [ "$(date +%s)" -ge "$deadline" ]; do sleep 1; done
 grep -q "note: SIGUSR1: stopped before run [2-6] of 6 (exit 5)" "$log" &&
