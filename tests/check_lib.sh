@@ -29,7 +29,7 @@ refused() {  # want, args...
   [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ]
 }
 
-# Runs a command with stdout in $tmp/out.json and stderr in $tmp/err.txt; when it fails, prints
+# Runs a command with stdout in ${tmp}/out.json and stderr in ${tmp}/err.txt; when it fails, prints
 # its exit code and stderr and ends the test (exit 1).
 run_or_exit() {  # command...
   "$@" >"$tmp/out.json" 2>"$tmp/err.txt"
