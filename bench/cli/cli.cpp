@@ -53,6 +53,7 @@ struct Selection {
   std::string format = "table";
   std::string timeline;
   std::string links;  // sim --links FILE: fitted per-pair message costs
+  int mem_limit = 0;  // zb-auto's memory limit (stage-micro-batches; 0: P)
   CLI::Option *P_opt = nullptr, *M_opt = nullptr, *v_opt = nullptr;  // given or not
 };
 
@@ -64,15 +65,18 @@ const CLI::Validator kFileName(
 void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
   add_with_default(*app, "--schedule,-s", sel.schedules,
                    lists ? "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 "
-                           "zb-h2 zb-v dualpipe dualpipev (or all), or csv:FILE"
+                           "zb-h2 zb-v dualpipe dualpipev zb-auto (or all), or csv:FILE"
                          : "Schedule name: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe "
-                           "dualpipev, or csv:FILE");
+                           "dualpipev zb-auto, or csv:FILE");
   sel.P_opt = add_with_default(*app, "-P", sel.P, "Pipeline ranks");
   sel.M_opt = add_with_default(
       *app, "-M", sel.M,
       lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)" : "Micro-batches per step");
   sel.v_opt = add_with_default(
       *app, "-v", sel.v, lists ? "Chunks per rank for interleaved (LIST)" : "Chunks per rank");
+  app->add_option("--mem-limit", sel.mem_limit,
+                  "zb-auto: live micro-batches per rank (stage units; 0: P, as 1F1B)")
+      ->check(CLI::NonNegativeNumber);
   if (!costs) return;
   add_with_default(*app, "--t-f", sel.t_f, "Forward time of one stage (or one value per chunk)");
   add_with_default(*app, "--t-b", sel.t_b, "Input-gradient backward time (B)");
@@ -136,6 +140,20 @@ SimConfig sim_config(const Selection& sel) {
   c.steps = sel.steps;
   if (!sel.links.empty()) c.links = std::make_shared<const LinkModel>(read_links_file(sel.links));
   return c;
+}
+
+// What the generators get besides M and v: P, zb-auto's memory limit and, where the command
+// takes costs (sc), the per-stage F/B/W times it orders by (else unit times).
+ScheduleParams generator_params(const Selection& sel, const SimConfig* sc) {
+  ScheduleParams p;
+  p.P = sel.P;
+  p.mem_limit = sel.mem_limit;
+  if (sc != nullptr) {
+    p.t_f = sc->t_f;
+    p.t_b = sc->t_b;
+    p.t_w = sc->t_w;
+  }
+  return p;
 }
 
 std::string config_label(const std::string& name, const Schedule& s) {
@@ -293,7 +311,7 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
     held.emplace_back(kind, line);
   };
   for_each_schedule(
-      sel.schedules, sel.P, Ms, vs, true,
+      sel.schedules, generator_params(sel, &sc), Ms, vs, true,
       [&](const std::string& name, Schedule s) {
         csv_note(sel, name, s, hold);
         out.push_back(evaluate(sel, sc, name, std::move(s), simulate_too, many));
@@ -398,7 +416,7 @@ Schedule load_one(const Selection& sel, const std::optional<std::string>& csv) {
     throw ConfigError("this command takes one -M and one -v value, not a list");
   std::optional<Schedule> one;
   for_each_schedule(
-      sel.schedules, sel.P, Ms, vs, false,
+      sel.schedules, generator_params(sel, nullptr), Ms, vs, false,
       [&](const std::string& name, Schedule s) {
         csv_note(sel, name, s, say_stderr);
         one = std::move(s);

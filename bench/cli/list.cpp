@@ -164,6 +164,14 @@ void for_each_schedule(const std::string& names_text, int P, const std::vector<i
                        const std::vector<int>& vs, bool check_lowered,
                        const std::function<void(const std::string& name, Schedule s)>& use,
                        const SweepSay& say, int steps) {
+  for_each_schedule(names_text, ScheduleParams{P}, Ms, vs, check_lowered, use, say, steps);
+}
+
+void for_each_schedule(const std::string& names_text, const ScheduleParams& base,
+                       const std::vector<int>& Ms, const std::vector<int>& vs, bool check_lowered,
+                       const std::function<void(const std::string& name, Schedule s)>& use,
+                       const SweepSay& say, int steps) {
+  const int P = base.P;
   const auto names = sweep_names(names_text);
   double total = 0;
   for (const auto& name : names) {
@@ -219,7 +227,10 @@ void for_each_schedule(const std::string& names_text, int P, const std::vector<i
       for (int v : takes_v ? vs : std::vector<int>{1}) {
         Schedule s;
         try {
-          s = info.generate({P, M, v});
+          ScheduleParams p = base;
+          p.M = M;
+          p.v = v;
+          s = info.generate(p);
         } catch (const ConfigError& e) {
           last_error = e.what();
           tell("skip", with_v(e.what(), takes_v, v));
@@ -242,9 +253,14 @@ void for_each_schedule(const std::string& names_text, int P, const std::vector<i
 
 ScheduleSweep expand_schedules(const std::string& names_text, int P, const std::vector<int>& Ms,
                                const std::vector<int>& vs) {
+  return expand_schedules(names_text, ScheduleParams{P}, Ms, vs);
+}
+
+ScheduleSweep expand_schedules(const std::string& names_text, const ScheduleParams& base,
+                               const std::vector<int>& Ms, const std::vector<int>& vs) {
   ScheduleSweep out;
   for_each_schedule(
-      names_text, P, Ms, vs, true,
+      names_text, base, Ms, vs, true,
       [&](const std::string& name, Schedule s) {
         out.schedules.push_back({name, std::move(s)});
       },

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/name_list.hpp"
+#include "schedule/generators.hpp"
 #include "schedule/schedule.hpp"
 
 namespace bb {
@@ -73,6 +74,12 @@ void for_each_schedule(const std::string& names, int P, const std::vector<int>& 
                        const std::vector<int>& vs, bool check_lowered,
                        const std::function<void(const std::string& name, Schedule s)>& use,
                        const SweepSay& say, int steps = 1);
+// The same with every generator given `base` (its P, and zb-auto's costs and memory limit;
+// schedule/generators.hpp), M and v set per configuration.
+void for_each_schedule(const std::string& names, const ScheduleParams& base,
+                       const std::vector<int>& Ms, const std::vector<int>& vs, bool check_lowered,
+                       const std::function<void(const std::string& name, Schedule s)>& use,
+                       const SweepSay& say, int steps = 1);
 
 // The same, all at once (for `run`, which keeps every lowered schedule): combinations a
 // schedule rejects in `skipped`, notes in `notes` (without their "skip: " / "note: ").
@@ -87,5 +94,7 @@ struct ScheduleSweep {
 };
 ScheduleSweep expand_schedules(const std::string& names, int P, const std::vector<int>& Ms,
                                const std::vector<int>& vs);
+ScheduleSweep expand_schedules(const std::string& names, const ScheduleParams& base,
+                               const std::vector<int>& Ms, const std::vector<int>& vs);
 
 }  // namespace bb

@@ -80,6 +80,7 @@ struct RunOptions : StageOptions, DebugOptions {  // --stage ..., --debug-*
   std::string transport;  // default: by backend
   std::string compute = "gemm";
   std::string t_f = "1ms", t_b = "2ms", t_w = "0", t_fb;
+  int mem_limit = 0;                                       // zb-auto's (0: P)
   std::string hidden = "64", layers = "1", mb_size = "8";  // LISTs
   std::string dtype = "fp32";
   int warmup = 1, iters = 5;
@@ -110,7 +111,7 @@ int world_rank() {
 void add_options(CLI::App& app, RunOptions& o) {
   add_with_default(app, "--schedule,-s", o.schedules,
                    "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 zb-h2 "
-                   "zb-v dualpipe dualpipev (or all), or csv:FILE");
+                   "zb-v dualpipe dualpipev zb-auto (or all), or csv:FILE");
   add_with_default(app, "-M", o.M, "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)");
   add_with_default(app, "-v", o.v, "Chunks per rank for interleaved (LIST)");
   app.add_option("-P", o.P, "Pipeline ranks: must equal the MPI world size (optional)");
@@ -122,6 +123,9 @@ void add_options(CLI::App& app, RunOptions& o) {
   add_with_default(app, "--t-w", o.t_w,
                    "Synthetic W time of one stage (0: B is the whole backward)");
   app.add_option("--t-fb", o.t_fb, "Synthetic overlapped F&B pair time (default: the sum)");
+  app.add_option("--mem-limit", o.mem_limit,
+                 "zb-auto: live micro-batches per rank (0: P); it orders by --t-f/--t-b/--t-w")
+      ->check(CLI::NonNegativeNumber);
   add_with_default(app, "--hidden", o.hidden, "Hidden width h (LIST)");
   add_with_default(app, "--layers", o.layers, "Blocks per chunk (LIST)");
   add_with_default(app, "--mb-size", o.mb_size,
@@ -222,7 +226,12 @@ std::vector<RunConfig> expand(const RunOptions& o, const RunSettings& settings, 
   if (o.recompute != "off") lists.recompute.push_back(true);
   const auto names = sweep_names(o.schedules);
   const bool sweep = names.size() * Ms.size() * vs.size() > 1;
-  ScheduleSweep schedules = expand_schedules(o.schedules, world, Ms, vs);
+  ScheduleParams base{world};  // zb-auto orders by the synthetic times, whatever --compute
+  base.t_f = {settings.t_f};
+  base.t_b = {settings.t_b};
+  base.t_w = {settings.t_w};
+  base.mem_limit = o.mem_limit;
+  ScheduleSweep schedules = expand_schedules(o.schedules, base, Ms, vs);
   std::vector<harness::NamedSchedule> named;
   for (auto& [name, s] : schedules.schedules) named.push_back({name, std::move(s)});
   auto out = harness::make_configs(std::move(named), lists, settings, world);

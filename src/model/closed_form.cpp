@@ -123,23 +123,30 @@ void one_f_one_b_peak(const ModelInput& in, ModelResult& r) {
   r.peak_formula = "min(P-s, M)";
 }
 
+// Rounds of K = M/max(1, M/P) micro-batches (PyTorch's): for M >= P (K >= P) Megatron's
+// (P-1)(F+B+W)/v; below P the first chunk's round is short of a full pipeline and each of
+// the other v-1 chunks waits (P-M)(F+B+W)/v more (established by the simulator, both views).
 void interleaved(const ModelInput& in, ModelResult& r) {
-  describe(r, "(P-1)*(F+B+W)/v", "v >= 2 and M a multiple of P (fraction (P-1)/(v*M+P-1))",
-           "Narayanan et al. 2021 (Megatron-LM)");
+  describe(r, "((P-1) + max(0, P-M)*(v-1))*(F+B+W)/v",
+           "v >= 2, M in max(1, M/P) equal rounds (M >= P: fraction (P-1)/(v*M+P-1))",
+           "Narayanan et al. 2021 (Megatron-LM); rounds as PyTorch; M < P term derived here");
   if (in.v < 2) return refuse(r, "interleaved needs v >= 2");
-  if (in.M % in.P != 0) return refuse(r, "interleaved's closed form needs M a multiple of P");
-  const double bt = (in.P - 1) * pass_sum(in) / in.v;
+  if (in.P < 2 || in.M % std::max(1, in.M / in.P) != 0)
+    return refuse(r, "interleaved's closed form needs P >= 2 and M in max(1, M/P) equal rounds");
+  const double bt = ((in.P - 1) + std::max(0, in.P - in.M) * (in.v - 1)) * pass_sum(in) / in.v;
   set_times(r, in, bt, bt);
 }
 void interleaved_peak(const ModelInput& in, ModelResult& r) {
+  if (in.P < 2) return;
   r.peak_activations = per_rank(
       in.P,
       [](int rk, const ModelInput& i) {
-        const int warm = (i.P - rk - 1) * 2 + (i.v - 1) * i.P;
+        const int warm = (i.P - rk - 1) * 2 + (i.v - 1) * interleaved_round_size(i.P, i.M);
         return std::min(warm + 1, i.M * i.v) / static_cast<double>(i.v);
       },
       in);
-  r.peak_formula = "min((P-s-1)*2 + (v-1)*P + 1, v*M)/v  (rank 0: P + (P-1)/v)";
+  r.peak_formula =
+      "min((P-s-1)*2 + (v-1)*K + 1, v*M)/v, K = M/max(1, M/P)  (rank 0, M%P=0: P + (P-1)/v)";
 }
 
 void zb_h1(const ModelInput& in, ModelResult& r) {
@@ -195,6 +202,18 @@ void dualpipev(const ModelInput& in, ModelResult& r) {
 void dualpipev_peak(const ModelInput& in, ModelResult& r) {
   r.peak_activations.assign(in.P, in.P + 0.5);
   r.peak_formula = "2P+1 chunks = P+1/2 stages";
+}
+
+// zb-auto's order is chosen by simulating candidates with the given costs: no form; its peak
+// is at most the memory limit (the generator's input, not the model's).
+void zb_auto(const ModelInput&, ModelResult& r) {
+  r.formula = "none (the order is searched with the simulator)";
+  r.conditions = "never";
+  r.source = "Qi et al. 2024 (Zero Bubble PP), automatic scheduler; heuristic search here";
+  refuse(r, "zb-auto has no closed form: its order depends on the costs (simulate it)");
+}
+void zb_auto_peak(const ModelInput&, ModelResult& r) {
+  r.peak_formula = "<= the memory limit (--mem-limit, default P)";
 }
 
 }  // namespace forms

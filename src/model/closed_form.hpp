@@ -66,6 +66,8 @@ void dualpipe(const ModelInput& in, ModelResult& r);
 void dualpipe_peak(const ModelInput& in, ModelResult& r);
 void dualpipev(const ModelInput& in, ModelResult& r);
 void dualpipev_peak(const ModelInput& in, ModelResult& r);
+void zb_auto(const ModelInput& in, ModelResult& r);
+void zb_auto_peak(const ModelInput& in, ModelResult& r);
 }  // namespace forms
 
 }  // namespace bb

@@ -14,6 +14,11 @@ struct ScheduleParams {
   int P = 1;
   int M = 1;
   int v = 1;  // chunks per rank where the schedule takes it (interleaved); ignored otherwise
+  // zb-auto only (the others ignore them): times of one micro-batch per stage, one value for
+  // every stage or P values (finite, >= 0), and the memory limit in stage-micro-batch
+  // units (live micro-batches per rank: forward done, W not yet); 0: P (1F1B's peak).
+  std::vector<double> t_f{1.0}, t_b{1.0}, t_w{1.0};
+  int mem_limit = 0;
 };
 
 Schedule generate_naive(const ScheduleParams& p);
@@ -25,6 +30,11 @@ Schedule generate_zb_h2(const ScheduleParams& p);
 Schedule generate_zb_v(const ScheduleParams& p);
 Schedule generate_dualpipe(const ScheduleParams& p);
 Schedule generate_dualpipev(const ScheduleParams& p);
+Schedule generate_zb_auto(const ScheduleParams& p);
+
+// Interleaved's micro-batches per round (PyTorch's microbatches_per_round): M / max(1, M/P);
+// P where M is a multiple of P, M where M < 2P.
+int interleaved_round_size(int P, int M);
 
 // The largest chunks x micro-batches a configuration may have (validation and simulation
 // keep per-pair state): 2^28.

@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/name_list.hpp"
 #include "model/closed_form.hpp"
+#include "schedule/zb_auto.hpp"
 
 namespace bb {
 namespace {
@@ -24,8 +25,10 @@ std::string refuse_interleaved(const ScheduleParams& p) {
   if (p.v < 2)
     return "interleaved: needs v >= 2 chunks per rank (got v=" + n(p.v) + "; v=1 is 1f1b)";
   if (p.P < 2) return "interleaved: needs P >= 2 (got P=" + n(p.P) + ")";
-  if (p.M < p.P || p.M % p.P != 0)
-    return "interleaved: needs M a multiple of P (got M=" + n(p.M) + ", P=" + n(p.P) + ")";
+  // PyTorch's rounds: R = max(1, M/P) rounds of M/R micro-batches, which must be whole.
+  if (const int rounds = std::max(1, p.M / p.P); p.M % rounds != 0)
+    return "interleaved: M must split into max(1, M/P) equal rounds, as in PyTorch (got M=" +
+           n(p.M) + ", P=" + n(p.P) + ")";
   if (static_cast<long>(p.P) * p.v > 0xFFFF) return "interleaved: too many chunks";
   return {};
 }
@@ -54,7 +57,7 @@ using enum ScheduleId;
 using P = Placement;
 
 // In ScheduleId order (checked below).
-constexpr std::array<ScheduleInfo, 9> kInfos = {{
+constexpr std::array<ScheduleInfo, 10> kInfos = {{
     {naive, "naive", P::looped, 1, false, "any P, M", refuse_nothing, generate_naive, forms::naive,
      forms::naive_peak},
     {gpipe, "gpipe", P::looped, 1, false, "any P, M", refuse_nothing, generate_gpipe, forms::gpipe,
@@ -62,8 +65,8 @@ constexpr std::array<ScheduleInfo, 9> kInfos = {{
     {one_f_one_b, "1f1b", P::looped, 1, false, "any P, M", refuse_nothing, generate_1f1b,
      forms::one_f_one_b, forms::one_f_one_b_peak},
     {interleaved, "interleaved", P::looped, 0, false,
-     "v >= 2, P >= 2, M a multiple of P, P*v <= 65535", refuse_interleaved, generate_interleaved,
-     forms::interleaved, forms::interleaved_peak},
+     "v >= 2, P >= 2, M in max(1, M/P) equal rounds, P*v <= 65535", refuse_interleaved,
+     generate_interleaved, forms::interleaved, forms::interleaved_peak},
     {zb_h1, "zb-h1", P::looped, 1, true, "any P, M", refuse_nothing, generate_zb_h1, forms::zb_h1,
      forms::zb_h1_peak},
     {zb_h2, "zb-h2", P::looped, 1, true, "any P, M", refuse_nothing, generate_zb_h2, forms::zb_h2,
@@ -74,6 +77,9 @@ constexpr std::array<ScheduleInfo, 9> kInfos = {{
      refuse_dualpipe, generate_dualpipe, forms::dualpipe, forms::dualpipe_peak},
     {dualpipev, "dualpipev", P::v, 2, true, "2 <= P <= 32767, M >= 2P", refuse_dualpipev,
      generate_dualpipev, forms::dualpipev, forms::dualpipev_peak},
+    {zb_auto, "zb-auto", P::looped, 1, true,
+     "any P, M; F/B/W times 1 value or P; memory limit >= 1 (0: P)", zb_auto_refusal,
+     generate_zb_auto, forms::zb_auto, forms::zb_auto_peak},
 }};
 
 constexpr bool ids_in_order() {

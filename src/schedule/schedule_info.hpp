@@ -29,7 +29,8 @@ enum class ScheduleId : std::uint8_t {
   zb_h2,
   zb_v,
   dualpipe,
-  dualpipev
+  dualpipev,
+  zb_auto
 };
 
 // Where chunks live and which chunks a micro-batch visits (schedule.hpp's set_*_placement).

@@ -32,7 +32,7 @@ echo "$out" | grep -q '^naive,4,8,1,96,288,0.75,' ; check "naive bubble 1-1/P" $
 # Rejected configurations: exit 2, exactly one line on stderr naming the schedule.
 refused "dualpipe: P must be even" sim -s dualpipe -P 3 -M 8; check "dualpipe odd P" $?
 refused "interleaved: needs v >= 2" sim -s interleaved -P 4 -M 8 -v 1; check "interleaved v=1" $?
-refused "interleaved: needs M a multiple of P" sim -s interleaved -P 4 -M 6 -v 2; check "interleaved M%P" $?
+refused "interleaved: M must split into max(1, M/P) equal rounds" sim -s interleaved -P 4 -M 9 -v 2; check "interleaved M in rounds" $?
 refused "dualpipev: M must be >= 2P" model -s dualpipev -P 4 -M 4; check "dualpipev small M" $?
 refused "unknown schedule 'foo'" sim -s foo -P 4 -M 8; check "unknown schedule" $?
 refused "-M: '0'" sim -s 1f1b -P 4 -M 0; check "M=0" $?
@@ -272,7 +272,7 @@ timeout 30 "$BB" sim --schedule 1f1b -P 4 -M 8 >/dev/null 2>"$tmp/err"
 [ ! -s "$tmp/err" ]; check "no note without -v" $?
 
 # Skip lines name the configuration and are not repeated.
-timeout 30 "$BB" sim -s all -P 3 -M 5 -v 2,3 >/dev/null 2>"$tmp/err"
+timeout 30 "$BB" sim -s all -P 3 -M 7 -v 2,3 >/dev/null 2>"$tmp/err"
 check "sweep with skips exits 0 (P=3)" $?
 [ -z "$(sort "$tmp/err" | uniq -d)" ] && grep -q "skip: interleaved.*v=2" "$tmp/err" &&
   grep -q "skip: interleaved.*v=3" "$tmp/err"

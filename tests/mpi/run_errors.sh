@@ -31,8 +31,8 @@ reject() {  # name, expected exit code, expected stderr substring, N, args...
   check "$name: nothing on stdout" $?
 }
 
-reject "rejected configuration" 2 "interleaved: needs M a multiple of P" 2 \
-  --schedule interleaved -M 3 -v 2
+reject "rejected configuration" 2 "interleaved: M must split into max(1, M/P) equal rounds" 2 \
+  --schedule interleaved -M 5 -v 2
 reject "rejected configuration, 4 ranks" 2 "dualpipe: M must be even" 4 --schedule dualpipe -M 6
 reject "P mismatch" 2 "-P 3 does not match the MPI world size 2" 2 -P 3
 reject "P mismatch, 4 ranks" 2 "-P 2 does not match the MPI world size 4" 4 -P 2 --schedule gpipe

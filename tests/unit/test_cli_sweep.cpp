@@ -50,19 +50,23 @@ TEST(CliLists, NumberListsRejectEmptyItemsAndNonFinite) {
 TEST(CliSweep, OneConfigurationAtATimeWithNotesAndDistinctSkips) {
   std::vector<std::string> seen, lines;
   for_each_schedule(
-      "1f1b,interleaved", 3, {5, 6}, {2, 3}, true,
+      "1f1b,interleaved", 3, {7, 6}, {2, 3}, true,
       [&](const std::string& name, Schedule s) {
         seen.push_back(name + " M=" + std::to_string(s.M) + " v=" + std::to_string(s.v));
       },
       [&](std::string_view kind, const std::string& line) {
         lines.push_back(std::string(kind) + ": " + line);
       });
-  EXPECT_EQ(seen, (std::vector<std::string>{"1f1b M=5 v=1", "1f1b M=6 v=1", "interleaved M=6 v=2",
+  EXPECT_EQ(seen, (std::vector<std::string>{"1f1b M=7 v=1", "1f1b M=6 v=1", "interleaved M=6 v=2",
                                             "interleaved M=6 v=3"}));
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], "note: 1f1b: -v does not apply to it (it runs with v=1)");
-  EXPECT_EQ(lines[1], "skip: interleaved: needs M a multiple of P (got M=5, P=3, v=2)");
-  EXPECT_EQ(lines[2], "skip: interleaved: needs M a multiple of P (got M=5, P=3, v=3)");
+  EXPECT_EQ(lines[1],
+            "skip: interleaved: M must split into max(1, M/P) equal rounds, as in PyTorch (got "
+            "M=7, P=3, v=2)");
+  EXPECT_EQ(lines[2],
+            "skip: interleaved: M must split into max(1, M/P) equal rounds, as in PyTorch (got "
+            "M=7, P=3, v=3)");
 }
 
 TEST(CliSweep, NothingAcceptedIsOneErrorAndNoLines) {
@@ -93,7 +97,7 @@ TEST(CliSweep, AbsurdSweepsAreRefusedBeforeBuildingAnything) {
         << e.what();
   }
   EXPECT_EQ(used, 0);
-  EXPECT_EQ(sweep_combinations("all", {8, 16}, {1, 2, 4}), 2u * 8 + 2 * 3);
+  EXPECT_EQ(sweep_combinations("all", {8, 16}, {1, 2, 4}), 2u * 9 + 2 * 3);
 }
 
 TEST(CliSweep, LoweredCsvThatDeadlocksIsRefused) {

@@ -33,7 +33,7 @@ std::string thrown(const std::string& name, int P, int M, int v) {
 
 TEST(ScheduleInfo, TableInIdOrderWithUniqueNames) {
   const auto infos = schedule_infos();
-  ASSERT_EQ(infos.size(), 9u);
+  ASSERT_EQ(infos.size(), 10u);
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < infos.size(); ++i) {
     EXPECT_EQ(static_cast<std::size_t>(infos[i].id), i);
@@ -46,8 +46,9 @@ TEST(ScheduleInfo, TableInIdOrderWithUniqueNames) {
     EXPECT_NE(infos[i].peak, nullptr);
     EXPECT_FALSE(infos[i].accepts.empty());
   }
-  const std::vector<std::string> expected = {"naive", "gpipe", "1f1b",     "interleaved", "zb-h1",
-                                             "zb-h2", "zb-v",  "dualpipe", "dualpipev"};
+  const std::vector<std::string> expected = {"naive",     "gpipe",  "1f1b", "interleaved",
+                                             "zb-h1",     "zb-h2",  "zb-v", "dualpipe",
+                                             "dualpipev", "zb-auto"};
   EXPECT_EQ(schedule_names(), expected);
   EXPECT_EQ(find_schedule("csv:x.csv"), nullptr);
   EXPECT_EQ(find_schedule("1F1B"), nullptr);
@@ -66,7 +67,8 @@ TEST(ScheduleInfo, Facts) {
         Want{one_f_one_b, Placement::looped, 1, false},
         Want{interleaved, Placement::looped, 0, false}, Want{zb_h1, Placement::looped, 1, true},
         Want{zb_h2, Placement::looped, 1, true}, Want{zb_v, Placement::v, 2, true},
-        Want{dualpipe, Placement::dualpipe, 2, true}, Want{dualpipev, Placement::v, 2, true}}) {
+        Want{dualpipe, Placement::dualpipe, 2, true}, Want{dualpipev, Placement::v, 2, true},
+        Want{zb_auto, Placement::looped, 1, true}}) {
     const ScheduleInfo& i = schedule_info(w.id);
     EXPECT_EQ(i.placement, w.placement) << i.name;
     EXPECT_EQ(i.fixed_v, w.fixed_v) << i.name;
@@ -138,8 +140,10 @@ TEST(ScheduleInfo, RefusalsWithReasons) {
       {"zb-h1", 2, 2, 0, "zb-h1: P=2, M=2, v=0 is out of range"},
       {"interleaved", 4, 8, 1, "interleaved: needs v >= 2 chunks per rank (got v=1; v=1 is 1f1b)"},
       {"interleaved", 1, 4, 2, "interleaved: needs P >= 2 (got P=1)"},
-      {"interleaved", 4, 6, 2, "interleaved: needs M a multiple of P (got M=6, P=4)"},
-      {"interleaved", 4, 2, 2, "interleaved: needs M a multiple of P (got M=2, P=4)"},
+      {"interleaved", 4, 6, 2, ""},
+      {"interleaved", 4, 2, 2, ""},
+      {"interleaved", 4, 9, 2,
+       "interleaved: M must split into max(1, M/P) equal rounds, as in PyTorch (got M=9, P=4)"},
       {"interleaved", 2, 2, 40000, "interleaved: too many chunks"},
       {"interleaved", 4, 8, 2, ""},
       {"zb-v", 1, 1, 1, ""},
@@ -179,7 +183,7 @@ TEST(ScheduleInfo, UnknownNameListsTheKnownOnes) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
               "unknown schedule 'bogus' (known: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v "
-              "dualpipe dualpipev, csv:FILE)");
+              "dualpipe dualpipev zb-auto, csv:FILE)");
   }
   EXPECT_EQ(thrown("bogus", 2, 2, 1).rfind("unknown schedule 'bogus'", 0), 0u);
 }
@@ -201,7 +205,7 @@ TEST(ScheduleInfo, SweepNames) {
     EXPECT_EQ(std::string(e.what()), "--bb_schedules: '1f1b,' has an empty item");
   }
   // The sweep counts configurations from the same expansion: v only where it is taken.
-  EXPECT_EQ(sweep_combinations("all", {4, 8}, {1, 2, 4}), 2u * 8 + 2u * 3);
+  EXPECT_EQ(sweep_combinations("all", {4, 8}, {1, 2, 4}), 2u * 9 + 2u * 3);
 }
 
 struct Golden {
@@ -231,7 +235,7 @@ TEST(ScheduleInfo, ClosedFormsThroughTheTableKeepTheirValues) {
       {"naive", 4, 9, 2, 1, 2, 1, -1, true, "", 108, 108, {1, 1, 1, 1}},
       {"1f1b", 4, 9, 2, 1, 2, 1, -1, true, "", 12, 12, {4, 3, 2, 1}},
       {"interleaved", 4, 9, 2, 1, 2, 1, -1, false,
-       "interleaved's closed form needs M a multiple of P", 0, 0, {5.5, 4.5, 3.5, 2.5}},
+       "interleaved's closed form needs P >= 2 and M in max(1, M/P) equal rounds", 0, 0, {5.5, 4.5, 3.5, 2.5}},
       {"interleaved", 4, 8, 1, 1, 1, 1, -1, false, "interleaved needs v >= 2", 0, 0, {7, 5, 3, 1}},
       {"zb-h1", 4, 3, 1, 1, 1, 1, -1, false,
        "zb-h1's closed form needs M >= P", 0, 0, {3, 3, 3, 3}},
