@@ -192,7 +192,14 @@ std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, in
   }
   c.mb_size = in.global_batch > 0 ? in.global_batch / M : in.mb_size;
   const double scale = c.mb_size / in.mb_size;
-  const ScheduleParams p{in.P, M, v_arg};
+  ScheduleParams p{in.P, M, v_arg};
+  if (info->id == ScheduleId::zb_auto) {  // it orders by the per-stage costs (not recompute's)
+    Schedule stages = make_schedule("", in.P, 1, 1);
+    set_looped_placement(stages);
+    p.t_f = chunk_costs(in.t_f, stages, scale);
+    p.t_b = chunk_costs(in.t_b, stages, scale);
+    p.t_w = chunk_costs(in.t_w, stages, scale);
+  }
   if (std::string why = refusal(*info, p); !why.empty()) {
     c.excluded = "refused";
     c.reason = std::move(why);
