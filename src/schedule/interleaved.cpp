@@ -1,7 +1,7 @@
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM), with micro-batches in rounds as
 // PyTorch's ScheduleInterleaved1F1B forms them: v chunks per rank, chunk c on rank c mod P.
 // The M micro-batches make R = max(1, floor(M/P)) rounds of K = M/R each (M must divide into R
-// equal rounds: any M < P, any multiple of P, and e.g. P=4 M=5, 6, 7, 10; not P=4 M=9).
+// equal rounds: any M < 2P, any multiple of P, and e.g. P=4 M=10, 15; not P=4 M=9).
 // Forwards go in groups of K micro-batches per chunk (chunk 0 for micro-batches 0..K-1,
 // chunk 1 for the same, ...), backwards likewise with the chunks reversed. Rank r runs
 // (P-r-1)*2 + (v-1)*K warm-up forwards (capped at its vM), then alternates, then drains.
