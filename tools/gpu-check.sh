@@ -255,9 +255,8 @@ fi
 # not exactly ROWS rows could be read.
 bubble_vs_sim() {
   awk -v tol="$bubble_tol" -v want="$2" '
-    # The header line is "# schedule P M ..." (run prints it as a comment): rows lack the "#".
+    # The header line is "# schedule P M ...": run prints it as a comment, so rows lack the "#".
     $1 == "#" && $2 == "schedule" && $0 ~ / measured / { for (i = 2; i <= NF; ++i) col[$i] = i - 1; head = 1; next }
-    $1 == "schedule" && $0 ~ / measured / { for (i = 1; i <= NF; ++i) col[$i] = i; head = 1; next }
     head && /^#/ { next }
     head && /^measured/ { head = 0 }
     head && NF > 0 {
