@@ -6,11 +6,13 @@ usage: check_run_json.py MODE FILE [options]
   peaks    runtime peak activations per rank == bb::peak_activations (units), exactly
   timing   measured bubble fraction within --tol of the simulator (every schedule) and of
            the closed form (--model-schedules, default gpipe,1f1b,interleaved)
-Common: --min-configs N (at least N configurations in the file).
+Common: --min-configs N (at least N configurations in the file). The file must be strict JSON
+(strict_json.py: no NaN/Infinity, no duplicate keys).
 """
 import argparse
-import json
 import sys
+
+from strict_json import load
 
 
 def main():
@@ -21,7 +23,7 @@ def main():
     ap.add_argument("--tol", type=float, default=0.02)
     ap.add_argument("--model-schedules", default="gpipe,1f1b,interleaved")
     a = ap.parse_args()
-    rows = json.load(open(a.file))
+    rows = load(a.file)
     fails = []
     if len(rows) < a.min_configs:
         fails.append(f"{len(rows)} configurations, expected >= {a.min_configs}")

@@ -8,6 +8,8 @@ set -uo pipefail
 GB=$(readlink -f "${1:?usage: $0 gbench_pipeline mpiexec}")
 MPIEXEC=${2:-mpiexec}
 PY=/usr/bin/python3
+PYTHONPATH=$(cd "$(dirname "$0")" && pwd)  # strict_json.py
+export PYTHONPATH
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
@@ -28,12 +30,11 @@ if [ $rc != 0 ]; then
   cat stderr.txt
 else
   if $PY - stdout.json file.json <<'PY'; then passed=$((passed + 1)); else fail "sweep JSON"; fi
-import json, sys
-def no_constant(c):
-    raise ValueError("not strict JSON: " + c)
+import sys
+from strict_json import load
 for path in sys.argv[1:]:
-    # One strict JSON document (no NaN/Infinity): only rank 0 printed.
-    doc = json.loads(open(path).read(), parse_constant=no_constant)
+    # One strict JSON document (no NaN/Infinity, no duplicate keys): only rank 0 printed.
+    doc = load(path)
     ctx = doc["context"]
     assert ctx["world_size"] == "2" and ctx["backend"] == "cpu" and ctx["transport"] == "mpi", ctx
     # Settings are in the context, not in the names.
@@ -73,10 +74,9 @@ if [ $rc != 0 ]; then
   fail "second run: exit $rc"
   cat stderr2.txt
 elif $PY - stdout.json other.json <<'PY'; then passed=$((passed + 1)); else fail "pairing"; fi
-import json, sys
-def no_constant(c):
-    raise ValueError("not strict JSON: " + c)
-a, b = (json.loads(open(p).read(), parse_constant=no_constant)["benchmarks"] for p in sys.argv[1:])
+import sys
+from strict_json import load
+a, b = (load(p)["benchmarks"] for p in sys.argv[1:])
 # compare.py: for every unique name of the first file, the runs of that name in each file with
 # the first one's time unit; a name missing from the second file gives no row.
 rows = []
@@ -115,10 +115,9 @@ rc=$?
 if [ $rc != 0 ]; then
   fail "real compute: exit $rc: $(cat real.err)"
 elif $PY - real.json <<'PY'; then passed=$((passed + 1)); else fail "real compute JSON"; fi
-import json, sys
-def no_constant(c):
-    raise ValueError("not strict JSON: " + c)
-(b,) = json.loads(open(sys.argv[1]).read(), parse_constant=no_constant)["benchmarks"]
+import sys
+from strict_json import load
+(b,) = load(sys.argv[1])["benchmarks"]
 assert b["time_unit"] == "ms", b
 flops = 3 * 16 * 8 * 64 * 64 * 4
 assert abs(b["flops_per_s"] * b["real_time"] / 1e3 - flops) < 1e-6 * flops, (b, flops)
