@@ -90,6 +90,8 @@ const Field kFields[] = {
      [](const RunSummary& s) { return i64(s.ffn); }},
     {"causal", "", "transformer: causal attention mask (HDF5: 0 or 1)", FieldType::kBool,
      kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.causal; }},
+    {"vocab", "", "transformer: vocabulary of the model's ends (0: none, MSE loss)",
+     FieldType::kInt, kBoth | kSummary, [](const RunSummary& s) { return i64(s.vocab); }},
     {"hidden",
      "",
      "hidden width h of the blocks",

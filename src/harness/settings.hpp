@@ -30,6 +30,7 @@ struct RunSettings {
   std::string stage = "mlp";
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
+  int vocab = 0;          // transformer: model ends (0: none)
   bool calibrate = true;  // links of the sweep's pairs before its first run
   // Testing the attribution (hidden options): a slow rank (seconds added to each of its
   // computes) and a slow link (seconds added to every message from src to dst).

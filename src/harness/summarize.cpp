@@ -64,6 +64,7 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
   s.heads = o.heads;
   s.ffn = o.ffn;
   s.causal = o.causal;
+  s.vocab = o.vocab;
   s.warmup = o.warmup;
   s.iters = o.iters;
   s.seed = o.seed;

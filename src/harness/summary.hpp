@@ -35,6 +35,7 @@ struct RunSummary {
   std::string stage = "mlp";  // the chunk model; the transformer's shape:
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
+  int vocab = 0;
   std::uint64_t seed = 0;
   double lr = 0;
   bool synthetic = false;

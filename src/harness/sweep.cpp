@@ -33,6 +33,7 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
     t.heads = s.heads;
     t.ffn = s.ffn;
     t.causal = s.causal;
+    t.vocab = s.vocab;
     c.transformer = t;
   }
   return c;
@@ -79,7 +80,8 @@ std::string run_key(const RunConfig& c, const RunSettings& o) {
                   "_warmup=" + std::to_string(o.warmup) + "_iters=" + std::to_string(o.iters);
   if (o.stage == "transformer")  // MLP keys stay as they were
     k += "_transformer_S=" + std::to_string(o.seq) + "_H=" + std::to_string(o.heads) +
-         "_f=" + std::to_string(o.ffn) + (o.causal ? "_causal" : "");
+         "_f=" + std::to_string(o.ffn) + (o.causal ? "_causal" : "") +
+         (o.vocab > 0 ? "_V=" + std::to_string(o.vocab) : "");
   if (o.synthetic()) {
     k += "_tf=" + seconds_text(o.t_f) + "_tb=" + seconds_text(o.t_b) + "_tw=" + seconds_text(o.t_w);
     if (o.t_fb >= 0) k += "_tfb=" + seconds_text(o.t_fb);

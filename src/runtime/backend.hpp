@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -221,6 +223,30 @@ class Backend {
   // out[c] += Σ_r x[r][c] (a bias's gradient) for the dense rows×cols matrix x.
   virtual void column_sums(const float* x, float* out, int rows, int cols) = 0;
 
+  // --- Kernels of the model's ends (docs/transformer.md, "Model ends") -------------------
+  // Not every backend has them (default: throws std::runtime_error naming the backend).
+  // Token ids are floats holding exact integers in [0, vocab) (vocab < 2^24).
+  // out[t] = table[ids[t]] + positions[t mod seq] for t in [0, tokens); rows of width cols.
+  virtual void embedding(const float* ids, const float* table, const float* positions, float* out,
+                         int tokens, int seq, int cols) {
+    (void)ids, (void)table, (void)positions, (void)out, (void)tokens, (void)seq, (void)cols;
+    no_model_ends();
+  }
+  // Gradients of embedding(), accumulated: dtable[ids[t]] += dout[t], dpositions[t mod seq] +=
+  // dout[t].
+  virtual void embedding_backward(const float* ids, const float* dout, float* dtable,
+                                  float* dpositions, int tokens, int seq, int cols) {
+    (void)ids, (void)dout, (void)dtable, (void)dpositions, (void)tokens, (void)seq, (void)cols;
+    no_model_ends();
+  }
+  // Per row r of logits (rows×cols): *loss_sum += scale·(logsumexp(row) − row[targets[r]]),
+  // dlogits = scale·(softmax(row) − onehot(targets[r])). dlogits may alias logits.
+  virtual void cross_entropy(const float* logits, const float* targets, float* dlogits, int rows,
+                             int cols, float scale, float* loss_sum) {
+    (void)logits, (void)targets, (void)dlogits, (void)rows, (void)cols, (void)scale, (void)loss_sum;
+    no_model_ends();
+  }
+
   // --- Time ---------------------------------------------------------------------------
   // Waits until every enqueued kernel has finished.
   virtual void synchronize() = 0;
@@ -258,6 +284,11 @@ class Backend {
   virtual void raw_free(float* p, std::size_t bytes) noexcept = 0;
 
  private:
+  [[noreturn]] void no_model_ends() const {
+    throw std::runtime_error("the " + std::string(name()) +
+                             " backend has no kernels for the model's ends (--vocab): use the CPU");
+  }
+
   friend class Buffer;
   void release(float* p, std::size_t count) noexcept;
 

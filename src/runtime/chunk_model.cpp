@@ -15,6 +15,18 @@ void make_seeded_target(Backend& backend, std::uint64_t seed, int mb, std::size_
                          seed_stream(SeedKind::kTarget, static_cast<std::uint64_t>(mb)), 1.0f);
 }
 
+void make_seeded_tokens(Backend& backend, std::uint64_t seed, SeedKind kind, int mb,
+                        std::size_t count, int vocab, float* ids) {
+  if (vocab <= 0 || vocab >= (1 << 24))
+    throw std::invalid_argument("make_seeded_tokens: vocab must be 1..2^24-1");
+  const std::uint64_t key = seeded_key(seed, seed_stream(kind, static_cast<std::uint64_t>(mb)));
+  std::vector<float> host(count);
+  for (std::size_t i = 0; i < count; ++i)
+    host[i] = static_cast<float>(splitmix64(key + i * 0x9E3779B97F4A7C15ull) %
+                                 static_cast<std::uint64_t>(vocab));
+  backend.from_host(host.data(), ids, count);
+}
+
 ChunkModel::ChunkModel(Backend& backend, const ChunkShape& shape, ActivationMeter* shared_meter)
     : backend_(&backend), shape_(shape), shared_meter_(shared_meter) {
   if (shape.activation_count == 0 || shape.num_layers <= 0 || shape.first_layer < 0)
@@ -35,6 +47,8 @@ std::size_t ChunkModel::pool_bytes() const {
   for (const Slot& s : in_flight_) total += s.input.bytes() + s.saved.bytes();
   for (const Buffer& b : free_inputs_) total += b.bytes();
   for (const Buffer& b : free_saved_) total += b.bytes();
+  for (const Slot& s : in_flight_) total += s.kept.bytes();
+  for (const Buffer& b : free_kept_) total += b.bytes();
   return total;
 }
 
@@ -123,8 +137,14 @@ void ChunkModel::retire(Slot& s) {
   if (shared_meter_ != nullptr) shared_meter_->release(s.counted);
   if (!s.input.empty()) free_inputs_.push_back(std::move(s.input));
   if (!s.saved.empty()) free_saved_.push_back(std::move(s.saved));
+  if (!s.kept.empty()) free_kept_.push_back(std::move(s.kept));
   if (&s != &in_flight_.back()) s = std::move(in_flight_.back());
   in_flight_.pop_back();
+}
+
+void ChunkModel::weight(Slot& s) {
+  run_weight(s.input.data(), s.saved.data());
+  if (!s.kept.empty()) run_loss_weight(s.kept.data());
 }
 
 void ChunkModel::backward_input(int mb, const float* dy, float* dx) {
@@ -143,7 +163,7 @@ void ChunkModel::backward_weight(int mb) {
   if (shape_.synthetic)
     wait(shape_.synthetic->weight);
   else
-    run_weight(s.input.data(), s.saved.data());
+    weight(s);
   retire(s);
 }
 
@@ -153,7 +173,7 @@ void ChunkModel::backward_full(int mb, const float* dy, float* dx) {
     wait(shape_.synthetic->backward + shape_.synthetic->weight);
   } else {
     compute_backward(s, dy, dx);
-    run_weight(s.input.data(), s.saved.data());
+    weight(s);
   }
   retire(s);
 }
@@ -161,16 +181,34 @@ void ChunkModel::backward_full(int mb, const float* dy, float* dx) {
 // --- Loss, gradients, optimizer --------------------------------------------------------------
 
 void ChunkModel::make_input(int mb, float* x) {
-  if (shape_.synthetic) return;
+  if (!shape_.synthetic) run_make_input(mb, x);
+}
+
+void ChunkModel::run_make_input(int mb, float* x) {
   make_seeded_input(*backend_, shape_.seed, mb, activation_count(), x);
 }
 
 void ChunkModel::loss(int mb, int num_microbatches, const float* y, float* dy) {
   if (shape_.synthetic) return;
+  float* kept = nullptr;
+  if (loss_count() > 0) {
+    Slot& s = find(mb, "loss");
+    if (!s.kept.empty() || s.backward_done)
+      throw std::logic_error("Stage: loss of micro-batch " + std::to_string(mb) + " twice");
+    s.kept = take(free_kept_, loss_count());
+    count(s, loss_count() * sizeof(float));
+    kept = s.kept.data();
+  }
+  run_loss(mb, num_microbatches, y, dy, kept, loss_.data());
+}
+
+void ChunkModel::run_loss(int mb, int num_microbatches, const float* y, float* dy, float* kept,
+                          float* loss_sum) {
+  (void)kept;
   make_seeded_target(*backend_, shape_.seed, mb, activation_count(), scratch_.data());
   const float scale = static_cast<float>(
       1.0 / (static_cast<double>(num_microbatches) * static_cast<double>(activation_count())));
-  backend_->mse_loss(y, scratch_.data(), dy, activation_count(), scale, loss_.data());
+  backend_->mse_loss(y, scratch_.data(), dy, activation_count(), scale, loss_sum);
 }
 
 double ChunkModel::loss_sum() {

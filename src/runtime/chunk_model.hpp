@@ -34,7 +34,10 @@ enum class SeedKind : std::uint64_t {
   kW2 = 2,
   kInput = 3,
   kTarget = 4,
-  kTransformer = 5,  // index: layer · 16 + tensor (transformer_stage.cpp)
+  kTransformer = 5,   // index: layer · 16 + tensor (transformer_stage.cpp)
+  kTokens = 6,        // index: micro-batch (the model's input token ids)
+  kTokenTargets = 7,  // index: micro-batch (the cross-entropy's target ids)
+  kModelEnds = 8,     // index: tensor of the embedding and the LM head (transformer_stage.cpp)
 };
 
 constexpr std::uint64_t seed_stream(SeedKind kind, std::uint64_t index) {
@@ -44,6 +47,10 @@ constexpr std::uint64_t seed_stream(SeedKind kind, std::uint64_t index) {
 // Synthetic input and MSE target of micro-batch `mb` (`count` floats), uniform in ±1.
 void make_seeded_input(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* x);
 void make_seeded_target(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* t);
+// Token ids of micro-batch `mb` (`count` of them, uniform in [0, vocab), as exact floats) of
+// the stream `kind` (kTokens: the input, kTokenTargets: the targets), made on the host.
+void make_seeded_tokens(Backend& backend, std::uint64_t seed, SeedKind kind, int mb,
+                        std::size_t count, int vocab, float* ids);
 
 // Live and peak bytes. A chunk keeps one of its own and also reports into an optional
 // shared one (e.g. per rank, so the rank's peak is exact rather than a sum of peaks).
@@ -89,6 +96,7 @@ struct ChunkShape {
   std::uint64_t seed = 0;
   bool recompute = false;
   std::optional<SyntheticTimes> synthetic;  // unset: real compute
+  std::size_t end_param_count = 0;          // floats of param_count after the blocks (model ends)
 };
 
 // What a model keeps per micro-batch (floats) and its own workspace: one micro-batch's saved
@@ -150,8 +158,17 @@ class ChunkModel {
   std::size_t param_count() const { return shape_.param_count; }
   std::size_t param_bytes() const { return shape_.param_count * sizeof(float); }
   std::size_t layer_param_count() const {
-    return shape_.param_count / static_cast<std::size_t>(shape_.num_layers);
+    return (shape_.param_count - shape_.end_param_count) /
+           static_cast<std::size_t>(shape_.num_layers);
   }
+  // Parameters that belong to no block (the model's ends), after the blocks' parameters:
+  // compared (reference.hpp) as `layer` with the two tensors [offset, offset + split) and
+  // [offset + split, offset + count).
+  struct EndTensors {
+    int layer = 0;
+    std::size_t offset = 0, split = 0, count = 0;
+  };
+  virtual std::vector<EndTensors> end_tensors() const { return {}; }
   // A block's gradients are compared (reference.hpp) as two tensors: the first
   // gradient_split() floats and the rest.
   virtual std::size_t gradient_split() const = 0;
@@ -188,6 +205,15 @@ class ChunkModel {
   virtual void run_backward(const float* x0, float* saved, const float* dy, float* dx) = 0;
   // Weight gradients, accumulated into grads().
   virtual void run_weight(const float* x0, float* saved) = 0;
+  // The route's first chunk's input of micro-batch mb (default: make_seeded_input).
+  virtual void run_make_input(int mb, float* x);
+  // The route's last chunk: adds micro-batch mb's loss (scaled by 1/num_microbatches) to
+  // *loss_sum and writes its gradient to dy (may alias y). `kept` holds loss_count() floats
+  // kept for run_loss_weight (W). Default: MSE against make_seeded_target, nothing kept.
+  virtual std::size_t loss_count() const { return 0; }
+  virtual void run_loss(int mb, int num_microbatches, const float* y, float* dy, float* kept,
+                        float* loss_sum);
+  virtual void run_loss_weight(float* kept) { (void)kept; }
 
   float* scratch() { return scratch_.data(); }  // activation_count() floats
   const ChunkShape& shape() const { return shape_; }
@@ -199,6 +225,7 @@ class ChunkModel {
     std::size_t counted = 0;  // bytes reported to the meters
     Buffer input;             // X0
     Buffer saved;
+    Buffer kept;  // the loss's tensors for W (loss_count() floats)
   };
 
   Slot& find(int mb, const char* action);
@@ -207,6 +234,7 @@ class ChunkModel {
   void wait(double seconds);
   Slot& start_backward(int mb);  // B's checks and accounting
   void compute_backward(Slot& s, const float* dy, float* dx);
+  void weight(Slot& s);  // W's math: the chunk's, then the loss's
   void retire(Slot& s);  // W done: release and recycle
 
   Backend* backend_;
@@ -218,7 +246,7 @@ class ChunkModel {
   std::int64_t steps_ = 0;
   std::int64_t adam_steps_ = 0;
   std::vector<Slot> in_flight_;
-  std::vector<Buffer> free_inputs_, free_saved_;
+  std::vector<Buffer> free_inputs_, free_saved_, free_kept_;
 };
 
 }  // namespace bb

@@ -357,4 +357,52 @@ void CpuBackend::spin_for(double seconds) {
   }
 }
 
+// --- Model ends --------------------------------------------------------------------------
+
+void CpuBackend::embedding(const float* ids, const float* table, const float* positions, float* out,
+                           int tokens, int seq, int cols) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int t = 0; t < tokens; ++t) {
+    const float* e = table + static_cast<std::size_t>(ids[t]) * n;
+    const float* p = positions + static_cast<std::size_t>(t % seq) * n;
+    float* o = out + static_cast<std::size_t>(t) * n;
+    for (std::size_t j = 0; j < n; ++j) o[j] = e[j] + p[j];
+  }
+}
+
+void CpuBackend::embedding_backward(const float* ids, const float* dout, float* dtable,
+                                    float* dpositions, int tokens, int seq, int cols) {
+  const auto n = static_cast<std::size_t>(cols);
+  for (int t = 0; t < tokens; ++t) {
+    const float* d = dout + static_cast<std::size_t>(t) * n;
+    float* e = dtable + static_cast<std::size_t>(ids[t]) * n;
+    float* p = dpositions + static_cast<std::size_t>(t % seq) * n;
+    for (std::size_t j = 0; j < n; ++j) {
+      e[j] += d[j];
+      p[j] += d[j];
+    }
+  }
+}
+
+void CpuBackend::cross_entropy(const float* logits, const float* targets, float* dlogits, int rows,
+                               int cols, float scale, float* loss_sum) {
+  const auto n = static_cast<std::size_t>(cols);
+  double sum = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const float* x = logits + static_cast<std::size_t>(r) * n;
+    float* d = dlogits + static_cast<std::size_t>(r) * n;
+    const auto target = static_cast<std::size_t>(targets[r]);
+    float mx = x[0];
+    for (std::size_t j = 1; j < n; ++j) mx = std::max(mx, x[j]);
+    double z = 0.0;
+    for (std::size_t j = 0; j < n; ++j) z += std::exp(static_cast<double>(x[j] - mx));
+    sum += std::log(z) + static_cast<double>(mx) - static_cast<double>(x[target]);
+    const double inv = 1.0 / z;
+    for (std::size_t j = 0; j < n; ++j)
+      d[j] = scale * static_cast<float>(std::exp(static_cast<double>(x[j] - mx)) * inv);
+    d[target] -= scale;
+  }
+  *loss_sum += static_cast<float>(static_cast<double>(scale) * sum);
+}
+
 }  // namespace bb

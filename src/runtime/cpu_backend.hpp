@@ -53,6 +53,12 @@ class CpuBackend : public Backend {
                             std::int64_t stride_c, int batch) override;
   void softmax(const float* x, float* y, int rows, int cols, bool causal) override;
   void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) override;
+  void embedding(const float* ids, const float* table, const float* positions, float* out,
+                 int tokens, int seq, int cols) override;
+  void embedding_backward(const float* ids, const float* dout, float* dtable, float* dpositions,
+                          int tokens, int seq, int cols) override;
+  void cross_entropy(const float* logits, const float* targets, float* dlogits, int rows, int cols,
+                     float scale, float* loss_sum) override;
   void layernorm(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                  float* rstd, int rows, int cols, float eps) override;
   void layernorm_backward_input(const float* x, const float* gamma, const float* mean,

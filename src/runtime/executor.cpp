@@ -90,8 +90,12 @@ ChunkConfig with_chunk_fields(ChunkConfig c, const ExecutorConfig& config, int s
 
 }  // namespace
 
-TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage) {
-  return with_chunk_fields(config.transformer.value(), config, stage);
+TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage,
+                                           int num_stages) {
+  TransformerConfig tc = with_chunk_fields(config.transformer.value(), config, stage);
+  tc.embed = tc.vocab > 0 && stage == 0;
+  tc.head = tc.vocab > 0 && stage == num_stages - 1;
+  return tc;
 }
 
 std::size_t chunk_forward_floats(const ExecutorConfig& config) {
@@ -114,10 +118,10 @@ std::size_t chunk_param_count(const ExecutorConfig& config) {
 }
 
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
-                                       ActivationMeter* meter) {
+                                       ActivationMeter* meter, int num_stages) {
   if (config.transformer)
-    return std::make_unique<TransformerStage>(backend, transformer_chunk_config(config, stage),
-                                              meter);
+    return std::make_unique<TransformerStage>(
+        backend, transformer_chunk_config(config, stage, num_stages), meter);
   return std::make_unique<Stage>(backend, with_chunk_fields(StageConfig{}, config, stage), meter);
 }
 
@@ -158,7 +162,8 @@ Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transpo
   for (int c = 0; c < C; ++c) {
     if (lowered.chunk_rank[c] != rank_) continue;
     local_chunks_.push_back(c);
-    std::unique_ptr<ChunkModel> st = make_chunk(backend, config, lowered.chunk_stage[c], &meter_);
+    std::unique_ptr<ChunkModel> st =
+        make_chunk(backend, config, lowered.chunk_stage[c], &meter_, num_stages_);
     st->reserve(max_fwd[static_cast<std::size_t>(c)], max_bwd[static_cast<std::size_t>(c)]);
     stages_[static_cast<std::size_t>(c)] = std::move(st);
   }

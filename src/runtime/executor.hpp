@@ -84,15 +84,17 @@ struct ExecutorConfig {
 // Floats of one activation message (the BufferPool's tensor size) under `config`.
 std::size_t activation_count(const ExecutorConfig& config);
 // The transformer chunk of stage `stage` (config.transformer set): its shape, and hidden,
-// mb_size sequences, layers, seed, recompute and synthetic mode from `config`.
-TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage);
+// mb_size sequences, layers, seed, recompute and synthetic mode from `config`. With a vocab,
+// stage 0 holds the embedding and stage num_stages − 1 the LM head (0: none of the model's).
+TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage,
+                                           int num_stages = 0);
 // Floats one micro-batch keeps in a chunk after its F (only the chunk input with recompute).
 std::size_t chunk_forward_floats(const ExecutorConfig& config);
 // Floats of one chunk's parameters (as many again for its gradients).
 std::size_t chunk_param_count(const ExecutorConfig& config);
 // The model of chunk `stage` (global layers [stage·layers, (stage+1)·layers)) under `config`.
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
-                                       ActivationMeter* meter);
+                                       ActivationMeter* meter, int num_stages = 0);
 
 // What one compute action record describes. FB: an overlapped pair as one record.
 enum class RecordKind : std::uint8_t { F, B, W, BW, FB };

@@ -95,6 +95,7 @@ GradientSet run_transformer_reference(Backend& be, const TransformerConfig& mode
   c.num_layers = num_layers;
   c.recompute = false;
   c.synthetic.reset();
+  c.embed = c.head = c.vocab > 0;  // the whole model: both ends
   TransformerStage whole(be, c);
   Buffer x = be.allocate(whole.activation_count()), y = be.allocate(whole.activation_count());
   for (int mb = 0; mb < num_microbatches; ++mb) {
@@ -122,6 +123,11 @@ void append_gradients(const ChunkModel& chunk, GradientSet& out) {
     const float* g = chunk.grads() + per_layer * static_cast<std::size_t>(i);
     out.layers.push_back({chunk.first_layer() + i, chunk.backend().download(g, split),
                           chunk.backend().download(g + split, per_layer - split)});
+  }
+  for (const ChunkModel::EndTensors& e : chunk.end_tensors()) {
+    const float* g = chunk.grads() + e.offset;
+    out.layers.push_back({e.layer, chunk.backend().download(g, e.split),
+                          chunk.backend().download(g + e.split, e.count - e.split)});
   }
 }
 

@@ -31,14 +31,19 @@ ChunkShape transformer_shape(const TransformerConfig& c) {
       c.heads <= 0 || c.ffn < 0)
     throw std::invalid_argument(
         "TransformerStage: hidden, heads, seq, rows and num_layers must be positive");
+  if ((c.embed || c.head) && (c.vocab <= 0 || c.vocab >= (1 << 24)))
+    throw std::invalid_argument("TransformerStage: the model's ends need a vocab of 1..2^24-1");
   if (c.hidden % c.heads != 0)
     throw std::invalid_argument("TransformerStage: heads (" + std::to_string(c.heads) +
                                 ") must divide hidden (" + std::to_string(c.hidden) + ")");
   std::size_t per_layer = 0;
   for (const ParamTensor& t : transformer_param_tensors(c.hidden, c.ffn_width()))
     per_layer += t.count;
-  return chunk_shape(c, c.tokens() * static_cast<std::size_t>(c.hidden),
-                     per_layer * static_cast<std::size_t>(c.num_layers));
+  ChunkShape s = chunk_shape(c, c.tokens() * static_cast<std::size_t>(c.hidden),
+                             per_layer * static_cast<std::size_t>(c.num_layers));
+  s.end_param_count = transformer_end_param_count(c);
+  s.param_count += s.end_param_count;
+  return s;
 }
 
 // The sizes of a block's math: T tokens, h hidden, f FFN width, S sequence, H heads of d
@@ -63,7 +68,15 @@ LayerDims layer_dims(const TransformerConfig& c) {
           c.tokens() * static_cast<std::size_t>(h)};
 }
 
+// Indices of the ends' tensors in their seed streams (SeedKind::kModelEnds).
+enum EndTensor : std::uint64_t { kTokenTable, kPositionTable, kLnfGamma, kLnfBeta, kHeadWeight };
+
 }  // namespace
+
+std::size_t transformer_end_param_count(const TransformerConfig& c) {
+  const auto h = static_cast<std::size_t>(c.hidden), V = static_cast<std::size_t>(c.vocab);
+  return (c.embed ? V * h + static_cast<std::size_t>(c.seq) * h : 0) + (c.head ? 2 * h + h * V : 0);
+}
 
 std::size_t transformer_block_forward_floats(const TransformerConfig& c) {
   const std::size_t T = c.tokens(), h = static_cast<std::size_t>(c.hidden);
@@ -146,17 +159,69 @@ TransformerStage::TransformerStage(Backend& backend, const TransformerConfig& co
   b_.dln1 = next(T * h);
   b_.dln2 = next(T * h);
   b_.size = o;
+  o = 0;
+  head_.x = next(T * h);  // the head's input (the last block's output)
+  head_.ln = next(T * h);
+  head_.mean = next(T);
+  head_.rstd = next(T);
+  head_.dln = next(T * h);
+  head_.dlogits = next(T * static_cast<std::size_t>(config.vocab));
+  head_.size = o;
 
   if (config.synthetic) return;
   const std::size_t per_layer = layer_param_count();
   for (int i = 0; i < config.num_layers; ++i)
     init_transformer_layer(backend, config.seed, config.first_layer + i, config.hidden,
                            config.ffn_width(), params() + per_layer * static_cast<std::size_t>(i));
+  // The ends: embeddings uniform in ±1, the final LayerNorm as the blocks' (gamma 1 ± 0.1,
+  // beta ± 0.1), the head's weight in ±1/sqrt(h).
+  const auto V = static_cast<std::size_t>(config.vocab), S = static_cast<std::size_t>(config.seq);
+  auto init = [&](float* p, std::size_t count, EndTensor t, double scale, bool plus_one) {
+    backend.seeded_uniform(p, count, config.seed, seed_stream(SeedKind::kModelEnds, t),
+                           static_cast<float>(scale));
+    if (!plus_one) return;
+    Buffer ones = backend.allocate(count);
+    backend.fill(ones.data(), 1.0f, count);
+    backend.axpy(1.0f, ones.data(), p, count);
+  };
+  if (config.embed) {
+    float* e = params() + end_offset(false);
+    init(e, V * h, kTokenTable, 1.0, false);
+    init(e + V * h, S * h, kPositionTable, 1.0, false);
+  }
+  if (config.head) {
+    float* e = params() + end_offset(true);
+    init(e, h, kLnfGamma, 0.1, true);
+    init(e + h, h, kLnfBeta, 0.1, false);
+    init(e + 2 * h, h * V, kHeadWeight, 1.0 / std::sqrt(static_cast<double>(h)), false);
+  }
   work_ = backend.allocate(std::max(f_.size, probs + T * h + T * f));
 }
 
 std::size_t TransformerStage::gradient_split() const {
   return tensors_[kLn2Gamma].offset;
+}
+
+std::size_t TransformerStage::end_offset(bool head) const {
+  std::size_t o = layer_param_count() * static_cast<std::size_t>(config_.num_layers);
+  if (head && config_.embed)
+    o += (static_cast<std::size_t>(config_.vocab) + static_cast<std::size_t>(config_.seq)) *
+         static_cast<std::size_t>(config_.hidden);
+  return o;
+}
+
+std::vector<ChunkModel::EndTensors> TransformerStage::end_tensors() const {
+  const auto h = static_cast<std::size_t>(config_.hidden),
+             V = static_cast<std::size_t>(config_.vocab);
+  std::vector<EndTensors> out;
+  // The embedding as layer -1 (token table | positions), the head as the layer after the
+  // last block (final LayerNorm | LM head weight).
+  if (config_.embed)
+    out.push_back({-1, end_offset(false), V * h, (V + static_cast<std::size_t>(config_.seq)) * h});
+  if (config_.head)
+    out.push_back(
+        {config_.first_layer + config_.num_layers, end_offset(true), 2 * h, 2 * h + h * V});
+  return out;
 }
 
 double TransformerStage::forward_flops_per_layer() const {
@@ -166,13 +231,21 @@ double TransformerStage::forward_flops_per_layer() const {
   return 2.0 * (T * h * 3 * h + 2 * T * S * h + T * h * h + 2 * T * h * f);
 }
 
+// With embed, the embedding's output (after F) and its gradient (after B) add one activation
+// each; with head, the loss keeps head_ from F to W.
 ChunkSizes TransformerStage::sizes() const {
   const auto L = static_cast<std::size_t>(config_.num_layers);
-  return {(f_.size + b_.size) * L, f_.size * L, (f_.size + b_.size) * L, work_.bytes()};
+  const std::size_t emb = config_.embed ? activation_count() : 0;
+  const std::size_t saved = (f_.size + b_.size) * L + 2 * emb;
+  return {saved, f_.size * L + emb, saved + loss_count(), work_.bytes()};
+}
+std::size_t TransformerStage::loss_count() const {
+  return config_.head ? head_.size : 0;
 }
 
 const float* TransformerStage::input_of(const float* x0, float* saved, int block) const {
-  return block == 0 ? x0 : area(saved, block - 1) + f_.out;
+  if (block == 0) return config_.embed ? embedded(saved) : x0;
+  return area(saved, block - 1) + f_.out;
 }
 const float* TransformerStage::param(int block, std::size_t tensor) const {
   return params() + layer_param_count() * static_cast<std::size_t>(block) + tensors_[tensor].offset;
@@ -303,6 +376,11 @@ void TransformerStage::weight_layer(int l, const float* x, float* fw, float* bw)
 
 void TransformerStage::run_forward(const float* x0, float* saved, float* y) {
   const int L = config_.num_layers;
+  if (config_.embed)
+    backend().embedding(
+        x0, params() + end_offset(false),
+        params() + end_offset(false) + static_cast<std::size_t>(config_.vocab) * config_.hidden,
+        embedded(saved), static_cast<int>(config_.tokens()), config_.seq, config_.hidden);
   for (int i = 0; i < L; ++i)
     forward_layer(i, input_of(x0, saved, i), area(saved, i),
                   i + 1 < L ? area(saved, i) + f_.out : y);
@@ -313,6 +391,14 @@ void TransformerStage::run_forward(const float* x0, float* saved, float* y) {
 void TransformerStage::run_forward_transient(const float* x0, float* y) {
   const int L = config_.num_layers;
   const float* x = x0;
+  if (config_.embed) {  // one more output in the alternation, before block 0's
+    float* out = L % 2 == 0 ? y : scratch();
+    backend().embedding(
+        x0, params() + end_offset(false),
+        params() + end_offset(false) + static_cast<std::size_t>(config_.vocab) * config_.hidden,
+        out, static_cast<int>(config_.tokens()), config_.seq, config_.hidden);
+    x = out;
+  }
   for (int i = 0; i < L; ++i) {
     float* out = (L - 1 - i) % 2 == 0 ? y : scratch();
     forward_layer(i, x, work_.data(), out);
@@ -325,7 +411,10 @@ void TransformerStage::run_backward(const float* x0, float* saved, const float* 
   backend().copy(dy, area(saved, L - 1) + f_.size + b_.dy, activation_count());
   for (int i = L - 1; i >= 0; --i) {
     float* fw = area(saved, i);
-    float* out = i > 0 ? area(saved, i - 1) + f_.size + b_.dy : dx;
+    // With embed, block 0's input gradient is the embedding's output gradient (W's); the
+    // token ids have none.
+    float* out =
+        i > 0 ? area(saved, i - 1) + f_.size + b_.dy : (config_.embed ? embedded_grad(saved) : dx);
     backward_layer(i, input_of(x0, saved, i), fw, fw + f_.size, out);
   }
 }
@@ -335,6 +424,62 @@ void TransformerStage::run_weight(const float* x0, float* saved) {
     float* fw = area(saved, i);
     weight_layer(i, input_of(x0, saved, i), fw, fw + f_.size);
   }
+  if (config_.embed) {
+    float* g = grads() + end_offset(false);
+    backend().embedding_backward(x0, embedded_grad(saved), g,
+                                 g + static_cast<std::size_t>(config_.vocab) * config_.hidden,
+                                 static_cast<int>(config_.tokens()), config_.seq, config_.hidden);
+  }
+}
+
+// --- Model ends ------------------------------------------------------------------------------
+
+void TransformerStage::run_make_input(int mb, float* x) {
+  if (config_.vocab <= 0) return ChunkModel::run_make_input(mb, x);
+  if (!config_.embed)
+    throw std::logic_error("TransformerStage: a route starts at a chunk without the embedding");
+  backend().fill(x, 0.0f, activation_count());  // the ids use the first T floats
+  make_seeded_tokens(backend(), config_.seed, SeedKind::kTokens, mb, config_.tokens(),
+                     config_.vocab, x);
+}
+
+// Final LayerNorm, LM head and cross-entropy (mean over the micro-batch's tokens, scaled by
+// 1/num_microbatches) against seeded target ids; dy = the head's input gradient. The weight
+// gradients wait for W (run_loss_weight).
+void TransformerStage::run_loss(int mb, int num_microbatches, const float* y, float* dy,
+                                float* kept, float* loss_sum) {
+  if (config_.vocab <= 0) return ChunkModel::run_loss(mb, num_microbatches, y, dy, kept, loss_sum);
+  if (!config_.head)
+    throw std::logic_error("TransformerStage: a route ends at a chunk without the LM head");
+  Backend& be = backend();
+  const int T = static_cast<int>(config_.tokens()), h = config_.hidden, V = config_.vocab;
+  const float* gamma = params() + end_offset(true);
+  const float* w = gamma + 2 * static_cast<std::size_t>(h);
+  float* x = kept + head_.x;
+  float* logits = kept + head_.dlogits;  // becomes dlogits
+  be.copy(y, x, activation_count());     // dy may alias y
+  be.layernorm(x, gamma, gamma + h, kept + head_.ln, kept + head_.mean, kept + head_.rstd, T, h,
+               kLayerNormEps);
+  be.gemm(kNoTrans, kNoTrans, T, V, h, 1.0f, kept + head_.ln, h, w, V, 0.0f, logits, V);
+  float* targets = scratch();  // T of its activation_count() floats
+  make_seeded_tokens(be, config_.seed, SeedKind::kTokenTargets, mb, config_.tokens(), V, targets);
+  const float scale =
+      static_cast<float>(1.0 / (static_cast<double>(num_microbatches) * static_cast<double>(T)));
+  be.cross_entropy(logits, targets, logits, T, V, scale, loss_sum);
+  be.gemm(kNoTrans, kTrans, T, h, V, 1.0f, logits, V, w, V, 0.0f, kept + head_.dln, h);
+  be.fill(dy, 0.0f, activation_count());
+  be.layernorm_backward_input(x, gamma, kept + head_.mean, kept + head_.rstd, kept + head_.dln, dy,
+                              T, h);
+}
+
+void TransformerStage::run_loss_weight(float* kept) {
+  Backend& be = backend();
+  const int T = static_cast<int>(config_.tokens()), h = config_.hidden, V = config_.vocab;
+  float* g = grads() + end_offset(true);
+  be.gemm(kTrans, kNoTrans, h, V, T, 1.0f, kept + head_.ln, h, kept + head_.dlogits, V, 1.0f,
+          g + 2 * static_cast<std::size_t>(h), V);
+  be.layernorm_backward_params(kept + head_.x, kept + head_.mean, kept + head_.rstd,
+                               kept + head_.dln, g, g + h, T, h);
 }
 
 }  // namespace bb

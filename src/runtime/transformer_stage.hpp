@@ -41,6 +41,10 @@ struct TransformerConfig {
   std::uint64_t seed = 0;
   bool recompute = false;
   std::optional<SyntheticTimes> synthetic;  // unset: real compute
+  // Model ends (docs/transformer.md, "Model ends"); vocab 0: none (seeded float inputs, MSE).
+  int vocab = 0;       // V: token ids in [0, V)
+  bool embed = false;  // this chunk holds the model's first block: token + position embedding
+  bool head = false;   // this chunk holds its last: final LayerNorm, LM head, cross-entropy
 
   int ffn_width() const { return ffn > 0 ? ffn : 4 * hidden; }
   std::size_t tokens() const {
@@ -69,6 +73,11 @@ void init_transformer_layer(Backend& backend, std::uint64_t seed, int layer, int
 // Floats one block keeps after F for one micro-batch (its input included; see above).
 std::size_t transformer_block_forward_floats(const TransformerConfig& config);
 
+// Floats of the parameters of the model's ends that a chunk of `config` holds: the token and
+// position embeddings (V·h + S·h) with embed, the final LayerNorm and the LM head (2h + h·V)
+// with head.
+std::size_t transformer_end_param_count(const TransformerConfig& config);
+
 class TransformerStage final : public ChunkModel {
  public:
   TransformerStage(Backend& backend, const TransformerConfig& config,
@@ -77,6 +86,7 @@ class TransformerStage final : public ChunkModel {
 
   const TransformerConfig& config() const { return config_; }
   std::size_t gradient_split() const override;
+  std::vector<EndTensors> end_tensors() const override;
   // Floats one block keeps after F (its input included).
   std::size_t forward_layer_floats() const { return f_.size; }
   // Multiply-adds of one micro-batch through one block in F (B and W: about twice that).
@@ -96,6 +106,20 @@ class TransformerStage final : public ChunkModel {
   void run_forward_transient(const float* x0, float* y) override;
   void run_backward(const float* x0, float* saved, const float* dy, float* dx) override;
   void run_weight(const float* x0, float* saved) override;
+  void run_make_input(int mb, float* x) override;
+  std::size_t loss_count() const override;
+  void run_loss(int mb, int num_microbatches, const float* y, float* dy, float* kept,
+                float* loss_sum) override;
+  void run_loss_weight(float* kept) override;
+
+  // Ends: the embedding's output and its gradient after the blocks' areas of `saved`; the
+  // head's tensors in the loss's `kept` (offsets in floats).
+  float* embedded(float* saved) const { return area(saved, config_.num_layers); }
+  float* embedded_grad(float* saved) const { return embedded(saved) + activation_count(); }
+  struct HeadPart {
+    std::size_t x, ln, mean, rstd, dln, dlogits, size;
+  };
+  std::size_t end_offset(bool head) const;  // first parameter of the embedding or the head
 
   float* area(float* saved, int block) const { return saved + (f_.size + b_.size) * block; }
   const float* input_of(const float* x0, float* saved, int block) const;
@@ -110,6 +134,7 @@ class TransformerStage final : public ChunkModel {
   std::vector<ParamTensor> tensors_;
   ForwardPart f_{};
   BackwardPart b_{};
+  HeadPart head_{};
   Buffer work_;  // the transient forward's block, or B's dP, dc and dA
 };
 

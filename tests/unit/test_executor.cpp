@@ -233,40 +233,43 @@ TEST(Executor, EverySchedulesGradientsMatchTheReference) {
 TEST(Executor, EverySchedulesTransformerGradientsMatchTheReference) {
   int checked = 0;
   for (const auto& name : schedule_names())
-    for (int P : {2, 3}) {
-      const int M = 2 * P, v = schedule_takes_v(name) ? 2 : 1;
-      try {
-        generate(name, {P, M, v});
-      } catch (const std::exception&) {
-        continue;
+    for (int P : {2, 3})
+      for (const int vocab : {0, 11}) {  // 11: the model's ends (embedding, LM head)
+        const int M = 2 * P, v = schedule_takes_v(name) ? 2 : 1;
+        try {
+          generate(name, {P, M, v});
+        } catch (const std::exception&) {
+          continue;
+        }
+        const bool recompute = P == 3;
+        SCOPED_TRACE(name + " P=" + std::to_string(P) + (recompute ? " recompute" : "") +
+                     " vocab=" + std::to_string(vocab));
+        const Schedule s = lowered_schedule(name, P, M, v);
+        ExecutorConfig cfg = gemm_config(recompute);
+        cfg.layers = 1;
+        cfg.mb_size = 2;
+        TransformerConfig tc;
+        tc.heads = 2;
+        tc.seq = 4;
+        tc.ffn = 12;
+        tc.causal = true;
+        tc.vocab = vocab;
+        cfg.transformer = tc;
+        const auto ranks = run_threads(s, cfg, 1, false);
+        GradientSet got;
+        ASSERT_NO_THROW(got = gathered(ranks));
+        CpuBackend be;
+        TransformerConfig model = tc;
+        model.hidden = cfg.hidden;
+        model.rows = cfg.mb_size;
+        model.seed = cfg.seed;
+        const GradientSet ref = run_transformer_reference(be, model, ranks[0].layers_total, M);
+        ASSERT_EQ(got.layers.size(), ref.layers.size());
+        const CompareResult cmp = compare(ref, got, 1e-5);
+        EXPECT_TRUE(cmp.pass) << cmp.message;
+        ++checked;
       }
-      const bool recompute = P == 3;
-      SCOPED_TRACE(name + " P=" + std::to_string(P) + (recompute ? " recompute" : ""));
-      const Schedule s = lowered_schedule(name, P, M, v);
-      ExecutorConfig cfg = gemm_config(recompute);
-      cfg.layers = 1;
-      cfg.mb_size = 2;
-      TransformerConfig tc;
-      tc.heads = 2;
-      tc.seq = 4;
-      tc.ffn = 12;
-      tc.causal = true;
-      cfg.transformer = tc;
-      const auto ranks = run_threads(s, cfg, 1, false);
-      GradientSet got;
-      ASSERT_NO_THROW(got = gathered(ranks));
-      CpuBackend be;
-      TransformerConfig model = tc;
-      model.hidden = cfg.hidden;
-      model.rows = cfg.mb_size;
-      model.seed = cfg.seed;
-      const GradientSet ref = run_transformer_reference(be, model, ranks[0].layers_total, M);
-      ASSERT_EQ(got.layers.size(), ref.layers.size());
-      const CompareResult cmp = compare(ref, got, 1e-5);
-      EXPECT_TRUE(cmp.pass) << cmp.message;
-      ++checked;
-    }
-  EXPECT_GT(checked, 10);
+  EXPECT_GT(checked, 20);
 }
 
 TEST(Executor, DualPipeCopiesStayIdenticalAfterTheGradientSum) {

@@ -174,6 +174,165 @@ void check_finite_differences(bool causal, bool split) {
     }
 }
 
+// --- The model's ends written plainly, in double ----------------------------------------------
+
+// Cross-entropy of the whole model with both ends: embedding of `ids`, the blocks, final
+// LayerNorm, LM head, mean over tokens, scaled by 1/M. p: the blocks' parameters, then the
+// token table (V×h), positions (S×h), final LayerNorm gamma and beta, head weight (h×V).
+double host_lm_loss(const TransformerConfig& c, const Vec& p, const std::vector<float>& ids,
+                    const std::vector<float>& targets, int M) {
+  const int h = c.hidden, V = c.vocab, S = c.seq, T = static_cast<int>(c.tokens());
+  const auto tensors = transformer_param_tensors(h, c.ffn_width());
+  const std::size_t blocks = (tensors.back().offset + tensors.back().count) * c.num_layers;
+  const double* tok = &p[blocks];
+  const double* pos = tok + static_cast<std::size_t>(V) * h;
+  const double* gamma = pos + static_cast<std::size_t>(S) * h;
+  const double* w = gamma + 2 * h;
+  Vec x(static_cast<std::size_t>(T) * h);
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < h; ++j)
+      x[t * h + j] = tok[static_cast<int>(ids[t]) * h + j] + pos[(t % S) * h + j];
+  Vec u;
+  layer_norm(host_forward(c, p, x), gamma, gamma + h, T, h, u);
+  const Vec zero(static_cast<std::size_t>(V), 0.0);
+  const Vec logits = affine(u, w, zero.data(), T, h, V);
+  double loss = 0;
+  for (int t = 0; t < T; ++t) {
+    double mx = -1e300, z = 0;
+    for (int j = 0; j < V; ++j) mx = std::max(mx, logits[t * V + j]);
+    for (int j = 0; j < V; ++j) z += std::exp(logits[t * V + j] - mx);
+    loss += std::log(z) + mx - logits[t * V + static_cast<int>(targets[t])];
+  }
+  return loss / (static_cast<double>(M) * T);
+}
+
+TransformerConfig lm_config(int num_layers = 2) {
+  TransformerConfig c = small_config(true, num_layers);
+  c.vocab = 11;
+  c.embed = c.head = true;
+  return c;
+}
+
+// Both ends and the blocks in one chunk: the loss and every parameter tensor's gradient
+// (the ends' included) against central differences of host_lm_loss.
+void check_lm_finite_differences(bool split) {
+  CpuBackend be;
+  const int M = 2, mb = 1;
+  const TransformerConfig cfg = lm_config();
+  TransformerStage stage(be, cfg);
+  one_microbatch(stage, mb, M, split);
+
+  const std::size_t T = cfg.tokens();
+  Buffer x = be.allocate(stage.activation_count()), t = be.allocate(T);
+  stage.make_input(mb, x.data());
+  make_seeded_tokens(be, cfg.seed, SeedKind::kTokenTargets, mb, T, cfg.vocab, t.data());
+  const std::vector<float> ids = be.download(x.data(), T), targets = be.download(t.data(), T);
+  for (std::size_t i = 0; i < T; ++i) {
+    ASSERT_GE(ids[i], 0.0f);
+    ASSERT_LT(ids[i], static_cast<float>(cfg.vocab));
+    ASSERT_EQ(ids[i], std::floor(ids[i]));
+  }
+  const auto pf = be.download(stage.params(), stage.param_count());
+  const auto gf = be.download(stage.grads(), stage.param_count());
+  Vec params(pf.begin(), pf.end());
+  const double loss = host_lm_loss(cfg, params, ids, targets, M);
+  EXPECT_NEAR(stage.loss_sum(), loss, 1e-5 * loss);
+
+  const double eps = 1e-6;
+  auto check = [&](std::size_t off, std::size_t count, const std::string& what) {
+    std::vector<float> want(count), got(gf.begin() + off, gf.begin() + off + count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const double keep = params[off + i];
+      params[off + i] = keep + eps;
+      const double up = host_lm_loss(cfg, params, ids, targets, M);
+      params[off + i] = keep - eps;
+      const double down = host_lm_loss(cfg, params, ids, targets, M);
+      params[off + i] = keep;
+      want[i] = static_cast<float>((up - down) / (2 * eps));
+    }
+    EXPECT_LT(relative_error(want, got), 1e-4) << what;
+  };
+  for (int l = 0; l < cfg.num_layers; ++l)
+    for (const ParamTensor& tensor : transformer_param_tensors(cfg.hidden, cfg.ffn_width()))
+      check(stage.layer_param_count() * l + tensor.offset, tensor.count,
+            "block " + std::to_string(l) + " " + tensor.name);
+  const std::size_t h = 8, V = 11, S = 4;
+  std::size_t off = stage.layer_param_count() * cfg.num_layers;
+  check(off, V * h, "token table");
+  check(off += V * h, S * h, "positions");
+  check(off += S * h, h, "final LayerNorm gamma");
+  check(off += h, h, "final LayerNorm beta");
+  check(off += h, h * V, "LM head");
+  EXPECT_EQ(off + h * V, stage.param_count());
+}
+
+TEST(TransformerEnds, GradientsMatchFiniteDifferences) {
+  check_lm_finite_differences(false);
+}
+
+TEST(TransformerEnds, SplitGradientsMatchFiniteDifferences) {
+  check_lm_finite_differences(true);
+}
+
+TEST(TransformerEnds, CrossEntropyKernelIsExact) {
+  CpuBackend be;
+  // Two rows of 3 logits: loss = Σ scale·(logsumexp − target logit), d = scale·(p − onehot).
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f, 0.5f, 0.5f, -1.0f}, targets = {2.0f, 0.0f};
+  Buffer x = be.allocate(6), t = be.allocate(2), loss = be.allocate(1);
+  be.from_host(logits.data(), x.data(), 6);
+  be.from_host(targets.data(), t.data(), 2);
+  be.fill(loss.data(), 0.0f, 1);
+  be.cross_entropy(x.data(), t.data(), x.data(), 2, 3, 0.5f, loss.data());
+  double want = 0;
+  std::vector<double> d(6);
+  for (int r = 0; r < 2; ++r) {
+    double z = 0;
+    for (int j = 0; j < 3; ++j) z += std::exp(static_cast<double>(logits[r * 3 + j]));
+    want += 0.5 * (std::log(z) - logits[r * 3 + static_cast<int>(targets[r])]);
+    for (int j = 0; j < 3; ++j)
+      d[r * 3 + j] = 0.5 * (std::exp(static_cast<double>(logits[r * 3 + j])) / z -
+                            (j == static_cast<int>(targets[r]) ? 1.0 : 0.0));
+  }
+  EXPECT_NEAR(be.download(loss.data(), 1)[0], want, 1e-6);
+  const auto got = be.download(x.data(), 6);
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(got[i], d[i], 1e-6) << i;
+}
+
+TEST(TransformerEnds, RecomputeEqualsStoredAndAccountingReturnsToZero) {
+  CpuBackend be;
+  TransformerConfig rc = lm_config(3);
+  rc.recompute = true;
+  TransformerStage stored(be, lm_config(3)), recomputed(be, rc);
+  for (int mb = 0; mb < 2; ++mb) {
+    std::vector<float> y1, y2;
+    one_microbatch(stored, mb, 2, true, &y1);
+    one_microbatch(recomputed, mb, 2, true, &y2);
+    EXPECT_EQ(y1, y2);
+  }
+  EXPECT_EQ(be.download(stored.grads(), stored.param_count()),
+            be.download(recomputed.grads(), recomputed.param_count()));
+  EXPECT_EQ(stored.loss_sum(), recomputed.loss_sum());
+  EXPECT_EQ(stored.live_activation_bytes(), 0u);
+  EXPECT_EQ(recomputed.live_activation_bytes(), 0u);
+  // The head keeps its logits' gradient (T×V) from the loss to W: the peak holds it.
+  const std::size_t T = rc.tokens(), V = 11;
+  EXPECT_GE(stored.peak_activation_bytes(), T * V * sizeof(float));
+}
+
+TEST(TransformerEnds, RoutesMustStartAndEndAtTheEnds) {
+  CpuBackend be;
+  TransformerConfig middle = small_config(false, 1, 1);
+  middle.vocab = 11;  // neither end
+  TransformerStage st(be, middle);
+  Buffer x = be.allocate(st.activation_count());
+  EXPECT_THROW(st.make_input(0, x.data()), std::logic_error);
+  st.forward(0, x.data(), x.data());
+  EXPECT_THROW(st.loss(0, 1, x.data(), x.data()), std::logic_error);
+  TransformerConfig bad = lm_config();
+  bad.vocab = 0;
+  EXPECT_THROW(TransformerStage(be, bad), std::invalid_argument);
+}
+
 TEST(TransformerMath, GradientsMatchFiniteDifferences) {
   check_finite_differences(false, false);
 }
@@ -284,37 +443,42 @@ TEST(TransformerStage, RejectsBadShapes) {
 TEST(TransformerStage, ChunksMatchTheSequentialReference) {
   CpuBackend be;
   const int M = 3;
-  for (bool recompute : {false, true}) {
-    TransformerConfig c0 = small_config(true, 2, 0), c1 = small_config(true, 1, 2);
-    c0.recompute = c1.recompute = recompute;
-    TransformerStage s0(be, c0), s1(be, c1);
-    const std::size_t n = s0.activation_count();
-    std::vector<Buffer> mid, dmid;
-    Buffer x = be.allocate(n), y = be.allocate(n);
-    for (int mb = 0; mb < M; ++mb) {
-      mid.push_back(be.allocate(n));
-      dmid.push_back(be.allocate(n));
-      s0.make_input(mb, x.data());
-      s0.forward(mb, x.data(), mid.back().data());
-      s1.forward(mb, mid.back().data(), y.data());
-      s1.loss(mb, M, y.data(), y.data());
-      s1.backward_input(mb, y.data(), dmid.back().data());
+  for (const int vocab : {0, 11})
+    for (bool recompute : {false, true}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + (recompute ? " recompute" : ""));
+      TransformerConfig c0 = small_config(true, 2, 0), c1 = small_config(true, 1, 2);
+      c0.recompute = c1.recompute = recompute;
+      c0.vocab = c1.vocab = vocab;  // the ends: embedding in c0, head in c1
+      c0.embed = c1.head = vocab > 0;
+      TransformerStage s0(be, c0), s1(be, c1);
+      const std::size_t n = s0.activation_count();
+      std::vector<Buffer> mid, dmid;
+      Buffer x = be.allocate(n), y = be.allocate(n);
+      for (int mb = 0; mb < M; ++mb) {
+        mid.push_back(be.allocate(n));
+        dmid.push_back(be.allocate(n));
+        s0.make_input(mb, x.data());
+        s0.forward(mb, x.data(), mid.back().data());
+        s1.forward(mb, mid.back().data(), y.data());
+        s1.loss(mb, M, y.data(), y.data());
+        s1.backward_input(mb, y.data(), dmid.back().data());
+      }
+      for (int mb = M - 1; mb >= 0; --mb) s0.backward_input(mb, dmid[mb].data(), nullptr);
+      for (int mb = 0; mb < M; ++mb) {
+        s1.backward_weight(mb);
+        s0.backward_weight(mb);
+      }
+      GradientSet got;
+      got.loss = s1.loss_sum();
+      append_gradients(s0, got);
+      append_gradients(s1, got);
+      const GradientSet ref = run_transformer_reference(be, c0, 3, M);
+      ASSERT_EQ(ref.layers.size(), vocab > 0 ? 5u : 3u);
+      ASSERT_EQ(got.layers.size(), ref.layers.size());
+      const CompareResult r = compare(ref, got, 1e-5);
+      EXPECT_TRUE(r.pass) << r.message;
+      EXPECT_GT(*ref.loss, 0.0);
     }
-    for (int mb = M - 1; mb >= 0; --mb) s0.backward_input(mb, dmid[mb].data(), nullptr);
-    for (int mb = 0; mb < M; ++mb) {
-      s1.backward_weight(mb);
-      s0.backward_weight(mb);
-    }
-    GradientSet got;
-    got.loss = s1.loss_sum();
-    append_gradients(s0, got);
-    append_gradients(s1, got);
-    const GradientSet ref = run_transformer_reference(be, c0, 3, M);
-    ASSERT_EQ(ref.layers.size(), 3u);
-    const CompareResult r = compare(ref, got, 1e-5);
-    EXPECT_TRUE(r.pass) << r.message;
-    EXPECT_GT(*ref.loss, 0.0);
-  }
 }
 
 // --- CUDA ----------------------------------------------------------------------------------
