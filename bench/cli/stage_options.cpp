@@ -13,10 +13,9 @@ void add_stage_options(CLI::App& app, StageOptions& o) {
   add_with_default(app, "--heads", o.heads, "Transformer: attention heads (must divide --hidden)");
   add_with_default(app, "--ffn", o.ffn, "Transformer: MLP width (0: 4 x hidden)");
   app.add_flag("--causal", o.causal, "Transformer: causal attention mask");
-  app.add_option("--vocab", o.vocab,
-                 "Transformer: vocabulary; the first chunk embeds token ids, the last applies "
-                 "the final LayerNorm, the LM head and cross-entropy (0: none, MSE)")
-      ->capture_default_str();
+  add_with_default(app, "--vocab", o.vocab,
+                   "Transformer: vocabulary; the first chunk embeds token ids, the last applies "
+                   "the final LayerNorm, the LM head and cross-entropy (0: none, MSE)");
 }
 
 void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden,
