@@ -9,7 +9,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-dev \
   libopenblas-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev \
   python3-h5py python3-pandas python3-tables python3-matplotlib python3-pytest python3-numpy \
-  libbenchmark-tools python3-scipy shellcheck slurm-wlm munge
+  libbenchmark-tools python3-scipy shellcheck slurm-wlm munge universal-ctags
 
 .PHONY: all deps configure build test run analysis bench asan format clean slurm-soak crash-soak \
   slurm-two-node
