@@ -10,6 +10,8 @@
 #                                             until they are gone (idempotent)
 #   tools/slurm-local.sh status [STATE_DIR]   daemons and sinfo; exit 0 if up, 3 if not
 #   tools/slurm-local.sh logs   [STATE_DIR]   print the daemon logs
+#   tools/slurm-local.sh common-conf [STATE_DIR]  print the slurm.conf lines every cluster of
+#                                             this project shares (tests/slurm/two_node.sh too)
 #
 # STATE_DIR defaults to $BB_SLURM_DIR, else /tmp/bb-slurm-$UID. `up` prints only the export
 # line on stdout (everything else goes to stderr), so this works:
@@ -35,12 +37,12 @@ ATTEMPTS=${BB_SLURM_ATTEMPTS:-3}
 NODE=localhost
 
 usage() {
-  sed -n '2,26p' "$0" >&2
+  sed -n '2,28p' "$0" >&2
   exit 2
 }
 log() { echo "slurm-local: $*" >&2; }
 
-case "$cmd" in up | down | status | logs) ;; *) usage ;; esac
+case "$cmd" in up | down | status | logs | common-conf) ;; *) usage ;; esac
 case "$S" in /*) ;; *) S="$PWD/$S" ;; esac
 
 CONF=$S/slurm.conf
@@ -122,27 +124,49 @@ port_busy() {  # port -> 0 if something listens on 127.0.0.1:port
 node_state() { sinfo -h -n "$NODE" -o %T 2>/dev/null | head -n 1; }
 
 # --- config --------------------------------------------------------------------------------
+# The settings every cluster of this project shares (this one, and the two nodes of
+# tests/slurm/two_node.sh, which prints them with `common-conf`): munge on the socket under the
+# state directory, the saved state there, no accounting and no mail, cons_tres by core,
+# config_overrides, pmi2 for MPICH's srun, nodes back in service on their own. The caller adds
+# the cluster's name, hosts and ports, the daemons' files, the task plugin, timeouts and nodes.
+common_conf() {
+  cat <<EOF
+SlurmUser=$(id -un)
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$MUNGE_SOCKET
+StateSaveLocation=$S/state
+ProctrackType=proctrack/linuxproc
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+MpiDefault=pmi2
+MailProg=/bin/true
+ReturnToService=2
+InactiveLimit=0
+MinJobAge=300
+EOF
+}
+
 write_conf() {
-  local cpus mem_mb user
+  local cpus mem_mb
   cpus=${BB_SLURM_CPUS:-$(nproc)}
   [[ $cpus =~ ^[1-9][0-9]*$ ]] || fail "BB_SLURM_CPUS=$cpus: want a positive number"
   # 90 % of the machine's memory: a node reporting less than configured would be drained
   # (config_overrides below prevents that too; memory is not a consumable with CR_Core).
   mem_mb=$(awk '/^MemTotal:/ { printf "%d", $2 / 1024 * 0.9 }' /proc/meminfo)
   [ "${mem_mb:-0}" -ge 1 ] || mem_mb=1000
-  user=$(id -un)
-  cat >"$CONF" <<EOF
-# Written by tools/slurm-local.sh: a minimal single-node SLURM under $S
+  {
+    echo "# Written by tools/slurm-local.sh: a minimal single-node SLURM under $S"
+    common_conf
+    cat <<EOF
 ClusterName=bblocal
 SlurmctldHost=$NODE
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=$user
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCKET
-StateSaveLocation=$S/state
 SlurmdSpoolDir=$S/spool
 SlurmctldPidFile=$S/run/slurmctld.pid
 SlurmdPidFile=$S/run/slurmd.pid
@@ -150,25 +174,15 @@ SlurmctldLogFile=$LOGS/slurmctld.log
 SlurmdLogFile=$LOGS/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
-SlurmdParameters=config_overrides
-MpiDefault=pmi2
-MailProg=/bin/true
-ReturnToService=2
 SlurmdTimeout=300
-InactiveLimit=0
 KillWait=5
-MinJobAge=300
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=$mem_mb State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
+  } >"$CONF"
 }
 
 # A daemon's own log: its log file, then what it printed before opening it (stdio).
@@ -357,4 +371,5 @@ case "$cmd" in
   down) down ;;
   status) status ;;
   logs) print_logs 2>&1 ;;
+  common-conf) common_conf ;;
 esac

@@ -80,41 +80,30 @@ pids+=($!)
 cpus=$(nproc)
 mem_mb=$(awk '/^MemTotal:/ { printf "%d", $2 / 1024 * 0.4 }' /proc/meminfo)
 export SLURM_CONF=$S/slurm.conf
-cat >"$SLURM_CONF" <<EOF
+# What every cluster of the project shares (munge on $SOCK, the state under $S, no accounting,
+# cons_tres, pmi2, ...) from tools/slurm-local.sh, then this cluster's own: no task affinity
+# inside the namespaces, a short SlurmdTimeout so that a lost node is noticed, requeue.
+{
+  bash "$ROOT/tools/slurm-local.sh" common-conf "$S" || exit 1
+  cat <<EOF
 ClusterName=bb2node
 SlurmctldHost=$(hostname -s)($NET.254)
 SlurmctldPort=6917
 SlurmdPort=6918
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$SOCK
-StateSaveLocation=$S/state
 SlurmdSpoolDir=$S/spool-%n
 SlurmctldPidFile=$S/run/slurmctld.pid
 SlurmdPidFile=$S/run/slurmd-%n.pid
 SlurmctldLogFile=$S/log/slurmctld.log
 SlurmdLogFile=$S/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-MpiDefault=pmi2
-MailProg=/bin/true
-ReturnToService=2
 SlurmdTimeout=10
-InactiveLimit=0
 KillWait=3
-MinJobAge=300
 JobRequeue=1
 NodeName=bbn1 NodeAddr=$NET.1 NodeHostname=bbn1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 NodeName=bbn2 NodeAddr=$NET.2 NodeHostname=bbn2 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=two Nodes=bbn1,bbn2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
+} >"$SLURM_CONF"
 for ((i = 0; i < 100; i++)); do
   munge -S "$SOCK" -n </dev/null 2>/dev/null | unmunge -S "$SOCK" >/dev/null 2>&1 && break
   sleep 0.1
