@@ -576,25 +576,47 @@ double cost_drift(const advise::Input& in, const advise::Candidate& c,
   return assumed > 0 ? got / assumed - 1 : std::nan("");
 }
 
+// How far a run's step times spread: their median absolute deviation over their median.
+double relative_spread(const std::vector<double>& steps) {
+  const double mid = median_of(steps);
+  std::vector<double> dev;
+  for (double x : steps) dev.push_back(std::fabs(x - mid));
+  return mid > 0 ? median_of(dev) / mid : 0;
+}
+
+// The tie tolerance of the ranking check: 0.5 %, or the largest measured spread if wider.
+constexpr double kTieTolerance = 0.005;
+
 void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bool as_json) {
   const bool steady = in.steady;
-  // The measured ranking: by measured time per sample, as the prediction ranks.
-  std::vector<std::pair<double, int>> order;  // measured seconds per sample, predicted rank
+  const auto measured_s = [&](const Verified& v) {
+    return steady ? v.measured->period_s.value_or(0) : v.measured->makespan_s;
+  };
+  // The ranking check over the configurations that ran, by time per sample as the search ranks.
+  std::vector<const Verified*> ran;
+  std::vector<double> pred_per_sample, meas_per_sample;
+  double tolerance = kTieTolerance;
   for (const auto& v : vs)
-    if (v.measured)
-      order.push_back({(steady ? v.measured->period_s.value_or(0) : v.measured->makespan_s) /
-                           (v.predicted->M * v.predicted->mb_size),
-                       v.predicted_rank});
-  std::sort(order.begin(), order.end());
-  const auto measured_rank = [&](int predicted) {
-    for (std::size_t i = 0; i < order.size(); ++i)
-      if (order[i].second == predicted) return static_cast<int>(i + 1);
-    return 0;
+    if (v.measured) {
+      const double samples = v.predicted->M * v.predicted->mb_size;
+      ran.push_back(&v);
+      pred_per_sample.push_back(v.predicted->step_time / samples);
+      meas_per_sample.push_back(measured_s(v) / samples);
+      tolerance = std::max(tolerance, relative_spread(v.measured->step_time_s));
+    }
+  const advise::RankingCheck rc =
+      advise::check_ranking(pred_per_sample, meas_per_sample, tolerance);
+  const auto index_of = [&](const Verified& v) {
+    return static_cast<std::size_t>(std::find(ran.begin(), ran.end(), &v) - ran.begin());
+  };
+  // Measured rank: 1 + the configurations that ran measured faster.
+  const auto measured_rank = [&](std::size_t i) {
+    return 1 + static_cast<int>(std::count_if(meas_per_sample.begin(), meas_per_sample.end(),
+                                              [&](double m) { return m < meas_per_sample[i]; }));
   };
   json j = json::array();
   std::vector<std::vector<std::string>> rows;
   double worst = 0;
-  bool preserved = true;
   for (const auto& v : vs) {
     const auto& c = *v.predicted;
     const double pred = c.step_time;
@@ -608,12 +630,11 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
       continue;
     }
     const harness::RunSummary& m = *v.measured;
-    const double meas = steady ? m.period_s.value_or(0) : m.makespan_s;
+    const double meas = measured_s(v);
     const double err = pred > 0 ? (meas - pred) / pred : 0;
     worst = std::max(worst, std::fabs(err));
-    const int mr = measured_rank(v.predicted_rank);
-    // Ranking preserved: the measured order is the predicted one.
-    if (mr != static_cast<int>(&v - vs.data()) + 1) preserved = false;
+    const std::size_t i = index_of(v);
+    const int mr = measured_rank(i);
     const auto a = m.attribution.value_or(harness::RunSummary::Attribution{});
     const double drift = cost_drift(in, c, m);
     rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3),
@@ -624,11 +645,13 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
                     std::isfinite(drift) ? fmt(100 * drift, 3) + "%" : "n/a"});
     j.push_back(
         {{"predicted_rank", v.predicted_rank},
+         {"predicted_tie_rank", rc.predicted_rank[i]},
          {"measured_rank", mr},
          {"config", config_text(c)},
          {"predicted_s", pred},
          {"measured_s", meas},
          {"rel_error", err},
+         {"measured_spread", relative_spread(m.step_time_s)},
          {"bubble_fraction_predicted", steady ? c.bubble_fraction_steady : c.bubble_fraction},
          {"bubble_fraction_measured", m.bubble_fraction_measured},
          {"cost_drift", std::isfinite(drift) ? json(drift) : json(nullptr)},
@@ -640,8 +663,20 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
            {"residual", a.residual}}},
          {"run_key", m.run_key}});
   }
+  json contradictions = json::array();
+  std::string contradicted;
+  for (const auto& [a, b] : rc.contradictions) {
+    contradictions.push_back({config_text(*ran[a]->predicted), config_text(*ran[b]->predicted)});
+    contradicted += std::string(contradicted.empty() ? "" : "; ") +
+                    config_text(*ran[a]->predicted) + " measured slower than " +
+                    config_text(*ran[b]->predicted);
+  }
   if (as_json) {
-    std::cout << json{{"verify", j}, {"ranking_preserved", preserved}, {"max_abs_rel_error", worst}}
+    std::cout << json{{"verify", j},
+                      {"ranking_preserved", rc.preserved},
+                      {"tie_tolerance", tolerance},
+                      {"contradictions", contradictions},
+                      {"max_abs_rel_error", worst}}
                      .dump(2)
               << "\n";
     return;
@@ -654,8 +689,13 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
                   {"#", "config", "pred_ms", "meas_ms", "error", "meas_#", "bubble_pred",
                    "bubble_meas", "sched", "imbal", "jitter", "comm", "resid", "cost_drift"},
                   rows);
-  std::cout << "ranking " << (preserved ? "preserved" : "NOT preserved") << "; largest |error| "
-            << fmt(100 * worst, 3) << "%\n";
+  std::cout << "ranking " << (rc.preserved ? "preserved" : "NOT preserved") << "; largest |error| "
+            << fmt(100 * worst, 3) << "%\n"
+            << "ranking rule: time per sample; predictions within " << fmt(100 * tolerance, 3)
+            << "% of each other tie (0.5 %, or the largest measured spread of step times if "
+               "wider), and the ranking holds unless a configuration predicted faster beyond "
+               "that measures slower beyond it"
+            << (contradicted.empty() ? "" : ": " + contradicted) << "\n";
 }
 
 // --- main --------------------------------------------------------------------------------------

@@ -347,4 +347,23 @@ Result search(const Input& in, int top_k, unsigned threads) {
   return res;
 }
 
+RankingCheck check_ranking(const std::vector<double>& predicted,
+                           const std::vector<double>& measured, double tolerance) {
+  require(predicted.size() == measured.size(), "check_ranking: one measurement per prediction");
+  require(finite_nonneg(tolerance), "check_ranking: the tolerance must be >= 0");
+  const auto faster = [&](double a, double b) { return a * (1 + tolerance) < b; };
+  RankingCheck out;
+  const std::size_t n = predicted.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    out.predicted_rank.push_back(
+        1 + static_cast<int>(std::count_if(predicted.begin(), predicted.end(),
+                                           [&](double p) { return faster(p, predicted[i]); })));
+    for (std::size_t j = 0; j < n; ++j)
+      if (faster(predicted[i], predicted[j]) && faster(measured[j], measured[i]))
+        out.contradictions.emplace_back(i, j);
+  }
+  out.preserved = out.contradictions.empty();
+  return out;
+}
+
 }  // namespace bb::advise

@@ -19,7 +19,9 @@
 //     steady state (period); messages cost latency + bytes / bandwidth.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bb::advise {
@@ -97,5 +99,19 @@ Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, b
 // The same for each recompute setting, on one generated schedule (the search's unit).
 std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, int M, int v,
                                 const std::vector<bool>& recompute);
+
+// --verify's ranking check. Predictions closer than `tolerance` (relative: b <= a x (1 + tol))
+// are a tie; every other pair is a strict predicted order, a < b. The ranking is preserved
+// when no measured pair contradicts a strict predicted order: measured a > measured b x
+// (1 + tol). Ties may come out in either order. Entries are times per sample, any order.
+struct RankingCheck {
+  bool preserved = true;
+  // Per entry: 1 + the number of entries predicted strictly faster (ties share a rank).
+  std::vector<int> predicted_rank;
+  // Pairs (faster predicted, slower predicted) whose measured order contradicts it.
+  std::vector<std::pair<std::size_t, std::size_t>> contradictions;
+};
+RankingCheck check_ranking(const std::vector<double>& predicted,
+                           const std::vector<double>& measured, double tolerance);
 
 }  // namespace bb::advise

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "advise/advise.hpp"
 #include "common/error.hpp"
@@ -197,6 +199,38 @@ TEST(Advise, FamiliesSayWhyTheyAreNotRanked) {
   for (const auto& f : r.families) ranked += f.excluded.empty() ? 1 : 0;
   EXPECT_GE(ranked, 1);
   EXPECT_LE(ranked, 2);
+}
+
+// --verify's ranking check: equal predictions are a tie that may come out in either order; a
+// strict predicted order is contradicted only by a measured reversal beyond the tolerance.
+TEST(AdviseRanking, TiesMayComeOutInEitherOrder) {
+  // zb-h1 and zb-h2 predicted equal, measured 100.6 and 100.2 (the case issue 21 reported).
+  const auto r = bb::advise::check_ranking({100.0, 100.0, 102.0}, {100.6, 100.2, 103.0}, 0.005);
+  EXPECT_TRUE(r.preserved);
+  EXPECT_EQ(r.predicted_rank, (std::vector<int>{1, 1, 3}));
+  EXPECT_TRUE(r.contradictions.empty());
+}
+
+TEST(AdviseRanking, AReversedStrictOrderIsNotPreserved) {
+  const auto r = bb::advise::check_ranking({100.0, 110.0, 120.0}, {100.0, 130.0, 125.0}, 0.005);
+  EXPECT_FALSE(r.preserved);
+  ASSERT_EQ(r.contradictions.size(), 1u);
+  EXPECT_EQ(r.contradictions[0], (std::pair<std::size_t, std::size_t>{1, 2}));
+  EXPECT_EQ(r.predicted_rank, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(AdviseRanking, TheToleranceAppliesToPredictedAndMeasured) {
+  // 1 % apart: a strict order at 0.5 %, a tie at 2 %.
+  EXPECT_FALSE(bb::advise::check_ranking({100.0, 101.0}, {103.0, 101.0}, 0.005).preserved);
+  EXPECT_TRUE(bb::advise::check_ranking({100.0, 101.0}, {103.0, 101.0}, 0.02).preserved);
+  // A measured reversal within the tolerance does not contradict a strict prediction.
+  EXPECT_TRUE(bb::advise::check_ranking({100.0, 110.0}, {100.4, 100.0}, 0.005).preserved);
+  EXPECT_FALSE(bb::advise::check_ranking({100.0, 110.0}, {100.6, 100.0}, 0.005).preserved);
+  // Input order does not matter: entries are matched by position.
+  const auto r = bb::advise::check_ranking({120.0, 100.0, 110.0}, {125.0, 100.0, 130.0}, 0.005);
+  EXPECT_FALSE(r.preserved);
+  EXPECT_EQ(r.predicted_rank, (std::vector<int>{3, 1, 2}));
+  EXPECT_THROW(bb::advise::check_ranking({1.0}, {}, 0.005), bb::ConfigError);
 }
 
 }  // namespace
