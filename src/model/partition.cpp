@@ -278,6 +278,33 @@ Partition optimal_partition(const PartitionCosts& costs, const PartitionLayout& 
   return evaluate_partition(costs, layout, search.best(), lambda);
 }
 
+PartitionCosts median_costs(const std::vector<PartitionCosts>& measured) {
+  if (measured.empty()) throw ConfigError("partition: no measurements to take the median of");
+  const std::size_t N = measured.front().blocks.size();
+  for (const PartitionCosts& m : measured)
+    if (m.blocks.size() != N) throw ConfigError("partition: measurements of different models");
+  const auto median = [&](auto&& get) {
+    std::vector<double> v;
+    for (const PartitionCosts& m : measured) v.push_back(get(m));
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+  };
+  const auto median_cost = [&](auto&& pick) {
+    return BlockCost{median([&](const PartitionCosts& m) { return pick(m).f; }),
+                     median([&](const PartitionCosts& m) { return pick(m).b; }),
+                     median([&](const PartitionCosts& m) { return pick(m).w; }),
+                     median([&](const PartitionCosts& m) { return pick(m).memory; })};
+  };
+  PartitionCosts out;
+  for (std::size_t i = 0; i < N; ++i)
+    out.blocks.push_back(
+        median_cost([i](const PartitionCosts& m) -> const BlockCost& { return m.blocks[i]; }));
+  out.first = median_cost([](const PartitionCosts& m) -> const BlockCost& { return m.first; });
+  out.last = median_cost([](const PartitionCosts& m) -> const BlockCost& { return m.last; });
+  return out;
+}
+
 std::vector<int> even_partition(int blocks, int positions) {
   if (positions < 1 || blocks < 0) throw ConfigError("partition: no positions or no blocks");
   std::vector<int> out(static_cast<std::size_t>(positions), blocks / positions);

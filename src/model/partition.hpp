@@ -75,6 +75,11 @@ Partition optimal_partition(const PartitionCosts& costs, const PartitionLayout& 
                             double lambda = 0, int min_blocks = 1,
                             long long max_nodes = 50'000'000);
 
+// Element-wise median of several measurements of the same model (e.g. one per rank): each
+// block's and end's F, B, W and memory separately (an even count: the mean of the middle two).
+// Throws ConfigError when the list is empty or the measurements differ in blocks.
+PartitionCosts median_costs(const std::vector<PartitionCosts>& measured);
+
 // N blocks over K positions as evenly as possible, the remainder to the first positions.
 std::vector<int> even_partition(int blocks, int positions);
 

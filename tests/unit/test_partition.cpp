@@ -199,6 +199,34 @@ TEST(Partition, Errors) {
   EXPECT_THROW(optimal_partition(big, wide, 0, 1, 100), ConfigError);
 }
 
+TEST(Partition, MedianOfMeasurements) {
+  const auto costs = [](double x) {
+    PartitionCosts c;
+    c.blocks = {{x, 2 * x, 3 * x, 4 * x}, {5 * x, 0, 0, 0}};
+    c.first = {x, 0, 0, 0};
+    c.last = {0, 0, x, 10 * x};
+    return c;
+  };
+  const PartitionCosts m = median_costs({costs(1), costs(7), costs(2)});
+  ASSERT_EQ(m.blocks.size(), 2u);
+  EXPECT_EQ(m.blocks[0].f, 2);
+  EXPECT_EQ(m.blocks[0].w, 6);
+  EXPECT_EQ(m.blocks[0].memory, 8);
+  EXPECT_EQ(m.blocks[1].f, 10);
+  EXPECT_EQ(m.first.f, 2);
+  EXPECT_EQ(m.last.memory, 20);
+  // Each figure on its own: the median F and the median W may come from other measurements.
+  PartitionCosts odd = costs(100);
+  odd.blocks[0].f = 0;
+  EXPECT_EQ(median_costs({costs(1), odd, costs(2)}).blocks[0].f, 1);
+  EXPECT_EQ(median_costs({costs(1), odd, costs(2)}).blocks[0].w, 6);
+  EXPECT_EQ(median_costs({costs(1), costs(3)}).blocks[0].b, 4);  // the mean of the middle two
+  PartitionCosts shorter = costs(1);
+  shorter.blocks.pop_back();
+  EXPECT_THROW(median_costs({costs(1), shorter}), ConfigError);
+  EXPECT_THROW(median_costs({}), ConfigError);
+}
+
 // Issue 20: with a heavy LM head (a large vocabulary makes the last chunk expensive), the auto
 // partition gives a shorter simulated step than the even split, for 1F1B and interleaved.
 TEST(Partition, HeavyHeadAutoBeatsEvenInTheSimulator) {
