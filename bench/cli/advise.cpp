@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -50,6 +51,7 @@ struct AdviseOptions {
   std::string act_bytes, input_bytes, param_bytes, memory_cap;
   std::string optimizer;  // sgd | adam; default: the run's, else sgd
   std::string latency, bandwidth;
+  double fb_factor = 0;  // 0: the results file's (its runs with F&B pairs), else 1
   std::string sync = "barrier";
   int top = 5;
   std::string format = "table";
@@ -92,6 +94,10 @@ void add_options(CLI::App& app, AdviseOptions& o) {
   app.add_option("--memory-cap", o.memory_cap, "Bytes per rank (e.g. 16G); default: no cap");
   app.add_option("--latency", o.latency, "Seconds per message (default: the run's links)");
   app.add_option("--bandwidth", o.bandwidth, "Bytes per second (0: infinite)");
+  app.add_option("--fb-factor", o.fb_factor,
+                 "An overlapped F&B pair (DualPipe) costs this x (F + B + W) (default: the results "
+                 "file's runs with pairs, else 1)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--sync", o.sync,
                  "barrier (rank by the single step) or none (by the steady-state period)")
       ->check(CLI::IsMember({"barrier", "none"}))
@@ -173,38 +179,96 @@ double median_of(std::vector<double> v) {
                         : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// The run's per-chunk medians of F, B and W over its timed steps, in stage units, as a profile
-// over its model stages (chunk c holds model stage chunk_stage[c]; copies averaged). False,
-// IN left as it is, unless every model stage has all three kinds.
-bool chunk_profiles(const RunRecord& r, const Schedule& src, advise::Input& in) {
+// One run's medians of F, B and W (kinds 0, 1, 2) per model stage over its timed steps, in stage
+// units: chunk c holds model stage chunk_stage[c] (copies averaged); NaN where a stage lacks
+// the kind (a fused backward has no B or W).
+using StageMedians = std::array<std::vector<double>, 3>;
+StageMedians stage_medians(const RunRecord& r, const Schedule& src) {
   const double frac = src.chunk_fraction(0);
   const auto stages = static_cast<std::size_t>(std::llround(src.P / frac));
+  const auto chunks = static_cast<std::size_t>(src.num_chunks());
   const char* kinds[] = {"F", "B", "W"};
-  // durations[kind][chunk]
-  std::vector<std::vector<std::vector<double>>> durations(
-      3, std::vector<std::vector<double>>(static_cast<std::size_t>(src.num_chunks())));
+  std::vector<std::vector<std::vector<double>>> durations(  // [kind][chunk]
+      3, std::vector<std::vector<double>>(chunks));
   for (const EventRecord& e : r.events)
     for (std::size_t k = 0; k < 3; ++k)
-      if (e.kind == kinds[k] && e.chunk < durations[k].size())
+      if (e.kind == kinds[k] && e.chunk < chunks)
         durations[k][e.chunk].push_back(e.t_end_s - e.t_start_s);
-  std::vector<std::vector<double>> profile(3, std::vector<double>(stages, 0.0));
-  std::vector<int> copies(stages, 0);
-  for (std::size_t c = 0; c < static_cast<std::size_t>(src.num_chunks()); ++c) {
-    const auto stage = static_cast<std::size_t>(src.chunk_stage[c]);
-    if (stage >= stages) return false;
-    for (std::size_t k = 0; k < 3; ++k) {
-      if (durations[k][c].empty()) return false;
-      profile[k][stage] += median_of(durations[k][c]) / frac;
+  StageMedians out;
+  for (std::size_t k = 0; k < 3; ++k) {
+    std::vector<double> sum(stages, 0.0);
+    std::vector<int> copies(stages, 0);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const auto stage = static_cast<std::size_t>(src.chunk_stage[c]);
+      if (stage >= stages || durations[k][c].empty()) continue;
+      sum[stage] += median_of(durations[k][c]) / frac;
+      copies[stage] += 1;
     }
-    copies[stage] += 1;
+    for (std::size_t st = 0; st < stages; ++st)
+      out[k].push_back(copies[st] > 0 ? sum[st] / copies[st] : std::nan(""));
   }
-  for (std::size_t st = 0; st < stages; ++st) {
-    if (copies[st] == 0) return false;
-    for (auto& p : profile) p[st] /= copies[st];
+  return out;
+}
+
+// Whether two runs ran the same model: the same stage (blocks, shape, micro-batch, dtype,
+// backend and compute) and as many model stages. Their F, B and W of a model stage are then
+// samples of one cost.
+bool same_model(const Attrs& a, const Schedule& sa, const Attrs& b, const Schedule& sb) {
+  for (const char* k : {"backend", "compute", "dtype", "stage"})
+    if (text_attr(a, k, "") != text_attr(b, k, "")) return false;
+  for (const char* k : {"hidden", "mb_size", "seq", "heads", "ffn", "causal", "vocab"}) {
+    const double x = num_attr(a, k), y = num_attr(b, k);
+    if (x != y && !(std::isnan(x) && std::isnan(y))) return false;
   }
+  const double fa = sa.chunk_fraction(0), fb = sb.chunk_fraction(0);
+  return num_attr(a, "layers") / fa == num_attr(b, "layers") / fb && sa.P / fa == sb.P / fb;
+}
+
+// The costs of the model the reference run REF ran, pooled over every complete run of the file
+// that ran the same model without recompute (itself included): per kind and model stage the
+// median over those runs of each run's median (a run is one sample of the machine's speed,
+// which drifts between runs). F comes from every run, B and W from the runs that split the
+// backward. Also the median over the runs with overlapped F&B pairs of t_fb / (t_f + t_b + t_w)
+// (a pair is an F and a whole backward).
+// Without POOL, REF's alone. False, IN left as it is, unless every model stage has all three
+// kinds.
+bool pooled_profiles(const std::string& path, const RunRecord& ref, const Schedule& ref_src,
+                     bool pool, advise::Input& in, int& runs, int& fb_runs) {
+  const auto stages = static_cast<std::size_t>(std::llround(ref_src.P / ref_src.chunk_fraction(0)));
+  std::array<std::vector<std::vector<double>>, 3> samples;  // [kind][stage] -> one per run
+  for (auto& k : samples) k.assign(stages, {});
+  std::vector<double> fb_ratio;
+  runs = 0;
+  for (const std::string& key : read_complete_keys(path)) {
+    if (!pool && key != ref.key) continue;
+    const RunRecord r = key == ref.key ? ref : read_run(path, key);
+    const std::string name = text_attr(r.attrs, "schedule", "");
+    if (num_attr(r.attrs, "recompute") != 0 || name.rfind("csv:", 0) == 0) continue;
+    const Schedule src = generate(
+        name, {static_cast<int>(num_attr(r.attrs, "P")), static_cast<int>(num_attr(r.attrs, "M")),
+               static_cast<int>(num_attr(r.attrs, "v"))});
+    if (!same_model(ref.attrs, ref_src, r.attrs, src)) continue;
+    const StageMedians m = stage_medians(r, src);
+    for (std::size_t k = 0; k < 3; ++k)
+      for (std::size_t st = 0; st < stages && st < m[k].size(); ++st)
+        if (std::isfinite(m[k][st])) samples[k][st].push_back(m[k][st]);
+    runs += 1;
+    const double fb = num_attr(r.attrs, "t_fb_s");
+    const double sum =
+        num_attr(r.attrs, "t_f_s") + num_attr(r.attrs, "t_b_s") + num_attr(r.attrs, "t_w_s");
+    if (std::isfinite(fb) && std::isfinite(sum) && sum > 0) fb_ratio.push_back(fb / sum);
+  }
+  StageMedians profile;
+  for (std::size_t k = 0; k < 3; ++k)
+    for (const auto& x : samples[k]) {
+      if (x.empty()) return false;
+      profile[k].push_back(median_of(x));
+    }
   in.t_f = profile[0];
   in.t_b = profile[1];
   in.t_w = profile[2];
+  fb_runs = static_cast<int>(fb_ratio.size());
+  if (!fb_ratio.empty()) in.fb_factor = median_of(fb_ratio);
   return true;
 }
 
@@ -221,7 +285,8 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   in.t_f = {num_attr(a, "t_f_s")};
   in.t_b = {num_attr(a, "t_b_s")};
   in.t_w = {num_attr(a, "t_w_s")};
-  const bool per_chunk = chunk_profiles(r, src, in);
+  int runs = 0, fb_runs = 0;
+  const bool per_chunk = pooled_profiles(o.results, r, src, o.run_key.empty(), in, runs, fb_runs);
   in.mb_size = static_cast<int>(num_attr(a, "mb_size"));
   harness::RunSettings& s = vm.settings;
   s.backend = text_attr(a, "backend", "cpu");
@@ -234,6 +299,8 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   s.heads = static_cast<int>(num_attr(a, "heads"));
   s.ffn = static_cast<int>(num_attr(a, "ffn"));
   s.causal = num_attr(a, "causal") == 1;
+  if (const double vocab = num_attr(a, "vocab"); std::isfinite(vocab))
+    s.vocab = static_cast<int>(vocab);
   if (s.synthetic()) {
     s.t_f = num_attr(a, "synthetic_t_f_s");
     s.t_b = num_attr(a, "synthetic_t_b_s");
@@ -275,8 +342,14 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
       for (std::size_t i = 0; i < list->size(); ++i) text += (i ? "/" : "") + fmt((*list)[i] * 1e3);
     }
     std::cerr << "note: advise: costs of run " << r.key << " (" << text << " ms per stage"
-              << (per_chunk ? ", per-chunk medians by model stage" : ", per-kind medians") << "; "
-              << r.links.size() << " calibrated links)\n";
+              << (!per_chunk ? ", per-kind medians"
+                  : runs > 1 ? ", per-chunk medians by model stage, median over the " +
+                                   std::to_string(runs) + " runs of this model"
+                             : ", per-chunk medians by model stage")
+              << (fb_runs > 0 ? "; F&B pair = " + fmt(in.fb_factor, 3) +
+                                    " x (F + B + W), median of " + std::to_string(fb_runs) + " runs"
+                              : "")
+              << "; " << r.links.size() << " calibrated links)\n";
   }
 }
 
@@ -314,6 +387,7 @@ advise::Input make_input(const AdviseOptions& o, VerifyModel& vm, bool print) {
   if (!o.optimizer.empty()) in.static_factor = o.optimizer == "adam" ? 4 : 2;
   if (!o.latency.empty()) in.latency = parse_duration(o.latency, "--latency", true);
   if (!o.bandwidth.empty()) in.bandwidth = parse_duration(o.bandwidth, "--bandwidth", false);
+  if (o.fb_factor > 0) in.fb_factor = o.fb_factor;
   if (o.global_batch < 0) throw ConfigError("--global-batch must be >= 1");
   in.global_batch = o.global_batch;
   in.steady = o.sync == "none";
@@ -369,6 +443,7 @@ json input_json(const advise::Input& in) {
           {"t_f_s", in.t_f},
           {"t_b_s", in.t_b},
           {"t_w_s", in.t_w},
+          {"fb_factor", in.fb_factor},
           {"mb_size", in.mb_size},
           {"global_batch", in.global_batch},
           {"act_bytes", in.act_bytes},
@@ -558,22 +633,32 @@ std::vector<Verified> verify_top(const AdviseOptions& o, const advise::Input& in
   return out;
 }
 
-// The measured per-kind medians' sum (F + B + W of a stage) over the one the prediction used,
-// minus 1: how far the costs moved between the results run (or the flags) and this run. NaN
-// where the run has overlapped F&B pairs (their medians are not F, B and W).
+// The measured per-kind medians' sum (F + B + W of a stage, single actions) over the one the
+// prediction used, minus 1: how far the costs moved between the results run (or the flags) and
+// this run. NaN where the run has no single F or B.
 double cost_drift(const advise::Input& in, const advise::Candidate& c,
                   const harness::RunSummary& m) {
-  if (m.t_fb_s) return std::nan("");
-  const auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return sum / static_cast<double>(v.size());
-  };
-  const double scale = c.mb_size / in.mb_size;
-  const double f = mean(in.t_f) * scale;
-  const double assumed = f * (c.recompute ? 2 : 1) + (mean(in.t_b) + mean(in.t_w)) * scale;
-  const double got = m.t_f_s.value_or(0) + m.t_b_s.value_or(0) + m.t_w_s.value_or(0);
+  if (!m.t_f_s || !m.t_b_s) return std::nan("");
+  const double assumed = advise::stage_work(in, c);
+  const double got = *m.t_f_s + *m.t_b_s + m.t_w_s.value_or(0);
   return assumed > 0 ? got / assumed - 1 : std::nan("");
+}
+
+// The prediction with the run's own per-kind medians (one stage's F, B or the fused BW, W, and
+// its F&B pairs over F + B + W), seconds: what remains is the simulator's error, not the costs'.
+double predicted_at_measured(const advise::Input& in, const advise::Candidate& c,
+                             const harness::RunSummary& m) {
+  advise::Input x = in;
+  const double f = m.t_f_s.value_or(0), b = m.t_b_s.value_or(0);
+  x.t_f = {f};
+  x.t_b = {c.recompute ? std::max(0.0, b - f) : b};  // the measured B holds the recompute
+  x.t_w = {m.t_w_s.value_or(0)};
+  const double sum = f + b + m.t_w_s.value_or(0);
+  x.fb_factor = m.t_fb_s && sum > 0 ? *m.t_fb_s / sum : 1;
+  x.mb_size = static_cast<int>(c.mb_size);
+  x.global_batch = 0;
+  x.memory_cap = 0;
+  return advise::evaluate(x, c.schedule, c.M, c.v, c.recompute).step_time;
 }
 
 // How far a run's step times spread: their median absolute deviation over their median.
@@ -622,7 +707,7 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
     const double pred = c.step_time;
     if (!v.measured) {
       rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3), "n/a",
-                      "n/a", "n/a", "", "", "", "", "", "", "", "not run: " + v.why});
+                      "n/a", "n/a", "", "", "", "", "", "", "", "", "", "not run: " + v.why});
       j.push_back({{"predicted_rank", v.predicted_rank},
                    {"config", config_text(c)},
                    {"predicted_s", pred},
@@ -637,12 +722,15 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
     const int mr = measured_rank(i);
     const auto a = m.attribution.value_or(harness::RunSummary::Attribution{});
     const double drift = cost_drift(in, c, m);
+    const double at_costs = predicted_at_measured(in, c, m);
+    const double sim_err = at_costs > 0 ? (meas - at_costs) / at_costs : 0;
     rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3),
                     fmt(meas * 1e3), fmt(100 * err, 3) + "%", std::to_string(mr),
                     fmt(steady ? c.bubble_fraction_steady : c.bubble_fraction, 3),
                     fmt(m.bubble_fraction_measured, 3), fmt(a.schedule, 3), fmt(a.imbalance, 3),
                     fmt(a.jitter, 3), fmt(a.communication, 3), fmt(a.residual, 3),
-                    std::isfinite(drift) ? fmt(100 * drift, 3) + "%" : "n/a"});
+                    std::isfinite(drift) ? fmt(100 * drift, 3) + "%" : "n/a", fmt(at_costs * 1e3),
+                    fmt(100 * sim_err, 3) + "%"});
     j.push_back(
         {{"predicted_rank", v.predicted_rank},
          {"predicted_tie_rank", rc.predicted_rank[i]},
@@ -655,6 +743,8 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
          {"bubble_fraction_predicted", steady ? c.bubble_fraction_steady : c.bubble_fraction},
          {"bubble_fraction_measured", m.bubble_fraction_measured},
          {"cost_drift", std::isfinite(drift) ? json(drift) : json(nullptr)},
+         {"predicted_at_measured_costs_s", at_costs},
+         {"rel_error_at_measured_costs", sim_err},
          {"attribution",
           {{"schedule", a.schedule},
            {"imbalance", a.imbalance},
@@ -684,11 +774,13 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
   std::cout << "\nverify: predicted vs measured ("
             << (steady ? "steady-state period" : "step makespan")
             << ", ms; bubble and attribution as fractions of P x T; cost_drift: the run's F+B+W "
-               "medians against the costs predicted with)\n";
-  bb::print_table(std::cout,
-                  {"#", "config", "pred_ms", "meas_ms", "error", "meas_#", "bubble_pred",
-                   "bubble_meas", "sched", "imbal", "jitter", "comm", "resid", "cost_drift"},
-                  rows);
+               "medians against the costs predicted with; at_costs_ms: the prediction with the "
+               "run's own per-kind medians, sim_error: measured against it)\n";
+  bb::print_table(
+      std::cout,
+      {"#", "config", "pred_ms", "meas_ms", "error", "meas_#", "bubble_pred", "bubble_meas",
+       "sched", "imbal", "jitter", "comm", "resid", "cost_drift", "at_costs_ms", "sim_error"},
+      rows);
   std::cout << "ranking " << (rc.preserved ? "preserved" : "NOT preserved") << "; largest |error| "
             << fmt(100 * worst, 3) << "%\n"
             << "ranking rule: time per sample; predictions within " << fmt(100 * tolerance, 3)

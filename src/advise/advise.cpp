@@ -40,6 +40,7 @@ void check(const Input& in) {
   check_costs(in.t_b, "t_b");
   check_costs(in.t_w, "t_w");
   require(in.mb_size >= 1, "the costs' micro-batch size must be >= 1");
+  require(std::isfinite(in.fb_factor) && in.fb_factor > 0, "the F&B pair factor must be > 0");
   require(in.global_batch >= 0, "the global batch must be >= 0");
   for (double x : {in.act_bytes, in.input_bytes, in.param_bytes, in.static_factor, in.memory_cap,
                    in.latency, in.bandwidth})
@@ -81,6 +82,12 @@ std::string label(const Candidate& c) {
          (c.recompute ? " recompute" : "");
 }
 
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
 double per_sample(const Candidate& c) {
   return c.step_time / (c.M * c.mb_size);
 }
@@ -101,6 +108,8 @@ void predict(const Input& in, const PeriodicSchedule& ps, double scale, Candidat
   cfg.t_w = chunk_costs(in.t_w, s, scale);
   if (recompute)
     for (std::size_t i = 0; i < cfg.t_b.size(); ++i) cfg.t_b[i] += cfg.t_f[i];
+  // A pair (an F and a whole backward): the factor times their sum on the mean stage.
+  if (in.fb_factor != 1) cfg.t_fb = in.fb_factor * stage_work(in, c);
   // Bytes one micro-batch keeps per stage-equivalent: a chunk keeps its input with recompute
   // whatever its size, so per stage that is the input over the chunk fraction.
   cfg.act_bytes = (recompute ? in.input_bytes / frac : in.act_bytes) * scale;
@@ -345,6 +354,11 @@ Result search(const Input& in, int top_k, unsigned threads) {
     }
   }
   return res;
+}
+
+double stage_work(const Input& in, const Candidate& c) {
+  const double scale = c.mb_size / in.mb_size;
+  return (mean(in.t_f) * (c.recompute ? 2 : 1) + mean(in.t_b) + mean(in.t_w)) * scale;
 }
 
 RankingCheck check_ranking(const std::vector<double>& predicted,

@@ -34,6 +34,9 @@ struct Input {
   std::vector<bool> recompute{false};  // settings to consider
   // Seconds of one stage for one micro-batch of mb_size samples: 1 value or a profile.
   std::vector<double> t_f{1.0}, t_b{1.0}, t_w{1.0};
+  // An overlapped F & B pair (DualPipe's: an F and a whole backward) costs fb_factor x
+  // (F + B + W) of the mean stage; 1: the sum, as the simulator's default.
+  double fb_factor = 1;
   int mb_size = 1;           // samples of the micro-batch the costs and bytes were measured at
   int global_batch = 0;      // > 0: M x (micro-batch size) = global_batch, M must divide it
   double act_bytes = 0;      // bytes one micro-batch keeps on one stage from F to B (no recompute)
@@ -99,6 +102,10 @@ Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, b
 // The same for each recompute setting, on one generated schedule (the search's unit).
 std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, int M, int v,
                                 const std::vector<bool>& recompute);
+
+// The work of the mean stage for one micro-batch of c's size as the prediction takes it, seconds:
+// F (twice with recompute) + B + W. --verify's cost drift compares a run's medians with it.
+double stage_work(const Input& in, const Candidate& c);
 
 // --verify's ranking check. Predictions closer than `tolerance` (relative: b <= a x (1 + tol))
 // are a tie; every other pair is a strict predicted order, a < b. The ranking is preserved

@@ -46,7 +46,12 @@ if b["recompute"]:
     tb = [x + y for x, y in zip(tb, tf)]
 act = i["input_bytes"] / frac if b["recompute"] else i["act_bytes"]
 lst = lambda xs: ",".join(repr(x) for x in xs)
-print(" ".join(["-s", b["schedule"], "-P", str(P), "-M", str(b["M"]), "-v", str(v),
+mean = lambda xs: sum(xs) / len(xs)
+# An F&B pair costs fb_factor x (F + B + W) of the mean stage (with recompute's F).
+fb = i["fb_factor"] * (mean(i["t_f_s"]) * (2 if b["recompute"] else 1) + mean(i["t_b_s"])
+                       + mean(i["t_w_s"]))
+pair = [] if i["fb_factor"] == 1 else ["--t-fb", repr(fb)]
+print(" ".join(pair + ["-s", b["schedule"], "-P", str(P), "-M", str(b["M"]), "-v", str(v),
                 "--t-f", lst(tf), "--t-b", lst(tb), "--t-w", lst(tw),
                 "--latency", repr(i["latency_s"]), "--bandwidth", repr(i["bandwidth_bytes_per_s"]),
                 "--msg-bytes", repr(i["input_bytes"]), "--act-bytes", repr(act)]))

@@ -201,6 +201,45 @@ TEST(Advise, FamiliesSayWhyTheyAreNotRanked) {
   EXPECT_LE(ranked, 2);
 }
 
+// An overlapped F&B pair (an F and a whole backward) costs fb_factor x (F + B + W): DualPipe's
+// prediction is the simulator's with that pair time; schedules without pairs do not change.
+TEST(Advise, PairFactorPricesDualPipesOverlappedPairs) {
+  bb::advise::Input in = small_input();
+  in.P = 4;
+  in.fb_factor = 1.3;
+  const auto c = bb::advise::evaluate(in, "dualpipe", 8, 1, false);
+  ASSERT_TRUE(c.excluded.empty()) << c.reason;
+  bb::SimConfig cfg;
+  cfg.t_f = in.t_f;
+  cfg.t_b = in.t_b;
+  cfg.t_w = in.t_w;
+  cfg.t_fb = 1.3 * (in.t_f[0] + in.t_b[0] + in.t_w[0]);
+  const bb::SimResult r = bb::simulate(bb::generate("dualpipe", {in.P, 8, 1}), cfg);
+  EXPECT_DOUBLE_EQ(c.makespan, r.single.span);
+  bb::advise::Input plain = in;
+  plain.fb_factor = 1;
+  EXPECT_GT(c.makespan, bb::advise::evaluate(plain, "dualpipe", 8, 1, false).makespan);
+  EXPECT_DOUBLE_EQ(bb::advise::evaluate(in, "zb-h1", 8, 1, false).makespan,
+                   bb::advise::evaluate(plain, "zb-h1", 8, 1, false).makespan);
+  in.fb_factor = 0;
+  EXPECT_THROW(bb::advise::search(in), bb::ConfigError);
+}
+
+// The stage work the cost drift compares against: F (twice with recompute) + B + W of the mean
+// stage, scaled to the configuration's micro-batch.
+TEST(Advise, StageWorkIsTheMeanStagesWork) {
+  bb::advise::Input in = small_input();
+  in.t_f = {1e-3, 3e-3};
+  in.t_b = {2e-3};
+  in.t_w = {1e-3};
+  in.mb_size = 4;
+  bb::advise::Candidate c;
+  c.mb_size = 8;
+  EXPECT_DOUBLE_EQ(bb::advise::stage_work(in, c), 2 * (2e-3 + 2e-3 + 1e-3));
+  c.recompute = true;
+  EXPECT_DOUBLE_EQ(bb::advise::stage_work(in, c), 2 * (4e-3 + 2e-3 + 1e-3));
+}
+
 // --verify's ranking check: equal predictions are a tie that may come out in either order; a
 // strict predicted order is contradicted only by a measured reversal beyond the tolerance.
 TEST(AdviseRanking, TiesMayComeOutInEitherOrder) {
