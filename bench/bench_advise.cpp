@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include "advise/advise.hpp"
+#include "gbench_report.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace {
@@ -40,4 +41,7 @@ BENCHMARK(BM_AdviseSearch)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRe
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// As BENCHMARK_MAIN(), with finite counters only (gbench_report.hpp: JSON without NaN).
+int main(int argc, char** argv) {
+  return bb::gbench::run_main(argc, argv);
+}

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gbench_report.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/executor.hpp"
 #include "schedule/generators.hpp"
@@ -83,4 +84,7 @@ BENCHMARK(BM_Step_1F1B_NoRecords)->Arg(64)->UseRealTime();
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// As BENCHMARK_MAIN(), with finite counters only (gbench_report.hpp: JSON without NaN).
+int main(int argc, char** argv) {
+  return bb::gbench::run_main(argc, argv);
+}

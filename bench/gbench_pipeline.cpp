@@ -29,6 +29,7 @@
 
 #include "cli/list.hpp"
 #include "common/error.hpp"
+#include "gbench_report.hpp"
 #include "harness/measure.hpp"
 #include "harness/output.hpp"
 #include "harness/provenance.hpp"
@@ -122,66 +123,22 @@ class NullReporter : public benchmark::BenchmarkReporter {
   std::ostream null_{nullptr};
 };
 
-// Rank 0: passes runs on to Google Benchmark's own reporter (console, json or csv) with names
-// that say what is measured only. The fixed --bb_iters/--bb_reps would add `iterations:N` and
-// `repeats:N` to every name (the library's rule for Iterations() and Repetitions()); they are
-// settings, in the context instead, so that runs with other settings pair up in compare.py.
-// Counters that are not finite (a closed form that does not apply, the cv of a constant 0) are
-// dropped: JSON has no NaN.
-class NamingReporter : public benchmark::BenchmarkReporter {
+// Rank 0: Google Benchmark's own reporter (console, json or csv), with names that say what is
+// measured only and finite counters only (gbench_report.hpp). The fixed --bb_iters/--bb_reps
+// would add `iterations:N` and `repeats:N` to every name (the library's rule for Iterations()
+// and Repetitions()); they are settings, in the context instead, so that runs with other
+// settings pair up in compare.py.
+class NamingReporter : public gbench::FiniteReporter {
  public:
-  explicit NamingReporter(std::unique_ptr<benchmark::BenchmarkReporter> inner)
-      : inner_(std::move(inner)) {}
-  bool ReportContext(const Context& context) override {
-    inner_->SetOutputStream(&GetOutputStream());
-    inner_->SetErrorStream(&GetErrorStream());
-    return inner_->ReportContext(context);
-  }
-  void ReportRuns(const std::vector<Run>& runs) override {
-    std::vector<Run> named = runs;
-    for (Run& r : named) {
-      r.run_name.iterations.clear();
-      r.run_name.repetitions.clear();
-      for (auto it = r.counters.begin(); it != r.counters.end();)
-        it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
-    }
-    inner_->ReportRuns(named);
-  }
-  void Finalize() override { inner_->Finalize(); }
+  using FiniteReporter::FiniteReporter;
 
- private:
-  std::unique_ptr<benchmark::BenchmarkReporter> inner_;
+ protected:
+  void edit(Run& run) const override {
+    run.run_name.iterations.clear();
+    run.run_name.repetitions.clear();
+    FiniteReporter::edit(run);
+  }
 };
-
-// The reporter Google Benchmark would make for --benchmark_format / --benchmark_out_format.
-std::unique_ptr<benchmark::BenchmarkReporter> make_reporter(const std::string& format,
-                                                            bool console_colour) {
-  if (format == "json") return std::make_unique<benchmark::JSONReporter>();
-  if (format == "csv") {
-    // Deprecated by the library, still one of its --benchmark_format values.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    return std::make_unique<benchmark::CSVReporter>();
-#pragma GCC diagnostic pop
-  }
-  if (format != "console") throw ConfigError("unknown output format '" + format + "'");
-  return std::make_unique<benchmark::ConsoleReporter>(console_colour
-                                                          ? benchmark::ConsoleReporter::OO_Defaults
-                                                          : benchmark::ConsoleReporter::OO_Tabular);
-}
-
-// The value of --NAME=VALUE in args ("true" for a bare --NAME), or `fallback`.
-std::string flag_value(const std::vector<char*>& args, const std::string& name,
-                       const std::string& fallback) {
-  std::string value = fallback;
-  const std::string prefix = "--" + name + "=";
-  for (const char* a : args)
-    if (a != nullptr && std::string_view(a).starts_with(prefix))
-      value = a + prefix.size();
-    else if (a != nullptr && std::string_view(a) == prefix.substr(0, prefix.size() - 1))
-      value = "true";
-  return value;
-}
 
 void print_help() {
   benchmark::PrintDefaultHelp();
@@ -336,13 +293,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Read before Initialize() takes them out of args.
-  const std::string format = bb::flag_value(args, "benchmark_format", "console");
-  const std::string out_format = bb::flag_value(args, "benchmark_out_format", "json");
-  const std::string out_file = bb::flag_value(args, "benchmark_out", "");
+  const std::string format = bb::gbench::flag_value(args, "benchmark_format", "console");
+  const std::string out_format = bb::gbench::flag_value(args, "benchmark_out_format", "json");
+  const std::string out_file = bb::gbench::flag_value(args, "benchmark_out", "");
   // Listing runs nothing: without the fixed counts the library lists the names it reports.
-  const bool list_only = bb::flag_value(args, "benchmark_list_tests", "false") != "false";
-  const bool colour =
-      isatty(STDOUT_FILENO) != 0 && bb::flag_value(args, "benchmark_color", "auto") != "false";
+  const bool list_only = bb::gbench::flag_value(args, "benchmark_list_tests", "false") != "false";
+  const bool colour = isatty(STDOUT_FILENO) != 0 &&
+                      bb::gbench::flag_value(args, "benchmark_color", "auto") != "false";
   int n = static_cast<int>(args.size()) - 1;
   std::string bad;
   int code = 0;
@@ -363,8 +320,8 @@ int main(int argc, char** argv) {
     if (world.opt.compute != "synthetic" && world.opt.compute != "real")
       throw bb::ConfigError("--bb_compute: '" + world.opt.compute +
                             "' is neither synthetic nor real");
-    (void)bb::make_reporter(format, false);
-    (void)bb::make_reporter(out_format, false);
+    (void)bb::gbench::make_reporter(format, false);
+    (void)bb::gbench::make_reporter(out_format, false);
     bb::ScheduleSweep sweep =
         bb::expand_schedules(world.opt.schedules, world.size, Ms, vs);  // unknown: ConfigError
     const bool several = bb::sweep_combinations(world.opt.schedules, Ms, vs) > 1;
@@ -406,11 +363,11 @@ int main(int argc, char** argv) {
   bb::g_world = &world;
   bb::register_benchmarks(world, configs, list_only);
   if (world.rank == 0) {
-    bb::NamingReporter display(bb::make_reporter(format, colour));
+    bb::NamingReporter display(bb::gbench::make_reporter(format, colour));
     if (out_file.empty()) {
       benchmark::RunSpecifiedBenchmarks(&display);
     } else {
-      bb::NamingReporter file(bb::make_reporter(out_format, false));
+      bb::NamingReporter file(bb::gbench::make_reporter(out_format, false));
       benchmark::RunSpecifiedBenchmarks(&display, &file);
     }
   } else {

@@ -5,14 +5,16 @@
 #    every benchmark of either file, aggregates included, gets a row of the comparison.
 # 2. A strict JSON parser (strict_json.py: no NaN/Infinity, no duplicate keys, one document)
 #    accepts every JSON that gbench_pipeline (stdout and --benchmark_out) and `run` write
-#    (--format json, with and without a closed form, --sync none, --check; --trace files).
+#    (--format json, with and without a closed form, --sync none, --check; --trace files), and
+#    bench_sim's with repetitions (the cv of its constant-0 counter sim_jumped_units was NaN).
 # compare.py: $GBENCH_COMPARE, else /usr/share/benchmark/compare.py. Where it is absent, part 1
 # is skipped with one line and the test exits 77 (ctest: skipped) after part 2.
-#   usage: gbench_compare.sh GBENCH_PIPELINE BUBBLEBENCH MPIEXEC
+#   usage: gbench_compare.sh GBENCH_PIPELINE BUBBLEBENCH MPIEXEC BENCH_SIM
 set -uo pipefail
-GB=$(readlink -f "${1:?usage: $0 gbench_pipeline bubblebench mpiexec}")
+GB=$(readlink -f "${1:?usage: $0 gbench_pipeline bubblebench mpiexec bench_sim}")
 BB=$(readlink -f "${2:?}")
-MPIEXEC=${3:-mpiexec}
+MPIEXEC=${3:?}
+BENCH_SIM=$(readlink -f "${4:?}")
 HERE=$(cd "$(dirname "$0")" && pwd)
 COMPARE=${GBENCH_COMPARE:-/usr/share/benchmark/compare.py}
 PY=/usr/bin/python3
@@ -99,9 +101,28 @@ run run1.json --schedule gpipe,1f1b,interleaved,zb-v,dualpipev -M 2,4 -v 2 --com
 check "run --compute synthetic --trace" $?
 run run2.json --schedule 1f1b,zb-h1 -M 4 --sync none --check --recompute=both
 check "run --sync none --check --recompute=both" $?
-jsons=(a.json b.json b_out.json run1.json run2.json traces/*.json)
+timeout 120 "$BENCH_SIM" --benchmark_filter='P:8/' --benchmark_repetitions=2 \
+  --benchmark_min_time=0.01 --benchmark_format=json --benchmark_out=sim_out.json \
+  --benchmark_out_format=json >sim.json 2>sim.err
+check "bench_sim --benchmark_repetitions=2 (JSON on stdout and in --benchmark_out)" $?
+"$PY" - sim.json <<'PY'
+import sys
+from strict_json import load
+runs = load(sys.argv[1])["benchmarks"]
+cv = [r for r in runs if r.get("aggregate_name") == "cv"]
+assert cv and all("compute_actions" in r for r in cv), cv
+# The cv of a counter that is 0 in every repetition (0/0: the engines that jump no units) is
+# left out; where it is not 0, the cv stays.
+for r in cv:
+    zero = all(x["sim_jumped_units"] == 0 for x in runs
+               if x["run_name"] == r["run_name"] and x["run_type"] == "iteration")
+    assert ("sim_jumped_units" in r) != zero, r
+assert any("sim_jumped_units" not in r for r in cv), "no constant-0 counter: test nothing"
+PY
+check "bench_sim: the cv aggregate without its NaN counter" $?
+jsons=(a.json b.json b_out.json run1.json run2.json traces/*.json sim.json sim_out.json)
 "$PY" "$HERE/strict_json.py" "${jsons[@]}"
-check "strict JSON: ${#jsons[@]} files (gbench stdout and --benchmark_out, run, traces)" $?
+check "strict JSON: ${#jsons[@]} files (gbench_pipeline and bench_sim, run, traces)" $?
 
 finish gbench_compare || exit 1
 [ $compare_skipped = 0 ] || exit 77
