@@ -9,9 +9,10 @@ trap 'rm -rf "$tmp"' EXIT
 timeout 300 "$BENCH" --benchmark_filter='BM_Step_(1F1B|ZBV)/64/' --benchmark_repetitions=5 \
   --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/b.json" ||
   { echo "FAIL: bench_runtime"; exit 1; }
-/usr/bin/python3 - "$tmp/b.json" <<'PY'
-import json, sys
-rows = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("aggregate_name") == "median"]
+PYTHONPATH=$(cd "$(dirname "$0")" && pwd) /usr/bin/python3 - "$tmp/b.json" <<'PY'
+import sys
+from strict_json import load  # Google Benchmark's JSON, without NaN (bench/gbench_report.hpp)
+rows = [b for b in load(sys.argv[1])["benchmarks"] if b.get("aggregate_name") == "median"]
 assert rows, "no median rows"
 bad = 0
 for b in rows:
