@@ -309,6 +309,7 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   vm.hidden = static_cast<int>(num_attr(a, "hidden"));
   const int layers = static_cast<int>(num_attr(a, "layers"));
   vm.stage_layers = layers / frac;
+  if (!s.synthetic()) in.stage_blocks = vm.stage_layers;  // chunks of whole blocks only
   // A chunk's bytes (as summarize.cpp computes the model's): what it keeps after F, and with
   // recompute its input only; per stage the former over the chunk fraction.
   ExecutorConfig ec = harness::executor_config(s, vm.hidden, layers, in.mb_size);
@@ -444,6 +445,7 @@ json input_json(const advise::Input& in) {
           {"t_b_s", in.t_b},
           {"t_w_s", in.t_w},
           {"fb_factor", in.fb_factor},
+          {"stage_blocks", in.stage_blocks},
           {"mb_size", in.mb_size},
           {"global_batch", in.global_batch},
           {"act_bytes", in.act_bytes},

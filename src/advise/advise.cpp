@@ -41,6 +41,7 @@ void check(const Input& in) {
   check_costs(in.t_w, "t_w");
   require(in.mb_size >= 1, "the costs' micro-batch size must be >= 1");
   require(std::isfinite(in.fb_factor) && in.fb_factor > 0, "the F&B pair factor must be > 0");
+  require(finite_nonneg(in.stage_blocks), "the blocks of a stage must be >= 0");
   require(in.global_batch >= 0, "the global batch must be >= 0");
   for (double x : {in.act_bytes, in.input_bytes, in.param_bytes, in.static_factor, in.memory_cap,
                    in.latency, in.bandwidth})
@@ -221,6 +222,17 @@ std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, in
     c.excluded = "refused";
     c.reason = e.what();
     return each();
+  }
+  if (in.stage_blocks > 0) {  // a fixed model: its chunks hold whole blocks
+    const double blocks = in.stage_blocks * s.chunk_fraction(0);
+    if (blocks < 1 - 1e-9 || std::fabs(blocks - std::round(blocks)) > 1e-9) {
+      std::ostringstream os;
+      os << "a chunk would hold " << blocks << " blocks (a stage of the model has "
+         << in.stage_blocks << ")";
+      c.excluded = "refused";
+      c.reason = os.str();
+      return each();
+    }
   }
   const PeriodicSchedule ps = to_periodic(std::move(s));
   std::vector<Candidate> out = each();

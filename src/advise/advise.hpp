@@ -37,6 +37,9 @@ struct Input {
   // An overlapped F & B pair (DualPipe's: an F and a whole backward) costs fb_factor x
   // (F + B + W) of the mean stage; 1: the sum, as the simulator's default.
   double fb_factor = 1;
+  // > 0: the model is fixed, a stage holds this many blocks (a results file's run); a
+  // configuration whose chunks would hold a fractional number of blocks is refused.
+  double stage_blocks = 0;
   int mb_size = 1;           // samples of the micro-batch the costs and bytes were measured at
   int global_batch = 0;      // > 0: M x (micro-batch size) = global_batch, M must divide it
   double act_bytes = 0;      // bytes one micro-batch keeps on one stage from F to B (no recompute)

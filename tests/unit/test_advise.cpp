@@ -225,6 +225,32 @@ TEST(Advise, PairFactorPricesDualPipesOverlappedPairs) {
   EXPECT_THROW(bb::advise::search(in), bb::ConfigError);
 }
 
+// A fixed model (a results file's): configurations whose chunks would split a block are
+// refused with the reason; the others are unchanged.
+TEST(Advise, AFixedModelRefusesChunksOfFractionalBlocks) {
+  bb::advise::Input in = small_input();
+  in.schedules = {"interleaved", "zb-h1"};
+  in.vs = {2, 3, 4};
+  in.stage_blocks = 2;
+  const bb::advise::Result r = bb::advise::search(in, 0, 1);
+  bool refused_v3 = false, refused_v4 = false;
+  for (const auto& c : r.excluded) {
+    if (c.schedule != "interleaved") continue;
+    EXPECT_NE(c.v, 2) << c.reason;
+    if (c.v == 3) refused_v3 = c.reason.find("0.666") != std::string::npos;
+    if (c.v == 4) refused_v4 = c.reason.find("0.5 blocks") != std::string::npos;
+  }
+  EXPECT_TRUE(refused_v3);
+  EXPECT_TRUE(refused_v4);
+  for (const auto& c : r.ranked) EXPECT_TRUE(c.schedule == "zb-h1" || c.v == 2) << c.v;
+  bb::advise::Input free = in;
+  free.stage_blocks = 0;
+  const auto a = bb::advise::evaluate(in, "interleaved", 8, 2, false);
+  const auto b = bb::advise::evaluate(free, "interleaved", 8, 2, false);
+  EXPECT_TRUE(a.excluded.empty());
+  EXPECT_DOUBLE_EQ(a.makespan, b.makespan);
+}
+
 // The stage work the cost drift compares against: F (twice with recompute) + B + W of the mean
 // stage, scaled to the configuration's micro-batch.
 TEST(Advise, StageWorkIsTheMeanStagesWork) {
