@@ -221,7 +221,8 @@ bool same_model(const Attrs& a, const Schedule& sa, const Attrs& b, const Schedu
     if (x != y && !(std::isnan(x) && std::isnan(y))) return false;
   }
   const double fa = sa.chunk_fraction(0), fb = sb.chunk_fraction(0);
-  return num_attr(a, "layers") / fa == num_attr(b, "layers") / fb && sa.P / fa == sb.P / fb;
+  const auto same = [](double x, double y) { return std::fabs(x - y) <= 1e-9 * std::fabs(x); };
+  return same(num_attr(a, "layers") / fa, num_attr(b, "layers") / fb) && same(sa.P / fa, sb.P / fb);
 }
 
 // The costs of the model the reference run REF ran, pooled over every complete run of the file

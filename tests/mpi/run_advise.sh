@@ -25,6 +25,13 @@ timeout 300 "$MPIEXEC" -n 2 -bind-to core "$BB" run --schedule zb-h1,1f1b -M 4,8
   { cat "$tmp/err.txt"; fail "advise"; }
 grep -q "^note: advise: costs of run zb-h1_P=2_M=8.*per-chunk medians" "$tmp/err.txt" ||
   { cat "$tmp/err.txt"; fail "advise did not take the zb-h1 M=8 run"; }
+# The costs are the median over the file's 4 runs of that model (zb-h1 and 1f1b, M=4 and 8).
+grep -q "median over the 4 runs of this model" "$tmp/err.txt" ||
+  { cat "$tmp/err.txt"; fail "advise did not pool the 4 runs of the model"; }
+# With --run, that run's costs alone.
+"$BB" advise --results "$tmp/r.h5" --run "$(grep -o 'zb-h1_P=2_M=8[^ ]*' "$tmp/err.txt")" \
+  -M 8 >/dev/null 2>"$tmp/err1.txt" || { cat "$tmp/err1.txt"; fail "advise --run"; }
+if grep -q "median over" "$tmp/err1.txt"; then cat "$tmp/err1.txt"; fail "--run pooled"; fi
 
 # The best configuration, simulated by `sim` with the advisor's inputs.
 read -r -a sim_args < <(/usr/bin/python3 - "$tmp/a.json" <<'PY'
