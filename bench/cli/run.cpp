@@ -219,7 +219,8 @@ std::vector<RunConfig> expand(const RunOptions& o, const RunSettings& settings, 
   const auto vs = parse_int_list(o.v, "-v");
   harness::ModelLists lists;
   lists.hidden = int_list_in(o.hidden, "--hidden", 1, 65536);
-  lists.layers = int_list_in(o.layers, "--layers", 1, 4096);
+  lists.layers =  // a fixed model: no blocks per chunk (stage_layers splits model_layers)
+      o.model_layers > 0 ? std::vector<int>{0} : int_list_in(o.layers, "--layers", 1, 4096);
   lists.mb_size = int_list_in(o.mb_size, "--mb-size", 1, 1 << 20);
   lists.recompute.clear();
   if (o.recompute != "on") lists.recompute.push_back(false);

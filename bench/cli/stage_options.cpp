@@ -16,10 +16,47 @@ void add_stage_options(CLI::App& app, StageOptions& o) {
   add_with_default(app, "--vocab", o.vocab,
                    "Transformer: vocabulary; the first chunk embeds token ids, the last applies "
                    "the final LayerNorm, the LM head and cross-entropy (0: none, MSE)");
+  CLI::Option* model_layers =
+      add_with_default(app, "--model-layers", o.model_layers,
+                       "A fixed model: blocks in total, split over the route's chunks (P*v, "
+                       "2P for V schedules), the same model for every schedule (0: --layers "
+                       "blocks per chunk)");
+  if (CLI::Option* layers = app.get_option_no_throw("--layers")) model_layers->excludes(layers);
+  app.add_option("--partition", o.partition,
+                 "With --model-layers: blocks per chunk along the route, e.g. 3,2,2,1 (must sum "
+                 "to --model-layers, one entry per chunk; default: even split)");
+}
+
+std::vector<int> parse_partition(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t end = text.find(',', at);
+    const std::string item = text.substr(at, end == std::string::npos ? end : end - at);
+    std::size_t used = 0;
+    int b = 0;
+    try {
+      b = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || b < 1 || b > 65536)
+      throw ConfigError("--partition " + text +
+                        ": expected blocks per chunk as integers >= 1, e.g. 3,2,2,1");
+    out.push_back(b);
+    if (end == std::string::npos) return out;
+    at = end + 1;
+  }
 }
 
 void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden,
                             const std::string& backend) {
+  if (o.model_layers < 0 || o.model_layers > 65536)
+    throw ConfigError("--model-layers must be 0..65536");
+  if (!o.partition.empty() && o.model_layers == 0)
+    throw ConfigError("--partition needs --model-layers (the blocks it splits)");
+  (void)parse_partition(o.partition);
   if (o.stage != "transformer") {
     if (o.vocab != 0) throw ConfigError("--vocab needs --stage transformer");
     return;
@@ -38,6 +75,8 @@ void validate_stage_options(const StageOptions& o, const std::vector<int>& hidde
 
 harness::RunSettings apply_stage_options(const StageOptions& o, harness::RunSettings s) {
   s.stage = o.stage;
+  s.model_layers = o.model_layers;
+  s.partition = parse_partition(o.partition);
   if (o.stage != "transformer") return s;
   s.seq = o.seq;
   s.heads = o.heads;

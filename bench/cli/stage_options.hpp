@@ -1,5 +1,6 @@
-// `run`'s choice of chunk model: --stage mlp|transformer and the transformer's shape
-// (--seq, --heads, --ffn, --causal, --vocab; docs/transformer.md).
+// `run`'s choice of chunk model: --stage mlp|transformer, the transformer's shape
+// (--seq, --heads, --ffn, --causal, --vocab; docs/transformer.md) and a fixed model split over
+// the chunks (--model-layers, --partition).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,10 +15,15 @@ struct StageOptions {
   std::string stage = "mlp";
   int seq = 16, heads = 1, ffn = 0;
   bool causal = false;
-  int vocab = 0;  // model ends (embedding, LM head, cross-entropy); 0: none
+  int vocab = 0;          // model ends (embedding, LM head, cross-entropy); 0: none
+  int model_layers = 0;   // blocks in total (0: --layers per chunk)
+  std::string partition;  // blocks per chunk along the route: "3,2,2,1" ("": even)
 };
 
+// Call after --layers is added (--model-layers excludes it).
 void add_stage_options(CLI::App& app, StageOptions& o);
+// The blocks of --partition ("3,2,2,1"; empty: none). Throws ConfigError in one line.
+std::vector<int> parse_partition(const std::string& text);
 // Throws ConfigError on a shape the model cannot take with any of the --hidden values.
 // (--vocab needs the CPU backend: the CUDA one has no kernels for the ends yet.)
 void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden,

@@ -56,6 +56,7 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const
     double loss = 0;
     for (const auto& l : losses) loss += l.at(0);
     got.loss = loss;
+    out.loss = loss;
     ReferenceConfig rc;
     rc.hidden = c.hidden;
     rc.rows = c.mb_size;

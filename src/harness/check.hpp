@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <optional>
 #include <string>
 
 #include "harness/settings.hpp"
@@ -16,6 +17,7 @@ struct CheckOutcome {
   std::string status = "skipped";  // pass | fail | skipped
   double max_rel_error = 0;
   std::string message;
+  std::optional<double> loss;  // rank 0: the pipeline's loss of the step (before any update)
 };
 
 // Collective over COMM; the status is the same on every rank, the error and message are rank

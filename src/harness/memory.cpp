@@ -62,7 +62,9 @@ std::optional<double> cgroup_room() {
 
 MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank) {
   const Schedule& s = *c.lowered;
-  ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  // Uneven partitions: every chunk estimated as the largest (an upper bound).
+  ExecutorConfig ec =
+      widest_chunk(executor_config(o, c.hidden, c.layers, c.mb_size), model_stages(s));
   ec.recompute = c.recompute;
   const double message = kFloat * static_cast<double>(activation_count(ec));
   const double footprint = kFloat * static_cast<double>(chunk_forward_floats(ec));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/executor.hpp"
 
@@ -30,7 +31,12 @@ struct RunSettings {
   std::string stage = "mlp";
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
-  int vocab = 0;          // transformer: model ends (0: none)
+  int vocab = 0;  // transformer: model ends (0: none)
+  // A fixed model: blocks in total (0: --layers per chunk) and their split over the stages
+  // (empty: even); see ExecutorConfig.
+  int model_layers = 0;
+  std::vector<int> partition;
+  std::string model;      // the --model preset these settings were expanded from ("" if none)
   bool calibrate = true;  // links of the sweep's pairs before its first run
   // Testing the attribution (hidden options): a slow rank (seconds added to each of its
   // computes) and a slow link (seconds added to every message from src to dst).

@@ -65,6 +65,11 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
   s.ffn = o.ffn;
   s.causal = o.causal;
   s.vocab = o.vocab;
+  const ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  const int stages = model_stages(sched);
+  s.model_layers = model_layer_count(ec, stages);
+  s.partition = partition_text(stage_layers(ec, stages));
+  s.model_params = static_cast<std::int64_t>(model_param_count(ec, stages));
   s.warmup = o.warmup;
   s.iters = o.iters;
   s.seed = o.seed;
@@ -143,7 +148,8 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
   // (chunk_forward_floats: 9·L·b·h floats for the MLP, the chunk input with recompute),
   // divided by the chunk's fraction of a stage. (After B a chunk holds more until W: the
   // runtime's peak lies between.)
-  ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  ExecutorConfig ec =
+      widest_chunk(executor_config(o, c.hidden, c.layers, c.mb_size), model_stages(sched));
   ec.recompute = c.recompute;
   const double chunk_bytes = 4.0 * static_cast<double>(chunk_forward_floats(ec));
   SimConfig sc;
@@ -165,6 +171,7 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
   s.check = check.status;
   s.check_max_rel_error = check.max_rel_error;
   s.check_message = check.message;
+  s.loss_step0 = check.loss;
 
   const std::vector<double> schedule_peaks = peak_activations(sched);
   for (std::size_t r = 0; r < ranks.size(); ++r) {

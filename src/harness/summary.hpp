@@ -36,6 +36,12 @@ struct RunSummary {
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
   int vocab = 0;
+  // The model as a whole: its blocks (--model-layers; 0: --layers per chunk), their split
+  // over the stages along the route ("3,2,2,1") and its parameters (each stage once, ends
+  // included).
+  int model_layers = 0;
+  std::string partition;
+  std::int64_t model_params = 0;
   std::uint64_t seed = 0;
   double lr = 0;
   bool synthetic = false;
@@ -65,6 +71,7 @@ struct RunSummary {
   std::string check = "skipped";
   double check_max_rel_error = 0;
   std::string check_message;
+  std::optional<double> loss_step0;  // --check: the pipeline's loss of its first step
 
   std::vector<RankResult> ranks;
   // The launch's link calibration (harness/calibration.hpp) of the pairs this run's schedule

@@ -27,6 +27,8 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
       s.optimizer == "adam" ? OptimizerConfig::Kind::kAdam : OptimizerConfig::Kind::kSgd;
   c.optimizer.lr = static_cast<float>(s.lr);
   c.timeout_s = s.timeout;
+  c.model_layers = s.model_layers;
+  c.partition = s.partition;
   if (s.stage == "transformer") {
     TransformerConfig t;
     t.seq = s.seq;
@@ -37,6 +39,12 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
     c.transformer = t;
   }
   return c;
+}
+
+std::string partition_text(const std::vector<int>& blocks, char separator) {
+  std::string out;
+  for (int b : blocks) out += (out.empty() ? "" : std::string(1, separator)) + std::to_string(b);
+  return out;
 }
 
 std::uint64_t fnv1a(std::uint64_t h, const char* bytes, std::size_t n) {
@@ -82,6 +90,10 @@ std::string run_key(const RunConfig& c, const RunSettings& o) {
     k += "_transformer_S=" + std::to_string(o.seq) + "_H=" + std::to_string(o.heads) +
          "_f=" + std::to_string(o.ffn) + (o.causal ? "_causal" : "") +
          (o.vocab > 0 ? "_V=" + std::to_string(o.vocab) : "");
+  if (o.model_layers > 0) {  // a fixed model (keys without it are unchanged)
+    k += "_N=" + std::to_string(o.model_layers);
+    if (!o.partition.empty()) k += "_partition=" + partition_text(o.partition, '-');
+  }
   if (o.synthetic()) {
     k += "_tf=" + seconds_text(o.t_f) + "_tb=" + seconds_text(o.t_b) + "_tw=" + seconds_text(o.t_w);
     if (o.t_fb >= 0) k += "_tfb=" + seconds_text(o.t_fb);
@@ -109,6 +121,12 @@ std::vector<RunConfig> make_configs(std::vector<NamedSchedule> schedules, const 
     const std::string csv_hash = csv ? file_hash(name.substr(4)) : "";
     auto lowered = std::make_shared<const Schedule>(
         s.lowered ? std::move(s) : lower_by_periodic_form(std::move(s)));
+    if (settings.model_layers > 0) try {  // the model splits over this schedule's chunks
+        (void)stage_layers(executor_config(settings, 1, 0, 1), model_stages(*lowered));
+      } catch (const ConfigError& e) {
+        throw ConfigError(name + " P=" + std::to_string(lowered->P) +
+                          " v=" + std::to_string(lowered->v) + ": " + e.what());
+      }
     for (int h : lists.hidden)
       for (int L : lists.layers)
         for (int b : lists.mb_size)

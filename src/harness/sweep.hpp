@@ -37,6 +37,9 @@ struct NamedSchedule {
   Schedule schedule;
 };
 
+// Blocks per stage as text: 3,2,2,1 (separator ',') or 3-2-2-1.
+std::string partition_text(const std::vector<int>& blocks, char separator = ',');
+
 // FNV-1a (64 bits): h carried over n more bytes (start with kFnvBasis).
 inline constexpr std::uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 std::uint64_t fnv1a(std::uint64_t h, const char* bytes, std::size_t n);

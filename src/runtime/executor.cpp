@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/enum_names.hpp"
+#include "common/error.hpp"
 #include "runtime/wait.hpp"
 #include "schedule/edges.hpp"
 
@@ -77,11 +78,18 @@ namespace {
 // c (a StageConfig or TransformerConfig) with the fields every chunk model takes from `config`:
 // hidden, rows (mb_size), the layers of chunk `stage`, seed, recompute, and synthetic mode.
 template <class ChunkConfig>
-ChunkConfig with_chunk_fields(ChunkConfig c, const ExecutorConfig& config, int stage) {
+ChunkConfig with_chunk_fields(ChunkConfig c, const ExecutorConfig& config, int stage,
+                              int num_stages) {
   c.hidden = config.hidden;
   c.rows = config.mb_size;
   c.first_layer = stage * config.layers;
   c.num_layers = config.layers;
+  if (num_stages > 0) {
+    const std::vector<int> split = stage_layers(config, num_stages);
+    c.first_layer = 0;
+    for (int s = 0; s < stage; ++s) c.first_layer += split.at(static_cast<std::size_t>(s));
+    c.num_layers = split.at(static_cast<std::size_t>(stage));
+  }
   c.seed = config.seed;
   c.recompute = config.recompute;
   if (config.synthetic) c.synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
@@ -90,9 +98,72 @@ ChunkConfig with_chunk_fields(ChunkConfig c, const ExecutorConfig& config, int s
 
 }  // namespace
 
+int model_stages(const Schedule& schedule) {
+  int n = 0;
+  for (int s : schedule.chunk_stage) n = std::max(n, s + 1);
+  return n;
+}
+
+std::vector<int> stage_layers(const ExecutorConfig& config, int num_stages) {
+  if (num_stages <= 0) throw std::invalid_argument("stage_layers: no stages");
+  const int n = config.model_layers;
+  const std::string stages = std::to_string(num_stages) + " chunks along the route";
+  if (n <= 0) {
+    if (!config.partition.empty()) throw ConfigError("--partition needs --model-layers");
+    return std::vector<int>(static_cast<std::size_t>(num_stages), config.layers);
+  }
+  if (config.partition.empty()) {
+    if (n < num_stages)
+      throw ConfigError("--model-layers " + std::to_string(n) + " is fewer blocks than the " +
+                        stages + " (every chunk needs one)");
+    std::vector<int> split(static_cast<std::size_t>(num_stages), n / num_stages);
+    for (int s = 0; s < n % num_stages; ++s) ++split[static_cast<std::size_t>(s)];
+    return split;
+  }
+  if (static_cast<int>(config.partition.size()) != num_stages)
+    throw ConfigError("--partition has " + std::to_string(config.partition.size()) +
+                      " entries, the schedule has " + stages);
+  long long sum = 0;
+  for (int b : config.partition) {
+    if (b < 1) throw ConfigError("--partition: every chunk needs at least one block");
+    sum += b;
+  }
+  if (sum != n)
+    throw ConfigError("--partition sums to " + std::to_string(sum) + " blocks, --model-layers is " +
+                      std::to_string(n));
+  return config.partition;
+}
+
+int model_layer_count(const ExecutorConfig& config, int num_stages) {
+  return config.model_layers > 0 ? config.model_layers : num_stages * config.layers;
+}
+
+ExecutorConfig widest_chunk(ExecutorConfig config, int num_stages) {
+  if (config.model_layers > 0) {
+    const std::vector<int> split = stage_layers(config, num_stages);
+    config.layers = *std::max_element(split.begin(), split.end());
+  }
+  return config;
+}
+
+std::size_t model_param_count(const ExecutorConfig& config, int num_stages) {
+  ExecutorConfig one = config;
+  one.layers = 1;
+  one.model_layers = 0;
+  one.partition.clear();
+  std::size_t ends = 0;
+  if (config.transformer) {
+    TransformerConfig tc = transformer_chunk_config(one, 0);
+    tc.embed = tc.head = tc.vocab > 0;
+    ends = transformer_end_param_count(tc);
+  }
+  return chunk_param_count(one) * static_cast<std::size_t>(model_layer_count(config, num_stages)) +
+         ends;
+}
+
 TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage,
                                            int num_stages) {
-  TransformerConfig tc = with_chunk_fields(config.transformer.value(), config, stage);
+  TransformerConfig tc = with_chunk_fields(config.transformer.value(), config, stage, num_stages);
   tc.embed = tc.vocab > 0 && stage == 0;
   tc.head = tc.vocab > 0 && stage == num_stages - 1;
   return tc;
@@ -122,7 +193,8 @@ std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& c
   if (config.transformer)
     return std::make_unique<TransformerStage>(
         backend, transformer_chunk_config(config, stage, num_stages), meter);
-  return std::make_unique<Stage>(backend, with_chunk_fields(StageConfig{}, config, stage), meter);
+  return std::make_unique<Stage>(
+      backend, with_chunk_fields(StageConfig{}, config, stage, num_stages), meter);
 }
 
 Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transport,
@@ -132,13 +204,14 @@ Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transpo
   if (transport.size() != lowered.P)
     throw std::invalid_argument("Executor: transport has " + std::to_string(transport.size()) +
                                 " ranks, the schedule " + std::to_string(lowered.P));
-  if (config.hidden <= 0 || config.layers <= 0 || config.mb_size <= 0)
+  if (config.hidden <= 0 || (config.layers <= 0 && config.model_layers <= 0) || config.mb_size <= 0)
     throw std::invalid_argument("Executor: hidden, layers and mb_size must be positive");
   if (pool.count() != activation_count(config))
     throw std::invalid_argument("Executor: buffer pool of the wrong tensor size");
   rank_ = transport.rank();
   const int C = lowered.num_chunks();
-  for (int c = 0; c < C; ++c) num_stages_ = std::max(num_stages_, lowered.chunk_stage[c] + 1);
+  num_stages_ = model_stages(lowered);
+  (void)stage_layers(config, num_stages_);  // the split fits the schedule
 
   fractions_.assign(static_cast<std::size_t>(C), 1.0);
   for (int m = 0; m < lowered.M; ++m) {

@@ -1,11 +1,13 @@
 // The executor: runs one rank's lowered action list (bb::lower) step after step, with the chunk
 // stage model of design §3 on a Backend and the rank's messages on a Transport.
 //
-// Model and layers: every chunk holds `layers` MLP blocks; chunk c holds the stage
-// s = chunk_stage[c] and its global layers [s·layers, (s+1)·layers). The model has
+// Model and layers: chunk c holds the stage s = chunk_stage[c]. Without model_layers every
+// stage holds `layers` blocks, global layers [s·layers, (s+1)·layers), and the model has
 // (number of stages)·layers layers: route length·layers, i.e. P·v·L for looped placements,
-// 2P·L for V placements and P·L for DualPipe, whose two copies (chunk s and chunk P+s) hold
-// the same layers and sum their weight gradients (sum_partner_gradients) before the optimizer.
+// 2P·L for V placements and P·L for DualPipe. With model_layers N the model has N blocks,
+// split over the stages by stage_layers (the same model for every schedule). DualPipe's two
+// copies (chunk s and chunk P+s) hold the same layers and sum their weight gradients
+// (sum_partner_gradients) before the optimizer.
 //
 // Actions:
 //   RECV_F/RECV_B  post irecv() into a pooled buffer; the consuming compute waits for it.
@@ -62,7 +64,12 @@ class BufferPool {
 
 struct ExecutorConfig {
   int hidden = 16;
-  int layers = 1;   // blocks per chunk
+  int layers = 1;  // blocks per chunk (when model_layers is 0)
+  // A fixed model (docs/transformer.md, "A fixed model"): model_layers blocks in total, split
+  // over the model's stages (the route's chunks) as `partition` says (blocks per stage along the
+  // route), or evenly when it is empty. 0: every chunk holds `layers` blocks.
+  int model_layers = 0;
+  std::vector<int> partition;
   int mb_size = 4;  // rows of a micro-batch
   std::uint64_t seed = 1234;
   bool recompute = false;
@@ -83,16 +90,32 @@ struct ExecutorConfig {
 
 // Floats of one activation message (the BufferPool's tensor size) under `config`.
 std::size_t activation_count(const ExecutorConfig& config);
+// Model stages of a schedule: the route's chunks (DualPipe's two copies of a stage count once).
+int model_stages(const Schedule& schedule);
+// Blocks of each of `num_stages` stages along the route: `layers` each without model_layers;
+// else `partition` (which must have num_stages entries >= 1 summing to model_layers) or the
+// even split (the first model_layers mod num_stages stages get one block more). Throws
+// ConfigError with one line when the model cannot be split so.
+std::vector<int> stage_layers(const ExecutorConfig& config, int num_stages);
+// The blocks of the model: model_layers, or num_stages·layers.
+int model_layer_count(const ExecutorConfig& config, int num_stages);
+// Floats of the whole model's parameters (each stage once, the ends included).
+std::size_t model_param_count(const ExecutorConfig& config, int num_stages);
+// `config` with `layers` set to the largest stage's blocks (what per-chunk estimates that assume
+// equal chunks, such as chunk_forward_floats, should see).
+ExecutorConfig widest_chunk(ExecutorConfig config, int num_stages);
 // The transformer chunk of stage `stage` (config.transformer set): its shape, and hidden,
 // mb_size sequences, layers, seed, recompute and synthetic mode from `config`. With a vocab,
 // stage 0 holds the embedding and stage num_stages − 1 the LM head (0: none of the model's).
+// Its blocks: stage_layers(config, num_stages)[stage]; num_stages 0: `layers` blocks from
+// stage·layers.
 TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage,
                                            int num_stages = 0);
 // Floats one micro-batch keeps in a chunk after its F (only the chunk input with recompute).
 std::size_t chunk_forward_floats(const ExecutorConfig& config);
 // Floats of one chunk's parameters (as many again for its gradients).
 std::size_t chunk_param_count(const ExecutorConfig& config);
-// The model of chunk `stage` (global layers [stage·layers, (stage+1)·layers)) under `config`.
+// The model of chunk `stage` (its global layers from stage_layers) under `config`.
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter, int num_stages = 0);
 
@@ -169,7 +192,7 @@ class Executor {
   GradientSet gradients() const;
 
   int rank() const { return rank_; }
-  int num_layers_total() const { return num_stages_ * config_.layers; }
+  int num_layers_total() const { return model_layer_count(config_, num_stages_); }
   const std::vector<int>& local_chunks() const { return local_chunks_; }
   // Peak live activations on this rank since construction or reset_peaks(): bytes from the
   // stages' shared ActivationMeter, and micro-batch-stage units (the micro-batches the

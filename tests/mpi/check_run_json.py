@@ -6,6 +6,9 @@ usage: check_run_json.py MODE FILE [options]
   peaks    runtime peak activations per rank == bb::peak_activations (units), exactly
   timing   measured bubble fraction within --tol of the simulator (every schedule) and of
            the closed form (--model-schedules, default gpipe,1f1b,interleaved)
+  same-model  every configuration runs the same model (--model-layers): one model_params and
+           model_layers, and one loss at step 0 (loss_step0 of --check, within 1e-6
+           relative); each of --schedules (comma-separated) is among them
 Common: --min-configs N (at least N configurations in the file). The file must be strict JSON
 (strict_json.py: no NaN/Infinity, no duplicate keys).
 """
@@ -17,11 +20,12 @@ from strict_json import load
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["check", "peaks", "timing"])
+    ap.add_argument("mode", choices=["check", "peaks", "timing", "same-model"])
     ap.add_argument("file")
     ap.add_argument("--min-configs", type=int, default=1)
     ap.add_argument("--tol", type=float, default=0.02)
     ap.add_argument("--model-schedules", default="gpipe,1f1b,interleaved")
+    ap.add_argument("--schedules", default="")
     a = ap.parse_args()
     rows = load(a.file)
     fails = []
@@ -39,7 +43,7 @@ def main():
             # Bytes: a held micro-batch keeps 9·L·b·h floats per chunk after F (b·h with
             # recompute) and 10·L·b·h after B; n = peak chunk-micro-batches held. MLP stages
             # only: a transformer's sizes (docs/transformer.md) are tested in the unit tests.
-            if "_transformer_" in r["run_key"]:
+            if "_transformer_" in r["run_key"] or r["layers"] == 0:  # 0: uneven (--model-layers)
                 continue
             frac = {"dualpipe": 1.0, "zb-v": 0.5, "dualpipev": 0.5}.get(r["schedule"], 1.0 / r["v"])
             act = 4 * r["layers"] * r["mb_size"] * r["hidden"]  # bytes of L·b·h floats
@@ -48,6 +52,18 @@ def main():
                 n = units / frac
                 if not (low * n - 1e-6 <= b <= 10 * act * n + 1e-6):
                     fails.append(f"{name}: peak bytes {b} outside [{low * n}, {10 * act * n}]")
+        elif a.mode == "same-model":
+            print(f"{name}: partition {r['partition']} model_params {r['model_params']} "
+                  f"loss_step0 {r.get('loss_step0')!r}")
+            first = rows[0]
+            for k in ("model_params", "model_layers"):
+                if r[k] != first[k]:
+                    fails.append(f"{name}: {k} {r[k]} != {first[k]} ({rows[0]['schedule']})")
+            if sum(int(b) for b in r["partition"].split(",")) != r["model_layers"]:
+                fails.append(f"{name}: partition {r['partition']} does not sum to model_layers")
+            l0, l1 = r.get("loss_step0"), first.get("loss_step0")
+            if l0 is None or l1 is None or abs(l0 - l1) > 1e-6 * abs(l1):
+                fails.append(f"{name}: loss_step0 {l0} != {l1} ({rows[0]['schedule']})")
         else:
             meas, sim, model = (r["bubble_fraction_measured"], r["bubble_fraction_sim"],
                                 r["bubble_fraction_model"])
@@ -58,6 +74,9 @@ def main():
             if r["schedule"] in a.model_schedules.split(","):
                 if model is None or abs(meas - model) > a.tol:
                     fails.append(f"{line}: |measured - model| > {a.tol}")
+    if a.schedules:
+        seen = {r["schedule"] for r in rows}
+        fails += [f"no run of {s}" for s in a.schedules.split(",") if s not in seen]
     for f in fails:
         print("FAIL:", f)
     print(f"{a.mode}: {len(rows)} configurations, {len(fails)} failures")

@@ -3,7 +3,8 @@
 # and recompute off/on; every configuration the schedule accepts must match the sequential
 # reference (fp32, rel. error <= 1e-5), and its peak activations per rank must equal
 # bb::peak_activations exactly.
-# BB_CHECK_M, when set, replaces that M list (e.g. interleaved off multiples of P).
+# BB_CHECK_M, when set, replaces that M list (e.g. interleaved off multiples of P), BB_CHECK_V
+# the v list (e.g. one chunk count for a --partition).
 # usage: run_check.sh BUBBLEBENCH MPIEXEC SCHEDULE P [MORE RUN OPTIONS, e.g. --stage transformer]
 set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec schedule P}
@@ -14,8 +15,11 @@ shift 4
 HERE=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-timeout 300 "$MPIEXEC" -n "$P" "$BB" run --schedule "$S" -M "${BB_CHECK_M:-$P,$((2 * P)),$((4 * P))}" -v 1,2 \
-  --recompute=both --check --hidden 16 --layers 1 --mb-size 4 --iters 1 --warmup 0 \
+# One block per chunk, unless the options fix the model's blocks (--model-layers, --model).
+layers=(--layers 1)
+for a in "$@"; do case $a in --model-layers* | --model) layers=() ;; esac; done
+timeout 300 "$MPIEXEC" -n "$P" "$BB" run --schedule "$S" -M "${BB_CHECK_M:-$P,$((2 * P)),$((4 * P))}" -v "${BB_CHECK_V:-1,2}" \
+  --recompute=both --check --hidden 16 "${layers[@]}" --mb-size 4 --iters 1 --warmup 0 \
   --timeout 60 --format json "$@" >"$tmp/out.json" 2>"$tmp/err.txt"
 rc=$?
 if [ $rc != 0 ]; then

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.hpp"
 #include "runtime/cpu_backend.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/reference.hpp"
@@ -166,9 +167,12 @@ Schedule lowered_schedule(const std::string& name, int P, int M, int v) {
 }
 
 ExecutorConfig gemm_config(bool recompute) {
-  // (.transformer and .optimizer named: GCC 12 warns on skipped members without initialisers)
+  // (.partition, .transformer and .optimizer named: GCC 12 warns on skipped members without
+  // initialisers)
   return {.hidden = 8,
           .layers = 2,
+          .model_layers = 0,
+          .partition = {},
           .mb_size = 3,
           .seed = 77,
           .recompute = recompute,
@@ -270,6 +274,83 @@ TEST(Executor, EverySchedulesTransformerGradientsMatchTheReference) {
         ++checked;
       }
   EXPECT_GT(checked, 20);
+}
+
+TEST(StageLayers, EvenSplitPartitionAndOneLineErrors) {
+  ExecutorConfig c = gemm_config(false);
+  EXPECT_EQ(stage_layers(c, 3), (std::vector<int>{2, 2, 2}));  // --layers 2 per chunk
+  EXPECT_EQ(model_layer_count(c, 3), 6);
+  c.model_layers = 7;
+  EXPECT_EQ(stage_layers(c, 4), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(stage_layers(c, 2), (std::vector<int>{4, 3}));
+  EXPECT_EQ(model_layer_count(c, 4), 7);
+  EXPECT_EQ(widest_chunk(c, 4).layers, 2);
+  EXPECT_THROW(stage_layers(c, 8), ConfigError);  // fewer blocks than chunks
+  c.partition = {3, 2, 1, 1};
+  EXPECT_EQ(stage_layers(c, 4), c.partition);
+  EXPECT_EQ(widest_chunk(c, 4).layers, 3);
+  EXPECT_THROW(stage_layers(c, 2), ConfigError);  // entries != chunks
+  c.partition = {3, 2, 2, 1};
+  EXPECT_THROW(stage_layers(c, 4), ConfigError);  // sums to 8
+  c.partition = {4, 3, 0, 0};
+  EXPECT_THROW(stage_layers(c, 4), ConfigError);  // an empty chunk
+  c.model_layers = 0;
+  c.partition = {1, 1};
+  EXPECT_THROW(stage_layers(c, 2), ConfigError);  // a partition needs model_layers
+}
+
+// --model-layers: every schedule runs the same model, whatever its route's chunks, so the loss,
+// the parameter count and the gradients of every global block agree with one reference (the
+// parameters depend on the global block index only), with uneven partitions too.
+TEST(Executor, FixedModelIsTheSameForEverySchedule) {
+  for (const int vocab : {0, 11})
+    for (const bool explicit_split : {false, true})
+      for (const Case& c : std::vector<Case>{{"1f1b", 2, 4, 1},
+                                             {"interleaved", 2, 4, 2},
+                                             {"zb-v", 2, 4, 1},
+                                             {"dualpipev", 2, 4, 1},
+                                             {"dualpipe", 2, 4, 1},
+                                             {"gpipe", 3, 3, 1}}) {
+        SCOPED_TRACE(c.schedule + " P=" + std::to_string(c.P) + " vocab=" + std::to_string(vocab) +
+                     (explicit_split ? " partition" : " even"));
+        const Schedule s = lowered_schedule(c.schedule, c.P, c.M, c.v);
+        ExecutorConfig cfg = gemm_config(false);
+        cfg.layers = 0;
+        cfg.model_layers = 7;
+        cfg.mb_size = 2;
+        const int stages = model_stages(s);
+        if (explicit_split) {  // the first chunk gets what the even split leaves
+          cfg.partition.assign(static_cast<std::size_t>(stages), 1);
+          cfg.partition[0] = 7 - (stages - 1);
+        }
+        TransformerConfig tc;
+        tc.heads = 2;
+        tc.seq = 4;
+        tc.vocab = vocab;
+        cfg.transformer = tc;
+        const auto ranks = run_threads(s, cfg, 1, false);
+        GradientSet got;
+        ASSERT_NO_THROW(got = gathered(ranks));
+        EXPECT_EQ(ranks[0].layers_total, 7);
+        CpuBackend be;
+        TransformerConfig model = tc;
+        model.hidden = cfg.hidden;
+        model.rows = cfg.mb_size;
+        model.seed = cfg.seed;
+        const GradientSet ref = run_transformer_reference(be, model, 7, c.M);
+        ASSERT_EQ(got.layers.size(), ref.layers.size());
+        const CompareResult cmp = compare(ref, got, 1e-5);
+        EXPECT_TRUE(cmp.pass) << cmp.message;
+        // The whole model's parameters: 7 blocks and both ends, whatever the route.
+        ExecutorConfig one = cfg;
+        one.model_layers = 0;
+        one.partition.clear();
+        one.layers = 7;
+        std::size_t ends = 0;
+        for (const LayerGrads& g : ref.layers)
+          if (g.layer < 0 || g.layer >= 7) ends += g.dw1.size() + g.dw2.size();
+        EXPECT_EQ(model_param_count(cfg, stages), chunk_param_count(one) + ends);
+      }
 }
 
 TEST(Executor, DualPipeCopiesStayIdenticalAfterTheGradientSum) {
