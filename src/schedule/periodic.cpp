@@ -1,6 +1,7 @@
 #include "schedule/periodic.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -25,69 +26,97 @@ class Compressor {
   // Repetitions of a[i, i+p) from i on, each shifted by the same micro-batch step, up to cap.
   std::size_t reps_of(std::size_t i, std::size_t p, std::size_t cap, std::int32_t* step) const {
     if (i + 2 * p > n_ || a_[i + p - 1].overlap_next()) return 1;
-    const std::int32_t d =
-        static_cast<std::int32_t>(a_[i + p].mb) - static_cast<std::int32_t>(a_[i].mb);
+    const std::int32_t d = mb_of(word(i + p)) - mb_of(word(i));
     std::size_t k = i + p;
     const std::size_t stop = cap >= n_ ? n_ : std::min(n_, i + cap * p);
     for (; k < stop; ++k) {
-      const Action& x = a_[k];
-      const Action& y = a_[k - p];
-      if (!same_shape(x, y) ||
-          static_cast<std::int32_t>(x.mb) - static_cast<std::int32_t>(y.mb) != d)
-        break;
+      const std::uint32_t x = word(k), y = word(k - p);
+      if (((x ^ y) >> 16) != 0 || mb_of(x) - mb_of(y) != d) break;
     }
     *step = d;
     return (k - i) / p;
   }
 
-  // Greedily from `from` on: at each position the shortest pattern of at most kMaxPeriod actions
-  // that repeats kMinReps times (else the one covering the most, twice or more), else the action on
-  // its own.
-  void short_runs(std::size_t from, std::vector<Run>& out) const {
-    for (std::size_t i = from; i < n_;) {
-      std::size_t best_p = 0, best_reps = 1;
-      std::int32_t best_step = 0;
-      for (std::size_t p = 1; p <= kMaxPeriod && i + 2 * p <= n_; ++p) {
-        std::int32_t step = 0;
-        const std::size_t r = reps_of(i, p, kMinReps, &step);
-        if (r >= kMinReps) {
-          best_p = p;
-          best_reps = reps_of(i, p, n_, &best_step);
+  // The run of a short pattern at i (reps >= 2; reps 1: none): the shortest pattern of at most
+  // kMaxPeriod actions that repeats kMinReps times, else the one covering the most, twice or
+  // more (at least 4 actions).
+  Run short_run_at(std::size_t i) const {
+    Run best;
+    for (std::size_t p = 1; p <= kMaxPeriod && i + 2 * p <= n_; ++p) {
+      std::int32_t step = 0;
+      const std::size_t r = reps_of(i, p, kMinReps, &step);
+      if (r >= kMinReps) {
+        best.length = p;
+        best.reps = reps_of(i, p, n_, &best.step);
+        break;
+      }
+      if (r >= 2 && r * p > best.reps * std::max<std::size_t>(best.length, 1) && r * p >= 4) {
+        best.length = p;
+        best.reps = r;
+        best.step = step;
+      }
+    }
+    best.start = i;
+    return best;
+  }
+
+  // The short runs from a position on, one at a time, as the greedy makes them: at each
+  // position its short run (short_run_at), else the action on its own (an FB pair whole),
+  // single actions in a row making one literal run.
+  class ShortRuns {
+   public:
+    ShortRuns(const Compressor& c, std::size_t from) : c_(c), i_(from) {}
+    bool done() const { return i_ >= c_.n_ && !have_next_; }
+    Run next() {
+      Run r = have_next_ ? next_ : c_.short_run_at(i_);
+      have_next_ = false;
+      if (r.reps >= 2 && r.length > 0) {
+        i_ = r.start + r.length * r.reps;
+        return r;
+      }
+      Run lit{i_, 0, 1, 0, true};
+      while (i_ < c_.n_) {
+        const std::size_t take = unit_length(c_.a_[i_], c_.n_ - i_);
+        lit.length += take;
+        i_ += take;
+        if (i_ >= c_.n_) break;
+        next_ = c_.short_run_at(i_);
+        if (next_.reps >= 2 && next_.length > 0) {
+          have_next_ = true;
           break;
         }
-        if (r >= 2 && r * p > best_reps * std::max<std::size_t>(best_p, 1) && r * p >= 4) {
-          best_p = p;
-          best_reps = r;
-          best_step = step;
-        }
       }
-      if (best_p > 0 && best_reps >= 2) {
-        out.push_back({i, best_p, best_reps, best_step, false});
-        i += best_p * best_reps;
-        continue;
-      }
-      const std::size_t take = unit_length(a_[i], n_ - i);
-      if (out.empty() || !out.back().literal || out.back().start + out.back().length != i)
-        out.push_back({i, 0, 1, 0, true});
-      out.back().length += take;
-      i += take;
+      return lit;
     }
-  }
+
+   private:
+    const Compressor& c_;
+    std::size_t i_;
+    Run next_;
+    bool have_next_ = false;
+  };
 
   // The runs of the whole list: the short ones, except where a longer pattern (its length the
   // distance from one short run's start to a later one's, up to kMaxLongPeriod) repeats kMinReps
   // times and covers more than the short run it starts at (interleaved: a block of 2·v·P actions).
+  // Short runs are made only as far as the search for a longer pattern looks ahead
+  // (kLongCandidates), so the actions a longer pattern covers are not also run through the
+  // short search.
   std::vector<Run> runs() const {
     std::vector<Run> out, shorts;
     for (std::size_t pos = 0; pos < n_;) {
       shorts.clear();
-      short_runs(pos, shorts);
+      ShortRuns gen(*this, pos);
+      const auto have = [&](std::size_t u) {
+        while (shorts.size() <= u && !gen.done()) shorts.push_back(gen.next());
+        return u < shorts.size();
+      };
       Run best;
       std::size_t t = 0;
-      for (; t < shorts.size() && best.reps == 1; ++t) {
+      for (; best.reps == 1 && have(t); ++t) {
         const std::size_t i = shorts[t].start;
         std::size_t cover = shorts[t].length * shorts[t].reps;
-        for (std::size_t u = t + 1; u < shorts.size() && u <= t + kLongCandidates; ++u) {
+        for (std::size_t u = t + 1; u <= t + kLongCandidates && have(u); ++u) {
           const std::size_t p = shorts[u].start - i;
           if (p <= kMaxPeriod) continue;
           if (p > kMaxLongPeriod || i + kMinReps * p > n_) break;
@@ -112,9 +141,10 @@ class Compressor {
 
  private:
   // Same action but for the micro-batch number.
-  static bool same_shape(const Action& a, const Action& b) {
-    return a.op == b.op && a.chunk == b.chunk && a.flags == b.flags;
-  }
+  // Actions as words (action.hpp: the micro-batch number in the low 16 bits): the same action
+  // but for the micro-batch number is the same upper half.
+  static std::int32_t mb_of(std::uint32_t w) { return static_cast<std::int32_t>(w & 0xFFFFu); }
+  std::uint32_t word(std::size_t k) const { return std::bit_cast<std::uint32_t>(a_[k]); }
   // Later short runs tried as the end of a longer pattern's first repetition.
   static constexpr std::size_t kLongCandidates = 64;
 

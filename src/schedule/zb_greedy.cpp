@@ -1,13 +1,13 @@
 #include "schedule/zb_greedy.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <limits>
-#include <memory>
-#include <new>
 #include <queue>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -119,16 +119,24 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
   Schedule s = make_schedule(name, P, M, 1);
   set_looped_placement(s);
   const Route route = s.routes.front();  // chunk r on rank r; every route 0..P-1
-  // Arrival times (unit clock, >= 1; 0: not sent yet) of each message at its consumer chunk,
-  // micro-batch-major (at one time the ranks work on neighbouring micro-batches, so a sweep
-  // over the ranks touches neighbouring entries) and per direction (edges.hpp: 0 activations,
-  // 1 gradients). Zeroed lazily by calloc: a page is touched when its first message is sent.
-  const std::size_t n = 2 * static_cast<std::size_t>(P) * static_cast<std::size_t>(M);
-  const std::unique_ptr<std::int32_t[], void (*)(void*)> arrive(
-      static_cast<std::int32_t*>(std::calloc(n, sizeof(std::int32_t))), &std::free);
-  if (!arrive) throw std::bad_alloc();
-  auto at = [P, &arrive](const MessageName& msg, std::uint32_t m) -> std::int32_t& {
-    return arrive[(static_cast<std::size_t>(m) * P + consumer_chunk(msg)) * 2 + msg.dir];
+  // Arrival times (unit clock, >= 1) of the messages at each consumer chunk, per direction
+  // (edges.hpp: 0 activations, 1 gradients), in a ring of W micro-batches per (chunk,
+  // direction), each entry tagged with its micro-batch (another tag: not sent yet). A message
+  // is at most `cap` micro-batches ahead of the one its consumer waits for: an F on chunk c-1
+  // needs fewer than cap live micro-batches there (F count - W count < cap), and W <= B there
+  // <= B on chunk c <= F on chunk c; a B on chunk c likewise is at most cap ahead of chunk
+  // c-1's B. So a ring of W > cap never overwrites a message before it is read (checked), and
+  // stays small (ZB-H1 at P=512: 8 MiB where one entry per message took 32 MiB, a page fault
+  // and a cache miss for each), chunk-major: each rank reads its rows in order.
+  const std::size_t W = std::bit_ceil(static_cast<std::size_t>(std::clamp(cap, 1, M)) + 1);
+  struct Arrival {
+    std::int32_t mb = -1;
+    std::int32_t t = 0;
+  };
+  std::vector<Arrival> arrive(2 * static_cast<std::size_t>(P) * W);
+  auto at = [W, &arrive](const MessageName& msg, std::uint32_t m) -> Arrival& {
+    return arrive[(static_cast<std::size_t>(consumer_chunk(msg)) * 2 + msg.dir) * W +
+                  (m & (W - 1))];
   };
   // A rank's F/B order is 1F1B-like: w forwards, M-w (F, B) pairs, w backwards; where it
   // stands follows from the counts (position next_f + next_b), so no list of it is kept.
@@ -145,8 +153,14 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
     s.ranks[r].reserve(3 * static_cast<std::size_t>(M));
   }
   auto arrived = [&](const MessageName& msg, std::uint32_t m, std::int32_t t) {
-    const std::int32_t a = at(msg, m);
-    return a != 0 && a <= t;
+    const Arrival& a = at(msg, m);
+    return a.mb == static_cast<std::int32_t>(m) && a.t <= t;
+  };
+  // Whether the message in e (if any) has been read: its consumer is past it.
+  const auto read = [&](const MessageName& msg, const Arrival& e) {
+    if (e.mb < 0) return true;
+    const RankState& k = st[consumer_rank(s, msg)];
+    return e.mb < (msg.dir == 0 ? k.next_f : k.next_b);
   };
   // Unit costs: a rank that acts at time t is free again at t + 1, so every rank that has work
   // left is looked at once per time.
@@ -167,8 +181,13 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
       }
       if (ready) {
         out.push_back(act);
-        if (const MessageName sent = message_out(act, route); !sent.none())
-          at(sent, act.mb) = t + 1;
+        if (const MessageName sent = message_out(act, route); !sent.none()) {
+          Arrival& e = at(sent, act.mb);
+          if (!read(sent, e))
+            throw std::logic_error(std::string(name) + ": a message more than " +
+                                   std::to_string(W - 1) + " micro-batches ahead of its reader");
+          e = {static_cast<std::int32_t>(act.mb), t + 1};
+        }
         ++(want == Op::F ? k.next_f : k.next_b);
       } else if (k.next_w < k.next_b) {
         out.push_back(make_action(Op::W, r, k.next_w));
