@@ -24,10 +24,12 @@ class Compressor {
   explicit Compressor(const std::vector<Action>& a) : a_(a), n_(a.size()) {}
 
   // Repetitions of a[i, i+p) from i on, each shifted by the same micro-batch step, up to cap.
-  std::size_t reps_of(std::size_t i, std::size_t p, std::size_t cap, std::int32_t* step) const {
+  // known: a[i, known) is known to repeat so (the comparison starts there).
+  std::size_t reps_of(std::size_t i, std::size_t p, std::size_t cap, std::int32_t* step,
+                      std::size_t known = 0) const {
     if (i + 2 * p > n_ || a_[i + p - 1].overlap_next()) return 1;
     const std::int32_t d = mb_of(word(i + p)) - mb_of(word(i));
-    std::size_t k = i + p;
+    std::size_t k = std::max(i + p, known);
     const std::size_t stop = cap >= n_ ? n_ : std::min(n_, i + cap * p);
     for (; k < stop; ++k) {
       const std::uint32_t x = word(k), y = word(k - p);
@@ -120,8 +122,11 @@ class Compressor {
           const std::size_t p = shorts[u].start - i;
           if (p <= kMaxPeriod) continue;
           if (p > kMaxLongPeriod || i + kMinReps * p > n_) break;
+          // A multiple of the best pattern so far repeats (its step the multiple of that one's)
+          // wherever that one does: compare from the end of its cover on.
           std::int32_t step = 0;
-          const std::size_t r = reps_of(i, p, n_, &step);
+          const std::size_t known = best.reps > 1 && p % best.length == 0 ? i + cover : 0;
+          const std::size_t r = reps_of(i, p, n_, &step, known);
           if (r >= kMinReps && r * p > cover) {
             best = {i, p, r, step, false};
             cover = r * p;
