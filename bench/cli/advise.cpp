@@ -647,8 +647,10 @@ double cost_drift(const advise::Input& in, const advise::Candidate& c,
   return assumed > 0 ? got / assumed - 1 : std::nan("");
 }
 
-// The prediction with the run's own per-kind medians (one stage's F, B or the fused BW, W, and
-// its F&B pairs over F + B + W), seconds: what remains is the simulator's error, not the costs'.
+// The prediction with the run's own costs, seconds: its per-kind medians (one stage's F, B or
+// the fused BW, W, and its F&B pairs over F + B + W), each rank's scaled by the rank's measured
+// busy time over the one they give it (ranks run at different speeds). What remains is the
+// simulator's error, not the costs'.
 double predicted_at_measured(const advise::Input& in, const advise::Candidate& c,
                              const harness::RunSummary& m) {
   advise::Input x = in;
@@ -661,6 +663,11 @@ double predicted_at_measured(const advise::Input& in, const advise::Candidate& c
   x.mb_size = static_cast<int>(c.mb_size);
   x.global_batch = 0;
   x.memory_cap = 0;
+  // Each rank at its own speed: its measured busy time over the one these medians give it.
+  const advise::Candidate uniform = advise::evaluate(x, c.schedule, c.M, c.v, c.recompute);
+  if (uniform.busy.size() != m.ranks.size()) return uniform.step_time;
+  for (std::size_t r = 0; r < m.ranks.size(); ++r)
+    x.rank_speed.push_back(uniform.busy[r] > 0 ? m.ranks[r].busy_s / uniform.busy[r] : 1.0);
   return advise::evaluate(x, c.schedule, c.M, c.v, c.recompute).step_time;
 }
 
@@ -778,7 +785,7 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
             << (steady ? "steady-state period" : "step makespan")
             << ", ms; bubble and attribution as fractions of P x T; cost_drift: the run's F+B+W "
                "medians against the costs predicted with; at_costs_ms: the prediction with the "
-               "run's own per-kind medians, sim_error: measured against it)\n";
+               "run's own per-kind medians and per-rank speeds, sim_error: measured against it)\n";
   bb::print_table(
       std::cout,
       {"#", "config", "pred_ms", "meas_ms", "error", "meas_#", "bubble_pred", "bubble_meas",

@@ -42,6 +42,7 @@ void check(const Input& in) {
   require(in.mb_size >= 1, "the costs' micro-batch size must be >= 1");
   require(std::isfinite(in.fb_factor) && in.fb_factor > 0, "the F&B pair factor must be > 0");
   require(finite_nonneg(in.stage_blocks), "the blocks of a stage must be >= 0");
+  for (double x : in.rank_speed) require(finite_nonneg(x), "rank_speed factors must be >= 0");
   require(in.global_batch >= 0, "the global batch must be >= 0");
   for (double x : {in.act_bytes, in.input_bytes, in.param_bytes, in.static_factor, in.memory_cap,
                    in.latency, in.bandwidth})
@@ -107,6 +108,18 @@ void predict(const Input& in, const PeriodicSchedule& ps, double scale, Candidat
   cfg.t_f = chunk_costs(in.t_f, s, scale);
   cfg.t_b = chunk_costs(in.t_b, s, scale);
   cfg.t_w = chunk_costs(in.t_w, s, scale);
+  require(in.rank_speed.empty() || in.rank_speed.size() == static_cast<std::size_t>(in.P),
+          "rank_speed needs one factor per rank");
+  if (!in.rank_speed.empty())  // per chunk: its share of the stage times its rank's factor
+    for (auto* list : {&cfg.t_f, &cfg.t_b, &cfg.t_w}) {
+      std::vector<double> per_chunk;
+      for (int chunk = 0; chunk < s.num_chunks(); ++chunk) {
+        const auto i = static_cast<std::size_t>(chunk);
+        per_chunk.push_back((list->size() == 1 ? list->front() * frac : (*list)[i]) *
+                            in.rank_speed[static_cast<std::size_t>(s.chunk_rank[i])]);
+      }
+      *list = std::move(per_chunk);
+    }
   if (recompute)
     for (std::size_t i = 0; i < cfg.t_b.size(); ++i) cfg.t_b[i] += cfg.t_f[i];
   // A pair (an F and a whole backward): the factor times their sum on the mean stage.
@@ -155,6 +168,7 @@ void predict(const Input& in, const PeriodicSchedule& ps, double scale, Candidat
   const double transient = recompute ? in.act_bytes * scale * frac : 0;
   for (int rank = 0; rank < in.P; ++rank) {
     const auto i = static_cast<std::size_t>(rank);
+    c.busy.push_back(r.ranks[i].busy);
     c.activation_bytes.push_back(r.ranks[i].peak_activation_bytes + transient);
     c.static_bytes.push_back(in.static_factor * in.param_bytes * share[i]);
     const double total = c.activation_bytes.back() + c.static_bytes.back();

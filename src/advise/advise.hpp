@@ -37,6 +37,9 @@ struct Input {
   // An overlapped F & B pair (DualPipe's: an F and a whole backward) costs fb_factor x
   // (F + B + W) of the mean stage; 1: the sum, as the simulator's default.
   double fb_factor = 1;
+  // Per rank, a factor on every F, B and W of its chunks (a rank slower or faster than the
+  // costs say; F&B pairs keep fb_factor's time); empty: 1 for every rank.
+  std::vector<double> rank_speed;
   // > 0: the model is fixed, a stage holds this many blocks (a results file's run); a
   // configuration whose chunks would hold a fractional number of blocks is refused.
   double stage_blocks = 0;
@@ -72,6 +75,7 @@ struct Candidate {
   std::string dominant;  // "compute", "recompute", "communication" or "bubble"
   // Per rank: activation peak (bytes) and static bytes; peak = their sum's maximum.
   std::vector<double> activation_bytes, static_bytes;
+  std::vector<double> busy;  // per rank: its compute in the single step, seconds
   double peak_bytes = 0;
   int peak_rank = 0;
 };

@@ -251,6 +251,29 @@ TEST(Advise, AFixedModelRefusesChunksOfFractionalBlocks) {
   EXPECT_DOUBLE_EQ(a.makespan, b.makespan);
 }
 
+// Per-rank speed factors scale every action of a rank's chunks: the simulator with those
+// per-chunk costs; all factors 1 change nothing, and each rank's busy time scales by its own.
+TEST(Advise, RankSpeedScalesEachRanksActions) {
+  bb::advise::Input in = small_input();
+  in.P = 2;
+  for (const char* name : {"zb-h1", "interleaved", "dualpipe"}) {
+    const auto base = bb::advise::evaluate(in, name, 8, 2, false);
+    ASSERT_TRUE(base.excluded.empty()) << base.reason;
+    bb::advise::Input same = in;
+    same.rank_speed = {1.0, 1.0};
+    EXPECT_DOUBLE_EQ(bb::advise::evaluate(same, name, 8, 2, false).makespan, base.makespan);
+    bb::advise::Input slow = in;
+    slow.rank_speed = {1.0, 1.5};
+    const auto c = bb::advise::evaluate(slow, name, 8, 2, false);
+    ASSERT_EQ(c.busy.size(), 2u);
+    EXPECT_NEAR(c.busy[0], base.busy[0], 1e-12) << name;
+    EXPECT_NEAR(c.busy[1], 1.5 * base.busy[1], 1e-12) << name;
+    EXPECT_GT(c.makespan, base.makespan) << name;
+  }
+  in.rank_speed = {1.0};
+  EXPECT_THROW(bb::advise::search(in), bb::ConfigError);
+}
+
 // The stage work the cost drift compares against: F (twice with recompute) + B + W of the mean
 // stage, scaled to the configuration's micro-batch.
 TEST(Advise, StageWorkIsTheMeanStagesWork) {
