@@ -211,9 +211,21 @@ StageMedians stage_medians(const RunRecord& r, const Schedule& src) {
 }
 
 // Whether two runs ran the same model: the same stage (blocks, shape, micro-batch, dtype,
-// backend and compute) and as many model stages. Their F, B and W of a model stage are then
-// samples of one cost.
+// backend and compute), as many model stages, and every chunk as many blocks. Their F, B and W of a
+// model stage are then samples of one cost.
 bool same_model(const Attrs& a, const Schedule& sa, const Attrs& b, const Schedule& sb) {
+  // Uneven blocks per chunk (--partition) make stages of different costs: not pooled.
+  const auto even = [](const Attrs& x) {
+    const std::string p = text_attr(x, "partition", "");
+    const std::string first = p.substr(0, p.find(','));
+    for (std::size_t at = 0; at != std::string::npos && at < p.size();) {
+      const std::size_t end = p.find(',', at);
+      if (p.substr(at, end == std::string::npos ? end : end - at) != first) return false;
+      at = end == std::string::npos ? end : end + 1;
+    }
+    return true;
+  };
+  if (!even(a) || !even(b)) return false;
   for (const char* k : {"backend", "compute", "dtype", "stage"})
     if (text_attr(a, k, "") != text_attr(b, k, "")) return false;
   for (const char* k : {"hidden", "mb_size", "seq", "heads", "ffn", "causal", "vocab"}) {
