@@ -305,6 +305,7 @@ int parse_and_expand(Launch& L, CLI::App& app, int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       throw ConfigError(e.what() + std::string(" (see --help)"));
     }
+    apply_model_preset(app, L.o, L.o.hidden);  // --model: its flags, unless given
     validate_options(L.o, L.world);
     L.settings = apply_debug_options(L.o, settings_of(L.o), L.world);
     L.configs = expand(L.o, L.settings, L.world, L.lines);

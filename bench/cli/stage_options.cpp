@@ -1,5 +1,7 @@
 #include "cli/stage_options.hpp"
 
+#include <algorithm>
+
 #include "cli/options.hpp"
 #include "common/error.hpp"
 
@@ -22,9 +24,50 @@ void add_stage_options(CLI::App& app, StageOptions& o) {
                        "2P for V schedules), the same model for every schedule (0: --layers "
                        "blocks per chunk)");
   if (CLI::Option* layers = app.get_option_no_throw("--layers")) model_layers->excludes(layers);
+  std::string names;
+  for (const ModelPreset& p : model_presets())
+    names += std::string(names.empty() ? "" : "|") + p.name;
+  std::vector<std::string> choices;
+  for (const ModelPreset& p : model_presets()) choices.emplace_back(p.name);
+  app.add_option("--model", o.model,
+                 "Preset transformer (" + names +
+                     "): sets --stage transformer, --hidden, --heads, --ffn, --seq, --vocab, "
+                     "--model-layers and --causal (docs/transformer.md); flags given explicitly "
+                     "override the preset's (--layers drops its --model-layers)")
+      ->check(CLI::IsMember(choices));
   app.add_option("--partition", o.partition,
                  "With --model-layers: blocks per chunk along the route, e.g. 3,2,2,1 (must sum "
                  "to --model-layers, one entry per chunk; default: even split)");
+}
+
+const std::vector<ModelPreset>& model_presets() {
+  // name, hidden, heads, ffn, seq, vocab, blocks, causal
+  static const std::vector<ModelPreset> presets = {
+      {"tiny", 32, 4, 128, 16, 128, 4, true},                // CI: every schedule in seconds
+      {"distilbert", 768, 12, 3072, 128, 30522, 6, false},   // DistilBERT-like encoder
+      {"gpt2-small", 768, 12, 3072, 1024, 50257, 12, true},  // GPT-2 small-like decoder
+      {"gpt-1b", 2048, 16, 8192, 2048, 50257, 16, true},     // ~1.0 B-parameter decoder
+  };
+  return presets;
+}
+
+void apply_model_preset(const CLI::App& app, StageOptions& o, std::string& hidden) {
+  if (o.model.empty()) return;
+  const auto& all = model_presets();
+  const auto p =
+      std::find_if(all.begin(), all.end(), [&](const ModelPreset& x) { return o.model == x.name; });
+  if (p == all.end()) throw ConfigError("--model " + o.model + ": unknown preset");
+  const auto given = [&](const char* name) { return app.count(name) > 0; };
+  if (given("--stage") && o.stage != "transformer")
+    throw ConfigError("--model " + o.model + " is a transformer: it takes no --stage " + o.stage);
+  o.stage = "transformer";
+  if (!given("--hidden")) hidden = std::to_string(p->hidden);
+  if (!given("--heads")) o.heads = p->heads;
+  if (!given("--ffn")) o.ffn = p->ffn;
+  if (!given("--seq")) o.seq = p->seq;
+  if (!given("--vocab")) o.vocab = p->vocab;
+  if (!given("--causal")) o.causal = p->causal;
+  if (!given("--model-layers") && !given("--layers")) o.model_layers = p->model_layers;
 }
 
 std::vector<int> parse_partition(const std::string& text) {
@@ -77,6 +120,7 @@ harness::RunSettings apply_stage_options(const StageOptions& o, harness::RunSett
   s.stage = o.stage;
   s.model_layers = o.model_layers;
   s.partition = parse_partition(o.partition);
+  s.model = o.model;
   if (o.stage != "transformer") return s;
   s.seq = o.seq;
   s.heads = o.heads;

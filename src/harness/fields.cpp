@@ -70,6 +70,8 @@ const Field kFields[] = {
      kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.causal; }},
     {"vocab", "", "transformer: vocabulary of the model's ends (0: none, MSE loss)",
      FieldType::kInt, kBoth | kSummary, [](const RunSummary& s) { return i64(s.vocab); }},
+    {"model", "", "the --model preset the shape was expanded from (null: none)",
+     FieldType::kText, kBoth | kSummary, [](const RunSummary& s) { return text_or_null(s.model); }},
     {"model_layers", "", "blocks of the whole model (--model-layers, or chunks x --layers)",
      FieldType::kInt, kBoth | kSummary, [](const RunSummary& s) { return i64(s.model_layers); }},
     {"partition", "", "blocks per chunk along the route, e.g. 3,2,2,1 (--partition, or even)",

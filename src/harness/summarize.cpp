@@ -67,6 +67,7 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
   s.vocab = o.vocab;
   const ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
   const int stages = model_stages(sched);
+  s.model = o.model;
   s.model_layers = model_layer_count(ec, stages);
   s.partition = partition_text(stage_layers(ec, stages));
   s.model_params = static_cast<std::int64_t>(model_param_count(ec, stages));

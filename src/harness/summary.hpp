@@ -41,6 +41,7 @@ struct RunSummary {
   // included).
   int model_layers = 0;
   std::string partition;
+  std::string model;  // the --model preset the shape was expanded from ("" none)
   std::int64_t model_params = 0;
   std::uint64_t seed = 0;
   double lr = 0;
