@@ -1,6 +1,7 @@
 #include "cli/calibrate.hpp"
 
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "cli/build_info.hpp"
@@ -36,7 +38,8 @@ using json = nlohmann::json;
 
 struct CalibrateOptions {
   std::string pairs = "all";
-  int reps = 30, warmup = 5;
+  int reps = CalibrationOptions{}.reps, warmup = CalibrationOptions{}.warmup;
+  int rounds = CalibrationOptions{}.rounds;
   std::string max_bytes = "1M";
   int max_regimes = FitOptions{}.max_regimes, min_sizes = FitOptions{}.min_points;
   std::string backend = "cpu", transport;
@@ -70,11 +73,51 @@ std::string pct(double x) {
   return fmt(100 * x, 3) + "%";
 }
 
+// A relative error in percent to one decimal, signed when asked.
+std::string pct1(double x, bool sign = false) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, sign ? "%+.1f%%" : "%.1f%%", 100 * x);
+  return buf;
+}
+
+// The CPUs the ranks of `comm` may run on together (the union of their affinities), on rank 0
+// (0 elsewhere, or where no rank can tell). Collective.
+int cpus_of_ranks(MPI_Comm comm, double timeout_s) {
+  std::vector<double> mine;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) mine.push_back(c);
+  std::set<double> all;
+  for (const auto& from : mpi::gather(mine, 0, comm, timeout_s))
+    all.insert(from.begin(), from.end());
+  return static_cast<int>(all.size());
+}
+
+// Each JSON sample (links_to_json's order: by size) gains its quartiles, the piecewise fit's
+// time there and its relative error.
+void add_spread_json(json& links, const std::vector<PairSamples>& measured,
+                     const std::vector<LinkFit>& fits) {
+  for (std::size_t p = 0; p < fits.size() && p < links.size(); ++p)
+    for (std::size_t k = 0; k < fits[p].samples.size() && k < measured[p].spread.size(); ++k) {
+      const LinkSample& x = fits[p].samples[k];
+      json& js = links[p]["samples"][k];
+      js["q25_s"] = measured[p].spread[k].q25;
+      js["q75_s"] = measured[p].spread[k].q75;
+      js["fit_s"] = fits[p].cost(x.bytes);
+      js["rel_error"] = (fits[p].cost(x.bytes) - x.seconds) / x.seconds;
+    }
+}
+
 void add_options(CLI::App& app, CalibrateOptions& o) {
   add_choice(app, "--pairs", o.pairs, "all (every directed pair) or neighbours (r -> r±1)",
              {"all", "neighbours"});
-  add_with_default(app, "--reps", o.reps, "Timed round trips per size (their median is used)");
-  add_with_default(app, "--warmup", o.warmup, "Untimed round trips per size");
+  add_with_default(app, "--reps", o.reps,
+                   "Timed round trips per size, all rounds together (their median is used)");
+  add_with_default(app, "--warmup", o.warmup, "Untimed round trips at each visit of a size");
+  add_with_default(app, "--rounds", o.rounds,
+                   "Sweeps over the sizes (the reps are shared among them; load falls on every "
+                   "size alike)");
   add_with_default(app, "--max-bytes", o.max_bytes,
                    "Largest size (8 B doubling up to it); a run's messages are hidden·mb-size·4 "
                    "bytes: give at least 4x that");
@@ -94,6 +137,7 @@ void add_options(CLI::App& app, CalibrateOptions& o) {
 void validate(const CalibrateOptions& o) {
   if (o.reps < 1 || o.reps > 100000) throw ConfigError("--reps must be 1..100000");
   if (o.warmup < 0 || o.warmup > 100000) throw ConfigError("--warmup must be 0..100000");
+  if (o.rounds < 1 || o.rounds > o.reps) throw ConfigError("--rounds must be 1..--reps");
   if (o.max_regimes < 1 || o.max_regimes > 8) throw ConfigError("--max-regimes must be 1..8");
   if (o.min_sizes < 1 || o.min_sizes > 64) throw ConfigError("--min-sizes must be 1..64");
   if (!(o.timeout > 0)) throw ConfigError("--timeout must be > 0 seconds");
@@ -101,14 +145,14 @@ void validate(const CalibrateOptions& o) {
 }
 
 Attrs link_attrs(const CalibrateOptions& o, const std::string& transport, int P) {
-  return {{"method", std::string("ping-pong per directed pair: one way = median round trip "
-                                 "(bytes, 8 B reply) - median round trip (8 B) / 2")},
+  return {{"method", std::string(kCalibrationMethod)},
           {"backend", o.backend},
           {"transport", transport},
           {"ranks", std::int64_t{P}},
           {"pairs", o.pairs},
           {"reps", std::int64_t{o.reps}},
           {"warmup", std::int64_t{o.warmup}},
+          {"rounds", std::int64_t{o.rounds}},
           {"max_bytes", static_cast<std::int64_t>(parse_bytes(o.max_bytes, "--max-bytes"))},
           {"max_regimes", std::int64_t{o.max_regimes}},
           {"min_sizes", std::int64_t{o.min_sizes}},
@@ -194,7 +238,9 @@ int calibrate_all(int argc, char** argv) {
   co.max_bytes = parse_bytes(o.max_bytes, "--max-bytes");
   co.reps = o.reps;
   co.warmup = o.warmup;
+  co.rounds = o.rounds;
   co.timeout_s = o.timeout;
+  const int cpus = cpus_of_ranks(coll, o.timeout);
   const std::vector<PairSamples> measured = calibrate_links(*transport, *backend, coll, co);
   if (me == 0) {
     FitOptions fo;
@@ -215,9 +261,10 @@ int calibrate_all(int argc, char** argv) {
       for (const auto& [k, v] : link_attrs(o, transport_name, world))
         std::visit([&, key = k](const auto& x) { j[key] = x; }, v);
       j["links"] = links_to_json(fits);
+      add_spread_json(j["links"], measured, fits);
       std::cout << j.dump(2) << "\n";
     } else {
-      std::cout << links_table(fits);
+      std::cout << calibration_report(measured, fits, world, cpus) << "\n" << links_table(fits);
     }
     std::cout.flush();
     if (code != kExitOk) say(line);
@@ -263,6 +310,67 @@ std::string links_table(const std::vector<LinkFit>& fits) {
   }
   out << "alpha: latency, beta: bandwidth of the one-line fit; errors: |fit - measured| / "
          "measured over the sizes (one way, median of the round trips)\n";
+  return out.str();
+}
+
+std::string calibration_report(const std::vector<PairSamples>& measured,
+                               const std::vector<LinkFit>& fits, int ranks, int cpus) {
+  std::ostringstream out;
+  std::vector<std::vector<std::string>> rows;
+  struct Worst {
+    double rel = -1;
+    std::size_t k = 0;
+  };
+  std::vector<Worst> worst(fits.size());
+  for (std::size_t p = 0; p < fits.size(); ++p) {
+    const LinkFit& f = fits[p];
+    for (std::size_t k = 0; k < f.samples.size(); ++k) {
+      const LinkSample& x = f.samples[k];
+      const double fit = f.cost(x.bytes), rel = (fit - x.seconds) / x.seconds;
+      std::size_t regime = 0;
+      while (regime + 1 < f.regimes.size() && x.bytes > f.regimes[regime].hi_bytes) ++regime;
+      const bool spread = p < measured.size() && k < measured[p].spread.size();
+      rows.push_back({std::to_string(f.src) + "->" + std::to_string(f.dst), fmt(x.bytes),
+                      us(x.seconds), spread ? us(measured[p].spread[k].q25) : "",
+                      spread ? us(measured[p].spread[k].q75) : "", us(fit), pct1(rel, true),
+                      std::to_string(regime + 1)});
+      if (std::abs(rel) > worst[p].rel) worst[p] = {std::abs(rel), k};
+    }
+  }
+  out << "# one way per size: median of the round trips (q25..q75: their quartiles), the "
+         "piecewise alpha-beta fit, error = (fit - median) / median\n";
+  print_table(out, {"pair", "bytes", "median_us", "q25_us", "q75_us", "fit_us", "error", "regime"},
+              rows);
+  double largest = 0;
+  std::string where;
+  for (std::size_t p = 0; p < fits.size(); ++p) {
+    const LinkFit& f = fits[p];
+    if (worst[p].rel < 0) continue;
+    const LinkSample& x = f.samples[worst[p].k];
+    const std::string pair = std::to_string(f.src) + "->" + std::to_string(f.dst);
+    out << pair << ": max |error| " << pct1(worst[p].rel) << " at " << fmt(x.bytes) << " B ("
+        << f.regimes.size() << " regimes; one line: " << pct1(f.line_error.max_rel) << ")";
+    if (p < measured.size() && worst[p].k < measured[p].spread.size()) {
+      const SampleSpread& q = measured[p].spread[worst[p].k];
+      const double width = (q.q75 - q.q25) / x.seconds;
+      if (width > kCalibrationTarget)
+        out << "; its quartiles span " << pct1(width)
+            << " of the median there: the time itself varies (load, scheduling)";
+    }
+    out << "\n";
+    if (worst[p].rel > largest || where.empty()) {
+      largest = worst[p].rel;
+      where = pair + " at " + fmt(x.bytes) + " B";
+    }
+  }
+  out << "largest |error| over " << fits.size() << " pairs: " << pct1(largest) << " (" << where
+      << "): " << (largest <= kCalibrationTarget ? "within " : "NOT within ")
+      << pct1(kCalibrationTarget) << "\n";
+  if (cpus > 0 && ranks > cpus)
+    out << "note: " << ranks << " ranks on " << cpus
+        << " CPUs: ranks that share a core wait for the scheduler to run the other one (a "
+           "message costs a time slice, not a transfer); such pairs' times are the "
+           "scheduler's\n";
   return out.str();
 }
 

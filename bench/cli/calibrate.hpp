@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/calibrate.hpp"
 #include "sim/links.hpp"
 
 namespace bb {
@@ -17,5 +18,17 @@ int calibrate_main(int argc, char** argv);
 // The table calibrate prints: one row per pair (α, β and both fits' errors), then each pair's
 // regimes, one line each.
 std::string links_table(const std::vector<LinkFit>& fits);
+
+// The largest relative error per size that the fit should keep to (issue 19: 10 %).
+inline constexpr double kCalibrationTarget = 0.10;
+
+// What calibrate prints per size: for every pair and size the measured median, its quartiles,
+// the piecewise fit's time, the relative error and the regime; then per pair its largest
+// |error| (and, where the quartiles are wider than the target, that the time itself varies),
+// the largest over all pairs against kCalibrationTarget, and a note when `ranks` exceed
+// `cpus` (the CPUs they may run on together; 0: unknown). MEASURED and FITS are in the same order
+// (fit_links).
+std::string calibration_report(const std::vector<PairSamples>& measured,
+                               const std::vector<LinkFit>& fits, int ranks, int cpus);
 
 }  // namespace bb

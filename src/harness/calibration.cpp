@@ -32,13 +32,12 @@ void calibrate_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
   if (ctx.transport.rank() != 0) return;
   ctx.links = fit_links(measured);
   const std::size_t top = calibration_sizes(co.max_bytes).back();
-  ctx.links_attrs = {
-      {"method", std::string("ping-pong per directed pair: one way = median round trip (bytes, "
-                             "8 B reply) - median round trip (8 B) / 2")},
-      {"transport", std::string(ctx.transport.name())},
-      {"reps", std::int64_t{co.reps}},
-      {"warmup", std::int64_t{co.warmup}},
-      {"max_bytes", static_cast<std::int64_t>(top)}};
+  ctx.links_attrs = {{"method", std::string(kCalibrationMethod)},
+                     {"transport", std::string(ctx.transport.name())},
+                     {"reps", std::int64_t{co.reps}},
+                     {"warmup", std::int64_t{co.warmup}},
+                     {"rounds", std::int64_t{co.rounds}},
+                     {"max_bytes", static_cast<std::int64_t>(top)}};
   double line = 0, regimes = 0;
   for (const LinkFit& f : ctx.links) {
     line = std::max(line, f.line_error.max_rel);

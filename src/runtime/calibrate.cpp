@@ -15,10 +15,13 @@ namespace {
 constexpr std::size_t kReplyFloats = 2;  // the 8-byte reply
 constexpr int kDataTag = 0, kReplyTag = 1;
 
-double median(std::vector<double> v) {
+// The q-quantile (0..1) of v, by linear interpolation between order statistics.
+double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  const double at = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(at);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
 // Polls the requests and then the backend's queue until all are done (runtime/wait.hpp).
@@ -46,35 +49,39 @@ class Waiter {
   double timeout_s_;
 };
 
-// Round trips of `sizes` between this rank and `peer`; as src, the median round trip per size.
-std::vector<double> ping_pong(Transport& t, Waiter& wait, int peer, bool src,
-                              const std::vector<std::size_t>& sizes, const CalibrationOptions& o,
-                              float* data, float* reply) {
+// Round trips of `sizes` between this rank and `peer`, in o.rounds sweeps over the sizes
+// (upwards, then downwards, ...), each visit of a size warmed up first. As src: every timed
+// round trip, by size (empty as dst).
+std::vector<std::vector<double>> ping_pong(Transport& t, Waiter& wait, int peer, bool src,
+                                           const std::vector<std::size_t>& sizes,
+                                           const CalibrationOptions& o, float* data, float* reply) {
   using Clock = std::chrono::steady_clock;
-  std::vector<double> medians;
-  for (const std::size_t bytes : sizes) {
-    const std::size_t count = bytes / sizeof(float);
-    std::vector<double> rtt;
-    rtt.reserve(static_cast<std::size_t>(o.reps));
-    for (int rep = 0; rep < o.warmup + o.reps; ++rep) {
-      if (src) {
-        const auto t0 = Clock::now();
-        // Send first, then the reply's receive: NCCL runs both in this order on one stream.
-        Request reqs[2] = {t.isend(data, count, peer, kDataTag),
-                           t.irecv(reply, kReplyFloats, peer, kReplyTag)};
-        wait.all(reqs, 2, peer, bytes);
-        const auto t1 = Clock::now();
-        if (rep >= o.warmup) rtt.push_back(std::chrono::duration<double>(t1 - t0).count());
-      } else {
-        Request in = t.irecv(data, count, peer, kDataTag);
-        wait.all(&in, 1, peer, bytes);
-        Request out = t.isend(reply, kReplyFloats, peer, kReplyTag);
-        wait.all(&out, 1, peer, kReplyFloats * sizeof(float));
+  std::vector<std::vector<double>> rtt(sizes.size());
+  const int rounds = std::min(o.rounds, o.reps);
+  for (int round = 0; round < rounds; ++round) {
+    const int timed = o.reps / rounds + (round < o.reps % rounds ? 1 : 0);
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const std::size_t i = round % 2 == 0 ? k : sizes.size() - 1 - k;
+      const std::size_t bytes = sizes[i], count = bytes / sizeof(float);
+      for (int rep = 0; rep < o.warmup + timed; ++rep) {
+        if (src) {
+          const auto t0 = Clock::now();
+          // Send first, then the reply's receive: NCCL runs both in this order on one stream.
+          Request reqs[2] = {t.isend(data, count, peer, kDataTag),
+                             t.irecv(reply, kReplyFloats, peer, kReplyTag)};
+          wait.all(reqs, 2, peer, bytes);
+          const auto t1 = Clock::now();
+          if (rep >= o.warmup) rtt[i].push_back(std::chrono::duration<double>(t1 - t0).count());
+        } else {
+          Request in = t.irecv(data, count, peer, kDataTag);
+          wait.all(&in, 1, peer, bytes);
+          Request out = t.isend(reply, kReplyFloats, peer, kReplyTag);
+          wait.all(&out, 1, peer, kReplyFloats * sizeof(float));
+        }
       }
     }
-    if (src) medians.push_back(median(std::move(rtt)));
   }
-  return medians;
+  return rtt;
 }
 
 }  // namespace
@@ -95,7 +102,8 @@ std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm
     if (s < 0 || s >= P || d < 0 || d >= P || s == d)
       throw ConfigError("calibrate: pair " + std::to_string(s) + "->" + std::to_string(d) +
                         " is not two distinct ranks of " + std::to_string(P));
-  if (o.reps < 1 || o.warmup < 0) throw ConfigError("calibrate: needs reps >= 1, warmup >= 0");
+  if (o.reps < 1 || o.warmup < 0 || o.rounds < 1)
+    throw ConfigError("calibrate: needs reps >= 1, warmup >= 0, rounds >= 1");
   const std::vector<std::size_t> sizes = calibration_sizes(o.max_bytes);
   Buffer data = b.allocate(sizes.back() / sizeof(float));
   Buffer reply = b.allocate(kReplyFloats);
@@ -104,7 +112,7 @@ std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm
   b.synchronize();
   Waiter wait(t, b, o.timeout_s);
 
-  // This rank's pairs as src: src, dst, then one-way time per size.
+  // This rank's pairs as src: src, dst, then per size the one-way median and quartiles.
   std::vector<double> mine;
   for (const auto& [s, d] : o.pairs) {
     mpi::barrier(comm, o.timeout_s);  // one pair at a time
@@ -113,20 +121,25 @@ std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm
         ping_pong(t, wait, me == s ? d : s, me == s, sizes, o, data.data(), reply.data());
     if (me != s) continue;
     mine.insert(mine.end(), {double(s), double(d)});
-    for (std::size_t i = 0; i < sizes.size(); ++i)
-      mine.push_back(std::max(rtt[i] - rtt[0] / 2, 1e-9));  // one way: minus the reply's half
+    const double reply_half = quantile(rtt[0], 0.5) / 2;  // one way: minus the reply's half
+    for (const auto& r : rtt)
+      for (const double q : {0.5, 0.25, 0.75})
+        mine.push_back(std::max(quantile(r, q) - reply_half, 1e-9));
   }
   mpi::barrier(comm, o.timeout_s);
   const auto all = mpi::gather(mine, 0, comm, o.timeout_s);
   std::vector<PairSamples> out;
-  const std::size_t row = 2 + sizes.size();
+  const std::size_t row = 2 + 3 * sizes.size();
   for (const auto& from : all)
     for (std::size_t i = 0; i + row <= from.size(); i += row) {
       PairSamples p;
       p.src = static_cast<int>(from[i]);
       p.dst = static_cast<int>(from[i + 1]);
-      for (std::size_t k = 0; k < sizes.size(); ++k)
-        p.samples.push_back({static_cast<double>(sizes[k]), from[i + 2 + k]});
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        const double* q = &from[i + 2 + 3 * k];
+        p.samples.push_back({static_cast<double>(sizes[k]), q[0]});
+        p.spread.push_back({q[1], q[2]});
+      }
       out.push_back(std::move(p));
     }
   std::sort(out.begin(), out.end(), [](const PairSamples& x, const PairSamples& y) {

@@ -7,9 +7,14 @@
 //   src: isend `bytes` to dst, irecv an 8-byte reply, wait for both; dst: irecv, wait, isend
 //   the reply, wait. Waits poll Transport::test() with the runtime's backoff (runtime/wait.hpp)
 //   and then the backend's queue (CUDA: the stream has finished), as the executor waits.
-//   `warmup` round trips per size untimed, then `reps` timed on src's steady clock.
+//   The sizes are visited in `rounds` sweeps (alternately upwards and downwards), and each
+//   visit of a size starts with `warmup` untimed round trips (the first messages of a size are
+//   cold: protocol set-up, buffer registration) before its share of the `reps` timed ones, on
+//   src's steady clock. So a phase of load on the machine falls on every size alike instead of
+//   on the few sizes measured while it lasted.
 //   The one-way time of a size is median round trip(bytes) − median round trip(8 B) / 2, so
-//   8 B gets half its round trip and each direction is measured on its own.
+//   8 B gets half its round trip and each direction is measured on its own; the quartiles of
+//   the round trips, shifted alike, give its spread.
 // Sizes: 8 B doubling up to the first size >= max_bytes (the transport moves floats, so
 // every size is a multiple of 4 bytes).
 #pragma once
@@ -29,18 +34,31 @@ namespace bb {
 struct CalibrationOptions {
   std::vector<std::pair<int, int>> pairs;  // directed (src, dst), src != dst
   std::size_t max_bytes = 1 << 20;         // sizes 8 B doubling to the first >= this
-  int reps = 30;                           // timed round trips per size (median)
-  int warmup = 5;                          // untimed round trips per size
-  double timeout_s = 600;                  // any single wait (TimeoutError past it)
+  int reps = 200;          // timed round trips per size, all rounds together (median)
+  int warmup = 5;          // untimed round trips at each visit of a size
+  int rounds = 10;         // sweeps over the sizes (at most reps); the reps are shared among them
+  double timeout_s = 600;  // any single wait (TimeoutError past it)
 };
 
 // 8, 16, ..., the first >= max_bytes (at least 8). Throws ConfigError beyond 2^31 floats.
 std::vector<std::size_t> calibration_sizes(std::size_t max_bytes);
 
-// One directed pair's measured one-way times, by size.
+// The spread of one size's one-way time: the quartiles of its timed round trips, less the
+// same half of the 8-byte round trip as the median.
+struct SampleSpread {
+  double q25 = 0, q75 = 0;  // seconds
+};
+
+// The method in one line (the `method` attribute of /links).
+inline constexpr const char* kCalibrationMethod =
+    "ping-pong per directed pair, sizes visited in rounds, each visit warmed up: one way = "
+    "median round trip (bytes, 8 B reply) - median round trip (8 B) / 2";
+
+// One directed pair's measured one-way times (median and spread), by size.
 struct PairSamples {
   int src = 0, dst = 0;
   std::vector<LinkSample> samples;
+  std::vector<SampleSpread> spread;  // one per sample
 };
 
 // Collective over `comm` (the same ranks as the transport; every rank passes the same

@@ -7,8 +7,8 @@
 // has two forms, both kept and both reported:
 //  - `line`: one α-β line over all measured sizes;
 //  - `regimes`: piecewise α-β over consecutive size ranges (at most FitOptions::max_regimes
-//    and one per 3 measured sizes, each with at least min_points sizes; fewer sizes than 3:
-//    the line), the segmentation chosen by dynamic programming to
+//    and one per 3 measured sizes, each with at least min_points sizes, 2 by default; fewer
+//    sizes than 3: the line), the segmentation chosen by dynamic programming to
 //    minimise the largest relative error (then the sum of squared relative errors); the
 //    fewest regimes that reach FitOptions::target_rel, else the best.
 // Each line is a least-squares fit in relative terms (every size weighs alike, whatever its
@@ -52,13 +52,14 @@ struct FitError {
   double median_rel = 0;
 };
 
-// Defaults: MPICH/UCX over shared memory on the project's 2-core machine shows five regimes
-// (<= 64 B; 128-256 B, slower; 512 B-2 KiB; 4 KiB alone, a spike; >= 8 KiB) and a lower
-// bandwidth past the caches (~1 MiB): six. A regime of one size is a spike the fit keeps
-// (a flat line through it).
+// Defaults: MPICH/UCX over shared memory on the project's 2-core machine, measured with
+// warm-up at every size, shows a flat latency to ~256 B, a slope to ~4 KiB, the shared-memory
+// bandwidth to ~256 KiB and a lower one past the caches (each step 2-2.5x the last): up to six
+// regimes of at least two sizes. (min_points 1 lets a regime hold a single size: a spike the
+// fit then reproduces exactly, i.e. interpolates rather than fits.)
 struct FitOptions {
   int max_regimes = 6;       // regimes of the piecewise fit (1: the line)
-  int min_points = 1;        // measured sizes per regime (>= 1)
+  int min_points = 2;        // measured sizes per regime (>= 1)
   double target_rel = 0.05;  // fewest regimes whose largest relative error is at most this
 };
 

@@ -18,7 +18,7 @@ check() {  # name, condition result
 }
 
 timeout 300 "$MPIEXEC" -n "$P" "$BB" calibrate --pairs all --reps 5 --warmup 1 --max-bytes 64K \
-  --timeout 60 --json --out "$tmp/links.h5" >"$tmp/c.json" 2>"$tmp/err.txt"
+  --rounds 2 --timeout 60 --json --out "$tmp/links.h5" >"$tmp/c.json" 2>"$tmp/err.txt"
 rc=$?
 [ $rc = 0 ] || { echo "calibrate exit $rc"; cat "$tmp/err.txt"; }
 check "calibrate --json --out" $rc
@@ -32,6 +32,7 @@ sizes = [8 * 2**k for k in range(14)]  # 8 B .. 64 KiB
 pairs = sorted((l["src"], l["dst"]) for l in j["links"])
 assert pairs == [(a, b) for a in range(P) for b in range(P) if a != b], pairs
 assert j["transport"] == "mpi" and j["reps"] == 5 and j["max_bytes"] == 65536, j
+assert j["rounds"] == 2, j
 for l in j["links"]:
     assert [s["bytes"] for s in l["samples"]] == sizes, l["samples"]
     assert all(s["time_s"] > 0 for s in l["samples"]), l
@@ -42,6 +43,12 @@ for l in j["links"]:
               "regimes_median_rel_error"):
         assert l[k] >= 0, (k, l)
     assert l["regimes_max_rel_error"] <= l["max_rel_error"] + 1e-12, l
+    for s in l["samples"]:  # the quartiles around the median; the fit's time and error
+        assert 0 < s["q25_s"] <= s["time_s"] <= s["q75_s"], s
+        assert s["fit_s"] > 0, s
+        assert abs(s["rel_error"] - (s["fit_s"] - s["time_s"]) / s["time_s"]) < 1e-9, s
+    worst = max(abs(s["rel_error"]) for s in l["samples"])
+    assert abs(worst - l["regimes_max_rel_error"]) < 1e-12, l
     print(f'{l["src"]}->{l["dst"]}: line max {l["max_rel_error"]:.1%}, '
           f'{len(l["regimes"])} regimes max {l["regimes_max_rel_error"]:.1%}')
 with h5py.File(sys.argv[2], "r") as f:
@@ -56,6 +63,42 @@ with h5py.File(sys.argv[2], "r") as f:
         assert r["alpha_s"] == l["alpha_s"] and r["regimes"] == len(l["regimes"])
 PY
 check "JSON and /links" $?
+
+# The table: per pair and size the median, quartiles, fit, error and regime; per pair its
+# largest |error|; the verdict against 10 %; the note when ranks outnumber the CPUs.
+timeout 300 "$MPIEXEC" -n "$P" "$BB" calibrate --reps 10 --warmup 1 --max-bytes 4K --timeout 60 \
+  >"$tmp/table.txt" 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 0 ] || { echo "calibrate (table) exit $rc"; cat "$tmp/err.txt"; }
+check "calibrate (table)" $rc
+$PY - "$tmp/table.txt" "$P" "$(nproc)" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+P, cpus = int(sys.argv[2]), int(sys.argv[3])
+lines = text.splitlines()
+head = lines.index(next(l for l in lines if l.startswith("pair  bytes")))
+assert lines[head].split() == ["pair", "bytes", "median_us", "q25_us", "q75_us", "fit_us",
+                               "error", "regime"], lines[head]
+pairs = [f"{a}->{b}" for a in range(P) for b in range(P) if a != b]
+sizes = [8 << k for k in range(10)]  # 8 B .. 4 KiB
+rows = [l.split() for l in lines[head + 1:head + 1 + len(pairs) * len(sizes)]]
+assert [(r[0], int(r[1])) for r in rows] == [(p, s) for p in pairs for s in sizes], rows
+for r in rows:
+    median, q25, q75, fit = map(float, r[2:6])
+    assert 0 < q25 <= median <= q75 and fit > 0, r
+    assert re.fullmatch(r"[+-]\d+\.\d%", r[6]), r
+    assert abs(float(r[6][:-1]) - 100 * (fit - median) / median) < 0.2, r  # printed digits
+for p in pairs:
+    assert re.search(rf"^{p}: max \|error\| \d+\.\d% at \d+ B \(\d regimes; one line: ", text,
+                     re.M), p
+m = re.search(rf"^largest \|error\| over {len(pairs)} pairs: (\d+\.\d)% \(\d->\d at \d+ B\): "
+              r"(NOT )?within 10\.0%$", text, re.M)
+assert m, text
+assert (m.group(2) is None) == (float(m.group(1)) <= 10.0), m.group(0)
+assert ("note: %d ranks on" % P in text) == (P > cpus), text
+print(m.group(0))
+PY
+check "calibrate's table" $?
 
 # The file feeds the simulator (seconds: compute times in seconds).
 timeout 60 "$BB" sim -s 1f1b -P "$P" -M 8 --t-f 0.001 --t-b 0.002 --msg-bytes 4096 \

@@ -118,10 +118,21 @@ TEST(LinkFit, ThreeRegimesAndTheLimit) {
   EXPECT_EQ(h.regimes_error.max_rel, h.line_error.max_rel);
 }
 
+// Every regime of F holds at least `n` measured sizes.
+void expect_regime_sizes_at_least(const LinkFit& f, int n) {
+  for (const LinkRegime& r : f.regimes) {
+    int count = 0;
+    for (const LinkSample& x : f.samples) count += x.bytes >= r.lo_bytes && x.bytes <= r.hi_bytes;
+    EXPECT_GE(count, n) << r.lo_bytes << ".." << r.hi_bytes;
+  }
+}
+
 TEST(LinkFit, RegimesKeepTheMinimumSizeCount) {
-  // A spike at one size gets a regime of its own by default (a flat line through it)...
+  // With min_points 1 a spike at one size gets a regime of its own (a flat line through it)...
   const auto spiky = [](double b) { return b == 128 ? 10e-6 : 1e-6 + b / 2e9; };
-  const LinkFit d = fit_link(0, 1, sizes_to(1 << 16, spiky));
+  FitOptions single;
+  single.min_points = 1;
+  const LinkFit d = fit_link(0, 1, sizes_to(1 << 16, spiky), single);
   ASSERT_EQ(d.regimes.size(), 3u);
   EXPECT_EQ(d.regimes[1].lo_bytes, 128);
   EXPECT_EQ(d.regimes[1].hi_bytes, 128);
@@ -132,16 +143,40 @@ TEST(LinkFit, RegimesKeepTheMinimumSizeCount) {
   FitOptions three;
   three.min_points = 3;
   const LinkFit f = fit_link(0, 1, sizes_to(1 << 16, spiky), three);
-  for (const LinkRegime& r : f.regimes) {
-    int count = 0;
-    for (const LinkSample& x : f.samples) count += x.bytes >= r.lo_bytes && x.bytes <= r.hi_bytes;
-    EXPECT_GE(count, 3);
-  }
+  expect_regime_sizes_at_least(f, 3);
   EXPECT_GT(f.regimes_error.max_rel, 0.1);
+  // By default a regime holds two sizes at least: the spike is not interpolated away.
+  EXPECT_EQ(FitOptions{}.min_points, 2);
+  const LinkFit g = fit_link(0, 1, sizes_to(1 << 16, spiky));
+  expect_regime_sizes_at_least(g, 2);
+  EXPECT_GT(g.regimes_error.max_rel, 0.1);
   // Fewer sizes than a regime needs: the line.
   const LinkFit two = fit_link(0, 1, {{8, 1e-6}, {16, 2e-6}}, three);
   ASSERT_EQ(two.regimes.size(), 1u);
   EXPECT_NEAR(two.cost(24), 3e-6, 1e-15);
+}
+
+// The shape measured on the project's machine (MPICH ch4:ucx, shared memory, bound ranks):
+// flat to 256 B, a slope to 4 KiB, the shared-memory bandwidth to 256 KiB, then a lower one
+// past the caches (two sizes). Exact α-β per regime: found with regimes of two sizes or more,
+// each regime's α and β recovered.
+TEST(LinkFit, MeasuredShapeIsFoundWithinTheTarget) {
+  const AlphaBeta flat{0.9e-6, 0}, eager{1.2e-6, 2e9}, shm{2.0e-6, 8.5e9}, dram{0, 3.3e9};
+  const auto shape = [&](double b) {
+    return b <= 256 ? flat.at(b) : b <= 4096 ? eager.at(b) : b <= 262144 ? shm.at(b) : dram.at(b);
+  };
+  const LinkFit f = fit_link(0, 1, sizes_to(1 << 20, shape));
+  EXPECT_GT(f.line_error.max_rel, 0.3);
+  EXPECT_LT(f.regimes_error.max_rel, 1e-9);
+  expect_regime_sizes_at_least(f, 2);
+  ASSERT_EQ(f.regimes.size(), 4u);
+  const double lo[] = {8, 512, 8192, 524288};
+  const AlphaBeta want[] = {flat, eager, shm, dram};
+  for (std::size_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(f.regimes[r].lo_bytes, lo[r]) << r;
+    EXPECT_NEAR(f.regimes[r].line.alpha, want[r].alpha, 1e-12) << r;
+    EXPECT_NEAR(f.regimes[r].line.beta, want[r].beta, want[r].beta * 1e-6) << r;
+  }
 }
 
 TEST(LinkFit, BadSamplesAreRefused) {
