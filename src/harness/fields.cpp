@@ -5,6 +5,7 @@
 #include <map>
 
 #include "common/enum_names.hpp"
+#include "harness/metrics.hpp"
 #include "harness/table.hpp"
 #include "results/hdf5_file.hpp"
 #include "results/links_io.hpp"
@@ -29,6 +30,12 @@ FieldValue when_checked(const RunSummary& s, FieldValue v) {
 }
 FieldValue when_synthetic(const RunSummary& s, FieldValue v) {
   return s.synthetic ? v : FieldValue(Omit{});
+}
+FieldValue whole_bytes(double x) {
+  return i64(std::llround(x));
+}
+FieldValue when_computed(const RunSummary& s, double x) {
+  return s.synthetic ? FieldValue(Null{}) : FieldValue(x);
 }
 template <double RunSummary::Attribution::*term>
 FieldValue attributed(const RunSummary& s) {
@@ -157,6 +164,34 @@ const Field kFields[] = {
      "the five terms add up to the median step's measured bubble fraction",
      FieldType::kReal, kBoth | kSummary | kJsonGroup,
      attributed<&RunSummary::Attribution::residual>, nullptr, Column{"resid", 19, Show::kAlways}},
+    // The study's metrics (harness/metrics.hpp; docs/run-record.md, "Metrics").
+    {"utilisation", "", "Σ busy / (P·T) of the median step: 1 - bubble_fraction_measured",
+     FieldType::kReal, kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.utilisation; }, nullptr,
+     Column{"util", 21, Show::kAlways}},
+    {"comm_share", "", "communication share Σ comm_s / Σ (busy_s + comm_s) over the ranks",
+     FieldType::kReal, kBoth | kSummary,
+     [](const RunSummary& s) -> FieldValue { return s.comm_share; }, nullptr,
+     Column{"comm_share", 22, Show::kAlways}},
+    {"flops", "FLOP",
+     "model FLOPs of one step, all ranks (GEMMs, 2 per multiply-add; null: synthetic compute)",
+     FieldType::kReal, kBoth | kSummary,
+     [](const RunSummary& s) { return when_computed(s, s.flops); }},
+    {"flops_per_s", "FLOP/s",
+     "flops / T (T: makespan_s, or period_s with --sync none; null: synthetic compute)",
+     FieldType::kReal, kBoth | kSummary,
+     [](const RunSummary& s) { return when_computed(s, s.flops_per_s); }, nullptr,
+     Column{"GFLOP/s", 23, Show::kAlways, 1e-9}},
+    {"mfu", "",
+     "model-FLOPs utilisation flops_per_s / (P · peak_flops_per_s) (null: no known peak, CPU)",
+     FieldType::kReal, kBoth | kSummary, [](const RunSummary& s) { return opt(s.mfu); }},
+    {"peak_flops_per_s", "FLOP/s",
+     "the dense peak MFU is measured against, of rank 0's device for the dtype (null: none)",
+     FieldType::kReal, kBoth, [](const RunSummary& s) { return opt(s.peak_flops_per_s); }},
+    {"peak_name", "", "that peak named (e.g. H100 SXM dense bf16 989.4 TFLOP/s; null: none)",
+     FieldType::kText, kBoth, [](const RunSummary& s) { return text_or_null(s.peak_name); }},
+    {"device_name", "", "rank 0's device as its driver names it (null: CPU)", FieldType::kText,
+     kBoth, [](const RunSummary& s) { return text_or_null(s.device_name); }},
     {"t_fb_s", "s", "median time of an overlapped F&B pair", FieldType::kReal, kBoth,
      [](const RunSummary& s) { return opt(s.t_fb_s); }},
     {"clock", "", "shared (all ranks on one host clock) or per-rank", FieldType::kText, kBoth,
@@ -244,6 +279,27 @@ const Field kFields[] = {
      [](const RankResult& x, std::size_t) -> FieldValue { return x.param_bytes; }},
     {"peak_device_bytes", "bytes", "peak bytes the backend allocated", FieldType::kU64, kRankBoth,
      nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_device_bytes; }},
+    {"runtime_bytes", "bytes",
+     "device memory the backend's runtime takes beside its allocator (CUDA: context, cuBLAS "
+     "handle and workspace, measured with cudaMemGetInfo; CPU: 0)",
+     FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return whole_bytes(x.runtime_bytes); }},
+    {"peak_memory_bytes", "bytes", "peak allocated memory: peak_device_bytes + runtime_bytes",
+     FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return whole_bytes(x.peak_memory_bytes); },
+     Column{"peak_MiB", 24, Show::kAlways, 1.0 / (1 << 20)}},
+    {"rank_utilisation", "", "busy_s / T (T: makespan_s, or period_s with --sync none)",
+     FieldType::kReal, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.utilisation; }},
+    {"rank_comm_share", "", "comm_s / (busy_s + comm_s)", FieldType::kReal, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.comm_share; }},
+    {"rank_flops", "FLOP", "model FLOPs of the rank's actions in one step", FieldType::kReal,
+     kRankBoth, nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.flops; }},
+    {"rank_flops_per_s", "FLOP/s", "rank_flops / T", FieldType::kReal, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.flops_per_s; }},
+    {"rank_mfu", "", "rank_flops_per_s / peak_flops_per_s (null: no known peak)",
+     FieldType::kReal, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return opt(x.mfu); }},
     {"peak_activation_bytes_model", "bytes", "the simulator's peak_activation_bytes",
      FieldType::kU64, kRankColumn, nullptr,
      [](const RankResult& x, std::size_t) -> FieldValue {
@@ -395,7 +451,7 @@ std::string table_cell(const Field& f, const RunSummary& s, bool exact) {
   } else {
     double m = 0;
     for (std::size_t r = 0; r < s.ranks.size(); ++r)
-      m = std::max(m, std::get<double>(f.rank(s.ranks[r], r)));
+      m = std::max(m, as_double(attr_value(f, f.rank(s.ranks[r], r))));
     v = m;
   }
   if (const auto* t = std::get_if<std::string>(&v)) return *t;
@@ -526,7 +582,8 @@ std::string fields_markdown() {
       "cannot convert the new string columns (HDF5 has no conversion from fixed- to\n"
       "variable-length strings), so the version says so. Both versions are read by\n"
       "bubblebench's reader (`h5dump_runs`, `sim --links`) and by `analysis/bbanalysis`;\n"
-      "`run --resume` continues only files of its own version.\n\n"
+      "`run --resume` continues only files of its own version.\n\n" +
+      metrics_markdown() +
       "## Fields\n\n"
       "| field | unit | type | JSON | HDF5 | column | meaning |\n"
       "|---|---|---|---|---|---|---|\n";

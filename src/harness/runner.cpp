@@ -9,10 +9,12 @@
 
 #include "harness/calibration.hpp"
 #include "harness/fields.hpp"
+#include "harness/metrics.hpp"
 #include "harness/output.hpp"
 #include "harness/step.hpp"
 #include "harness/wire.hpp"
 #include "results/chrome_trace.hpp"
+#include "runtime/cuda_plugin.hpp"
 #include "runtime/mpi_util.hpp"
 #include "schedule/message.hpp"
 #include "schedule/text.hpp"
@@ -235,6 +237,7 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   mine.peak_bytes = static_cast<double>(ex.peak_activation_bytes());
   mine.param_bytes = static_cast<double>(ex.param_bytes());
   mine.peak_device_bytes = static_cast<double>(ctx.backend.peak_allocated_bytes());
+  mine.runtime_bytes = static_cast<double>(cuda_plugin::runtime_bytes(ctx.backend));
   const auto all = mpi::gather(pack(mine), 0, ctx.comm, o.timeout);
   if (ctx.transport.rank() != 0) return out;
 
@@ -243,6 +246,8 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   const std::vector<LinkFit> used =
       ctx.links.empty() ? std::vector<LinkFit>{} : links_used(ctx.links, *c.lowered);
   out.summary = summarize(c, o, std::string(ctx.transport.name()), ranks, ctx.where, check, used);
+  out.summary->device_name = cuda_plugin::device_name(ctx.backend);  // rank 0's: MFU's peak
+  set_metrics(*out.summary);
   if (!used.empty()) {
     out.summary->links = used;
     out.summary->links_attrs = ctx.links_attrs;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 
+#include "harness/metrics.hpp"
 #include "model/closed_form.hpp"
 #include "runtime/executor.hpp"
 #include "sim/attribution.hpp"
@@ -175,6 +176,9 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
   s.loss_step0 = check.loss;
 
   const std::vector<double> schedule_peaks = peak_activations(sched);
+  // FLOPs with each stage's own blocks (ec is the widest chunk's, for the estimates above).
+  const std::vector<double> flops =
+      step_flops(sched, executor_config(o, c.hidden, c.layers, c.mb_size));
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const RankSummary& x = ranks[r];
     std::vector<double> b, w, cm;
@@ -193,7 +197,9 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
     rr.peak_activation_bytes = x.peak_bytes;
     rr.param_bytes = x.param_bytes;
     rr.peak_device_bytes = x.peak_device_bytes;
+    rr.runtime_bytes = x.runtime_bytes;
     rr.peak_activation_bytes_model = sim.ranks.at(r).peak_activation_bytes;
+    rr.flops = r < flops.size() ? flops[r] : 0;
     s.ranks.push_back(std::move(rr));
   }
   return s;

@@ -1,5 +1,6 @@
 // Rank 0's summary of a configuration: the measured bubble (harness/measure.hpp) and the
 // models (simulator, closed form) fed the run's own per-kind medians, as a RunSummary.
+// The caller completes it with set_metrics (harness/metrics.hpp) once device_name is set.
 #pragma once
 
 #include <string>

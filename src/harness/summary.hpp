@@ -23,6 +23,12 @@ struct RankResult {
   double peak_activations_schedule = 0;  // the schedule's (bb::peak_activations)
   double peak_activation_bytes = 0, param_bytes = 0, peak_device_bytes = 0;
   double peak_activation_bytes_model = 0;  // the simulator's prediction
+  // The study's metrics (harness/metrics.hpp, set_metrics): model FLOPs of a step, busy / T,
+  // comm / (busy + comm), FLOPs / T; the memory the backend's runtime takes beside its
+  // allocator (GPU: CUDA context and cuBLAS; CPU: 0) and the peak with it.
+  double flops = 0, utilisation = 0, comm_share = 0, flops_per_s = 0;
+  std::optional<double> mfu;  // flops_per_s / the run's peak_flops_per_s
+  double runtime_bytes = 0, peak_memory_bytes = 0;
 };
 
 struct RunSummary {
@@ -68,6 +74,14 @@ struct RunSummary {
     double schedule = 0, imbalance = 0, jitter = 0, communication = 0, residual = 0;
   };
   std::optional<Attribution> attribution;
+  // The study's metrics (harness/metrics.hpp, set_metrics): Σ busy / (P·T) of the median step,
+  // Σ comm / Σ (busy + comm) over the ranks, model FLOPs of a step (all ranks) and per second.
+  double utilisation = 0, comm_share = 0, flops = 0, flops_per_s = 0;
+  // Model-FLOPs utilisation: flops_per_s / (P · the dense peak of rank 0's device for the
+  // run's dtype), and that peak named; absent on CPU and on devices the table does not know.
+  std::string device_name;  // rank 0's Backend::device_name() ("" on CPU)
+  std::optional<double> mfu, peak_flops_per_s;
+  std::string peak_name;
   // --check.
   std::string check = "skipped";
   double check_max_rel_error = 0;

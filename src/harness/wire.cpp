@@ -32,7 +32,8 @@ std::vector<double> pack(const RankSummary& s) {
     const auto one = pack_step(st);
     out.insert(out.end(), one.begin(), one.end());
   }
-  out.insert(out.end(), {s.peak_units, s.peak_bytes, s.param_bytes, s.peak_device_bytes});
+  out.insert(out.end(),
+             {s.peak_units, s.peak_bytes, s.param_bytes, s.peak_device_bytes, s.runtime_bytes});
   for (const auto& d : s.durations) {
     out.push_back(static_cast<double>(d.size()));
     out.insert(out.end(), d.begin(), d.end());
@@ -54,6 +55,7 @@ RankSummary unpack(const std::vector<double>& in) {
   s.peak_bytes = in.at(i++);
   s.param_bytes = in.at(i++);
   s.peak_device_bytes = in.at(i++);
+  s.runtime_bytes = in.at(i++);
   for (auto& d : s.durations) {
     const auto m = static_cast<std::size_t>(in.at(i++));
     if (i + m > in.size()) (void)in.at(i + m);  // throws: truncated

@@ -1,7 +1,7 @@
 // What each rank sends rank 0 after a configuration's timed steps, and its MPI wire format:
 // one vector of doubles per rank (gathered with mpi::gather):
 //   [steps, then per step: origin, first_start, last_end, busy, wait, comm, actions, bookkeeping]
-//   [peak_units, peak_bytes, param_bytes, peak_device_bytes]
+//   [peak_units, peak_bytes, param_bytes, peak_device_bytes, runtime_bytes]
 //   [per kind F, B, W, BW, FB: count, then the durations in stage units (seconds / fraction)]
 //   [events: count, then per event kEventFields values (EventSummary)]
 #pragma once
@@ -38,6 +38,7 @@ struct EventSummary {
 struct RankSummary {
   std::vector<StepSummary> steps;
   double peak_units = 0, peak_bytes = 0, param_bytes = 0, peak_device_bytes = 0;
+  double runtime_bytes = 0;  // Backend::runtime_bytes()
   std::vector<double> durations[kKinds];
   std::vector<EventSummary> events;
 };

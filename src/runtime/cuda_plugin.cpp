@@ -17,6 +17,8 @@ struct Entries {
   decltype(&bb_cuda_make_backend) make_backend = nullptr;
   decltype(&bb_cuda_make_nccl_transport) make_nccl_transport = nullptr;
   decltype(&bb_cuda_device_of) device_of = nullptr;
+  decltype(&bb_cuda_runtime_bytes) runtime_bytes = nullptr;
+  decltype(&bb_cuda_device_name) device_name = nullptr;
   decltype(&bb_cuda_versions) versions = nullptr;
 };
 
@@ -31,6 +33,8 @@ bool resolve_all(void* handle, Entries* e, std::string* why) {
   return resolve(handle, "bb_cuda_make_backend", &e->make_backend, why) &&
          resolve(handle, "bb_cuda_make_nccl_transport", &e->make_nccl_transport, why) &&
          resolve(handle, "bb_cuda_device_of", &e->device_of, why) &&
+         resolve(handle, "bb_cuda_runtime_bytes", &e->runtime_bytes, why) &&
+         resolve(handle, "bb_cuda_device_name", &e->device_name, why) &&
          resolve(handle, "bb_cuda_versions", &e->versions, why);
 }
 
@@ -154,6 +158,21 @@ int device_of(Backend& backend) {
   if (backend.name() != "cuda") return -1;  // only the plugin makes "cuda" backends
   const Plugin& p = plugin();
   return p.loaded ? p.entries.device_of(&backend) : -1;
+}
+
+std::size_t runtime_bytes(Backend& backend) {
+  if (backend.name() != "cuda") return 0;
+  const Plugin& p = plugin();
+  return p.loaded ? p.entries.runtime_bytes(&backend) : 0;
+}
+
+std::string device_name(Backend& backend) {
+  if (backend.name() != "cuda") return "";
+  const Plugin& p = plugin();
+  if (!p.loaded) return "";
+  std::array<char, 256> name{};
+  p.entries.device_name(&backend, name.data(), name.size());
+  return name.data();
 }
 
 Versions versions() {

@@ -37,6 +37,11 @@ int bb_cuda_make_nccl_transport(MPI_Comm comm, bb::Backend* backend, bb::Transpo
                                 std::size_t err_len);
 // The device of a backend this plugin made; -1 for any other backend.
 int bb_cuda_device_of(bb::Backend* backend);
+// What a backend this plugin made measured (CudaBackend::runtime_bytes: the context and
+// cuBLAS) and its device's name (into name, len bytes, NUL-terminated); 0 and "" for any other
+// backend.
+std::size_t bb_cuda_runtime_bytes(bb::Backend* backend);
+void bb_cuda_device_name(bb::Backend* backend, char* name, std::size_t len);
 // CUDA runtime ("13.0"), driver ("13.0" or "none") and NCCL ("2.28.9" or "none") versions.
 void bb_cuda_versions(char* runtime, char* driver, char* nccl, std::size_t len);
 }
@@ -44,7 +49,7 @@ void bb_cuda_versions(char* runtime, char* driver, char* nccl, std::size_t len);
 namespace bb::cuda_plugin {
 
 // Raised whenever an entry point or its meaning changes.
-inline constexpr int kCudaPluginAbi = 1;
+inline constexpr int kCudaPluginAbi = 2;  // 2: bb_cuda_runtime_bytes, bb_cuda_device_name
 inline constexpr const char* kFileName = "libbb_cuda.so";
 
 // Whether the plugin is loaded (loading it at the first call); when not, `why` gets one line
@@ -59,6 +64,10 @@ std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend);
 // -1 without the plugin or for a backend it did not make. Never loads the plugin: a backend
 // it made means it is loaded.
 int device_of(Backend& backend);
+// The same for what the run record reports (harness/metrics.hpp): the memory the CUDA context
+// and cuBLAS take beside the allocator, and the device's name; 0 and "" for a CPU backend.
+std::size_t runtime_bytes(Backend& backend);
+std::string device_name(Backend& backend);
 
 struct Versions {
   std::string runtime = "none", driver = "none", nccl = "none";

@@ -9,6 +9,10 @@ usage: check_run_json.py MODE FILE [options]
   same-model  every configuration runs the same model (--model-layers): one model_params and
            model_layers, and one loss at step 0 (loss_step0 of --check, within 1e-6
            relative); each of --schedules (comma-separated) is among them
+  metrics  the study's metrics (docs/run-record.md, "Metrics") present and sane: 0 < utilisation
+           <= 1 per run and rank, communication shares in [0, 1), FLOPs per rank > 0 adding up
+           to the run's (null with synthetic compute), FLOP/s = FLOPs / T, peak memory >= the
+           allocator's peak >= the parameters, no MFU on CPU
 Common: --min-configs N (at least N configurations in the file). The file must be strict JSON
 (strict_json.py: no NaN/Infinity, no duplicate keys).
 """
@@ -18,9 +22,56 @@ import sys
 from strict_json import load
 
 
+def metric_problems(r):
+    """What is wrong with run R's metrics (empty: nothing)."""
+    out = []
+    P = r["P"]
+    T = r["period_s"] if r["sync"] == "none" else r["makespan_s"]
+    # --sync none: a step's busy time need not fit in one period (steps overlap): no bound of 1.
+    top = 1 if r["sync"] == "barrier" else float("inf")
+    if not 0 < r["utilisation"] <= top:
+        out.append(f"utilisation {r['utilisation']} not in (0, 1]")
+    if abs(r["utilisation"] - (1 - r["bubble_fraction_measured"])) > 1e-12:
+        out.append("utilisation != 1 - bubble_fraction_measured")
+    if not 0 <= r["comm_share"] < 1:
+        out.append(f"comm_share {r['comm_share']} not in [0, 1)")
+    for key in ["rank_utilisation", "rank_comm_share", "rank_flops", "rank_flops_per_s",
+                "rank_mfu", "runtime_bytes", "peak_memory_bytes"]:
+        if len(r.get(key, [])) != P:
+            out.append(f"{key}: not one value per rank")
+            return out
+    for k in range(P):
+        u, c = r["rank_utilisation"][k], r["rank_comm_share"][k]
+        if not 0 < u <= top + 1e-12:
+            out.append(f"rank {k}: utilisation {u} not in (0, 1]")
+        if abs(u - r["busy_s"][k] / T) > 1e-9:
+            out.append(f"rank {k}: utilisation != busy_s / T")
+        if not 0 <= c < 1:
+            out.append(f"rank {k}: comm_share {c} not in [0, 1)")
+        # Synthetic compute allocates no parameters (param_bytes is their accounting only).
+        params = 0 if r["compute"] == "synthetic" else r["param_bytes"][k]
+        if not r["peak_memory_bytes"][k] >= r["peak_device_bytes"][k] >= params:
+            out.append(f"rank {k}: peak_memory_bytes >= peak_device_bytes >= param_bytes fails")
+        if r["backend"] == "cpu" and (r["runtime_bytes"][k] != 0 or r["rank_mfu"][k] is not None):
+            out.append(f"rank {k}: CPU with runtime_bytes or an MFU")
+    if r["compute"] == "synthetic":
+        if r["flops"] is not None or r["flops_per_s"] is not None:
+            out.append("synthetic compute with FLOPs")
+        return out
+    if min(r["rank_flops"]) <= 0:
+        out.append(f"rank FLOPs {r['rank_flops']} not all > 0")
+    if abs(sum(r["rank_flops"]) - r["flops"]) > 1e-9 * r["flops"]:
+        out.append("flops != the sum of rank_flops")
+    if abs(r["flops_per_s"] - r["flops"] / T) > 1e-9 * r["flops_per_s"]:
+        out.append("flops_per_s != flops / T")
+    if r["backend"] == "cpu" and r["mfu"] is not None:
+        out.append("an MFU on CPU")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["check", "peaks", "timing", "same-model"])
+    ap.add_argument("mode", choices=["check", "peaks", "timing", "same-model", "metrics"])
     ap.add_argument("file")
     ap.add_argument("--min-configs", type=int, default=1)
     ap.add_argument("--tol", type=float, default=0.02)
@@ -64,6 +115,8 @@ def main():
             l0, l1 = r.get("loss_step0"), first.get("loss_step0")
             if l0 is None or l1 is None or abs(l0 - l1) > 1e-6 * abs(l1):
                 fails.append(f"{name}: loss_step0 {l0} != {l1} ({rows[0]['schedule']})")
+        elif a.mode == "metrics":
+            fails += [f"{name}: {m}" for m in metric_problems(r)]
         else:
             meas, sim, model = (r["bubble_fraction_measured"], r["bubble_fraction_sim"],
                                 r["bubble_fraction_model"])

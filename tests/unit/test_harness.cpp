@@ -384,9 +384,10 @@ TEST(HarnessFields, TableColumnsFollowTheSweep) {
   std::vector<RunSummary> runs{sample(false), sample(false)};
   Table t = to_table(runs);
   const std::vector<std::string> cols = {
-      "schedule", "P",     "M",      "v",        "recompute",      "makespan_ms",
-      "measured", "sim",   "model",  "peak_act", "peak_act_sched", "peak_act_MiB",
-      "sched",    "imbal", "jitter", "comm",     "resid",          "check"};
+      "schedule", "P",          "M",       "v",        "recompute",      "makespan_ms",
+      "measured", "sim",        "model",   "peak_act", "peak_act_sched", "peak_act_MiB",
+      "sched",    "imbal",      "jitter",  "comm",     "resid",          "check",
+      "util",     "comm_share", "GFLOP/s", "peak_MiB"};
   EXPECT_EQ(t.headers, cols);
   EXPECT_EQ(t.rows.at(0).at(5), "500");   // ms
   EXPECT_EQ(t.rows.at(0).at(12), "n/a");  // no attribution in the sample

@@ -159,6 +159,16 @@ struct CudaBackend::Impl {
 
   void bind() const { BB_CHECK_CUDA(cudaSetDevice(device)); }
 
+  // (total − free) of the device now; 0 when cudaMemGetInfo fails.
+  std::size_t used_device_bytes() {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return total - free;
+  }
+
   void sample_device_memory() {
     std::size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
@@ -395,6 +405,8 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   s.options = options;
   // On a throw, ~Impl releases whatever was created so far.
   s.bind();
+  BB_CHECK_CUDA(cudaFree(nullptr));  // the context exists from here on
+  s.stats.context_bytes = s.used_device_bytes();
   BB_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   BB_CHECK_CUBLAS(cublasCreate(&s.cublas));
   BB_CHECK_CUBLAS(cublasSetStream(s.cublas, s.stream));
@@ -406,6 +418,10 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
     if (s.cublas_workspace == nullptr) throw std::bad_alloc();
     BB_CHECK_CUBLAS(
         cublasSetWorkspace(s.cublas, s.cublas_workspace, options.cublas_workspace_bytes));
+  }
+  {
+    const std::size_t used = s.used_device_bytes();
+    s.stats.cublas_bytes = used > s.stats.context_bytes ? used - s.stats.context_bytes : 0;
   }
   s.mse_partials = static_cast<double*>(s.device_malloc(kernels::kMaxBlocks * sizeof(double)));
   if (s.mse_partials == nullptr) throw std::bad_alloc();
@@ -421,6 +437,19 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
 }
 
 CudaBackend::~CudaBackend() = default;
+
+std::size_t CudaBackend::runtime_bytes() const {
+  return impl_->stats.context_bytes + impl_->stats.cublas_bytes;
+}
+
+std::string CudaBackend::device_name() const {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, impl_->device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  return prop.name;
+}
 
 float* CudaBackend::raw_allocate(std::size_t bytes) {
   impl_->bind();

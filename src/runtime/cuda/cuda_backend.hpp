@@ -70,6 +70,11 @@ struct DeviceMemoryStats {
   // Largest (total − free) seen by cudaMemGetInfo at any cudaMalloc or memory_stats() call:
   // the device's peak including the CUDA context, cuBLAS and NCCL (and other processes).
   std::size_t device_peak_used_bytes = 0;
+  // Measured while the backend was made, as (total − free) from cudaMemGetInfo: once the CUDA
+  // context exists (with the device to itself, the context alone; anything else on the device
+  // counts too), and what the cuBLAS handle and its workspace added to that.
+  std::size_t context_bytes = 0;
+  std::size_t cublas_bytes = 0;
 };
 
 class CudaBackend final : public Backend {
@@ -81,6 +86,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
+  // context_bytes + cublas_bytes of memory_stats(); cudaGetDeviceProperties' name.
+  std::size_t runtime_bytes() const;
+  std::string device_name() const;
 
   // With GemmDtype::kBf16, a GEMM operand inside noted parameters is rounded to bf16 once and
   // kept (bf16 bytes: half the operand's fp32 bytes, in memory_stats' reserved bytes), until a

@@ -70,6 +70,16 @@ int bb_cuda_device_of(bb::Backend* backend) {
   return cuda != nullptr ? cuda->device() : -1;
 }
 
+std::size_t bb_cuda_runtime_bytes(bb::Backend* backend) {
+  const bb::cuda::CudaBackend* cuda = backend != nullptr ? bb::cuda::as_cuda(*backend) : nullptr;
+  return cuda != nullptr ? cuda->runtime_bytes() : 0;
+}
+
+void bb_cuda_device_name(bb::Backend* backend, char* name, std::size_t len) {
+  const bb::cuda::CudaBackend* cuda = backend != nullptr ? bb::cuda::as_cuda(*backend) : nullptr;
+  copy_out(cuda != nullptr ? cuda->device_name() : std::string(), name, len);
+}
+
 void bb_cuda_versions(char* runtime, char* driver, char* nccl, std::size_t len) {
   copy_out(bb::cuda::runtime_version_string(), runtime, len);
   copy_out(bb::cuda::driver_version_string(), driver, len);
