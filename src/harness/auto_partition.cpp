@@ -10,7 +10,7 @@ namespace bb::harness {
 namespace {
 
 // F, B, W and memory of the blocks, then of the two ends.
-std::vector<double> pack(const PartitionCosts& c) {
+std::vector<double> pack_costs(const PartitionCosts& c) {
   std::vector<double> out;
   const auto add = [&out](const BlockCost& b) { out.insert(out.end(), {b.f, b.b, b.w, b.memory}); };
   for (const BlockCost& b : c.blocks) add(b);
@@ -19,7 +19,7 @@ std::vector<double> pack(const PartitionCosts& c) {
   return out;
 }
 
-PartitionCosts unpack(const std::vector<double>& v) {
+PartitionCosts unpack_costs(const std::vector<double>& v) {
   std::vector<BlockCost> all;
   for (std::size_t i = 0; i + 3 < v.size(); i += 4)
     all.push_back({v[i], v[i + 1], v[i + 2], v[i + 3]});
@@ -38,8 +38,8 @@ PartitionCosts profile_median(Backend& backend, const ExecutorConfig& config, in
                               MPI_Comm comm, double timeout_s) {
   const PartitionCosts mine = profile_blocks(backend, config, blocks, reps);
   std::vector<PartitionCosts> all;
-  for (const std::vector<double>& v : mpi::gather(pack(mine), 0, comm, timeout_s))
-    all.push_back(unpack(v));
+  for (const std::vector<double>& v : mpi::gather(pack_costs(mine), 0, comm, timeout_s))
+    all.push_back(unpack_costs(v));
   return all.empty() ? PartitionCosts{} : median_costs(all);
 }
 

@@ -70,6 +70,22 @@ double max_of(const std::vector<double>& v) {
   return *std::max_element(v.begin(), v.end());
 }
 
+// The least level L at which the ranks `ranks`, each filled from its load up to L, take
+// `amount` in all: no split of `amount` over them leaves every one below L.
+double water_level(const std::vector<double>& load, const std::vector<int>& ranks, double amount,
+                   std::vector<double>& sorted) {
+  sorted.clear();
+  for (int r : ranks) sorted.push_back(load[static_cast<std::size_t>(r)]);
+  std::sort(sorted.begin(), sorted.end());
+  double sum = 0;
+  for (std::size_t j = 0; j < sorted.size(); ++j) {
+    sum += sorted[j];
+    const double level = (sum + amount) / static_cast<double>(j + 1);
+    if (j + 1 == sorted.size() || level <= sorted[j + 1]) return level;
+  }
+  return 0;
+}
+
 class Search {
  public:
   Search(const Segments& seg, const PartitionLayout& layout, double lambda, int min_blocks,
@@ -107,6 +123,7 @@ class Search {
     memory_ = time_;
     chunk_.assign(static_cast<std::size_t>(K_) + 1, 0.0);
     current_.assign(static_cast<std::size_t>(K_), 0);
+    seen_.resize((static_cast<std::size_t>(K_) + 1) * (static_cast<std::size_t>(N_) + 1));
   }
 
   void seed(const std::vector<int>& blocks, double objective, double chunk_time) {
@@ -116,6 +133,7 @@ class Search {
   }
 
   void run() { visit(0, 0); }
+  bool stopped() const { return stopped_; }
   const std::vector<int>& best() const { return best_blocks_; }
 
  private:
@@ -123,34 +141,62 @@ class Search {
     std::vector<int> ranks;
     double min_share = 0, min_count = 0;
   };
+  struct State {
+    std::vector<double> time, memory;
+    double chunk = 0;
+  };
+  static constexpr std::size_t kStatesKept = 16;
 
   // Objectives this close are equal (sums in another order may differ in the last bits).
   double tolerance() const { return 1e-12 * std::max(1.0, std::abs(best_)); }
 
-  // A lower bound on the objective of every completion of depth k (positions < k placed,
-  // blocks [i, N) left): the current maxima, or the ranks still to be loaded sharing what
-  // is left at least evenly.
-  double bound(int k, int i) const {
+  // The time of positions k..K-1 in all when blocks [i, N) are left: the blocks plus the
+  // ends still to come.
+  double left_time(int k, int i) const {
+    return seg_.time(k, i, N_) + (k < K_ - 1 ? seg_.time(K_ - 1, N_, N_) : 0.0);
+  }
+
+  // Lower bounds on the objective and on the slowest chunk of every completion of depth k
+  // (positions < k placed, blocks [i, N) left): the current maxima; the ranks still to be
+  // loaded filled to one level with what is left (each position at its least share sum or
+  // chunk count); the remaining chunks' mean.
+  double bound(int k, int i) {
     const auto& t = time_[static_cast<std::size_t>(k)];
     const auto& mem = memory_[static_cast<std::size_t>(k)];
     double max_t = max_of(t), max_m = max_of(mem);
     if (k < K_) {
       const Suffix& s = suffix_[static_cast<std::size_t>(k)];
-      double sum_t = 0, sum_m = 0;
-      for (int r : s.ranks) {
-        sum_t += t[static_cast<std::size_t>(r)];
-        sum_m += mem[static_cast<std::size_t>(r)];
-      }
-      // What positions k..K-1 add in all, each at its least share sum / chunk count: the
-      // remaining blocks plus the ends still to come.
-      const double left_t = seg_.time(k, i, N_) + (k < K_ - 1 ? seg_.time(K_ - 1, N_, N_) : 0.0);
       const double left_m =
           seg_.memory(k, i, N_) + (k < K_ - 1 ? seg_.memory(K_ - 1, N_, N_) : 0.0);
-      const auto n = static_cast<double>(s.ranks.size());
-      max_t = std::max(max_t, (sum_t + s.min_share * left_t) / n);
-      max_m = std::max(max_m, (sum_m + s.min_count * left_m) / n);
+      max_t = std::max(max_t, water_level(t, s.ranks, s.min_share * left_time(k, i), sorted_));
+      if (lambda_ > 0)
+        max_m = std::max(max_m, water_level(mem, s.ranks, s.min_count * left_m, sorted_));
     }
     return max_t + lambda_ * max_m;
+  }
+  double chunk_bound(int k, int i) const {
+    const double so_far = chunk_[static_cast<std::size_t>(k)];
+    return k < K_ ? std::max(so_far, left_time(k, i) / (K_ - k)) : so_far;
+  }
+
+  // True when an earlier state at (k, i) had no rank's time or memory and no chunk above this
+  // one's: its completions were as good, and were searched (or pruned against a best no better
+  // than today's). Else remembers this state (a few per (k, i)).
+  bool dominated(int k, int i) {
+    auto& seen = seen_[static_cast<std::size_t>(k) * static_cast<std::size_t>(N_ + 1) +
+                       static_cast<std::size_t>(i)];
+    const auto& t = time_[static_cast<std::size_t>(k)];
+    const auto& mem = memory_[static_cast<std::size_t>(k)];
+    const double chunk = chunk_[static_cast<std::size_t>(k)];
+    const auto covers = [&](const State& st) {
+      if (st.chunk > chunk) return false;
+      for (std::size_t r = 0; r < t.size(); ++r)
+        if (st.time[r] > t[r] || (lambda_ > 0 && st.memory[r] > mem[r])) return false;
+      return true;
+    };
+    if (std::any_of(seen.begin(), seen.end(), covers)) return true;
+    if (seen.size() < kStatesKept) seen.push_back({t, mem, chunk});
+    return false;
   }
 
   void visit(int k, int i) {
@@ -170,9 +216,10 @@ class Search {
     });
     const auto next = static_cast<std::size_t>(k) + 1;
     for (int j : ends) {
-      if (++nodes_ > max_nodes_)
-        throw ConfigError("partition: the search visited more than " + std::to_string(max_nodes_) +
-                          " partial partitions; give the partition explicitly");
+      if (++nodes_ > max_nodes_) {  // the best found so far, not proven optimal
+        stopped_ = true;
+        return;
+      }
       time_[next] = time_[next - 1];
       memory_[next] = memory_[next - 1];
       const double t = seg_.time(k, i, j);
@@ -181,7 +228,8 @@ class Search {
       // No completion can be better: a higher objective, or an equal one and no shorter
       // slowest chunk.
       const double b = bound(k + 1, j);
-      if (b > best_ + tolerance() || (b >= best_ - tolerance() && chunk_[next] >= best_chunk_))
+      if (b > best_ + tolerance() ||
+          (b >= best_ - tolerance() && chunk_bound(k + 1, j) >= best_chunk_) || dominated(k + 1, j))
         continue;
       current_[static_cast<std::size_t>(k)] = j - i;
       visit(k + 1, j);
@@ -193,11 +241,14 @@ class Search {
   double lambda_;
   int m_;
   long long max_nodes_, nodes_ = 0;
+  bool stopped_ = false;
   int N_, K_;
   std::vector<Suffix> suffix_;
   std::vector<std::vector<double>> time_, memory_;  // per depth, per rank
   std::vector<double> chunk_;                       // per depth, the slowest chunk's time so far
   std::vector<int> current_, best_blocks_;
+  std::vector<std::vector<State>> seen_;  // per (k, i)
+  std::vector<double> sorted_;            // water_level's scratch
   double best_ = std::numeric_limits<double>::infinity();
   double best_chunk_ = std::numeric_limits<double>::infinity();
 };
@@ -275,7 +326,9 @@ Partition optimal_partition(const PartitionCosts& costs, const PartitionLayout& 
     search.seed(even, p.objective, p.max_chunk_time);
   }
   search.run();
-  return evaluate_partition(costs, layout, search.best(), lambda);
+  Partition best = evaluate_partition(costs, layout, search.best(), lambda);
+  best.proven = !search.stopped();
+  return best;
 }
 
 PartitionCosts median_costs(const std::vector<PartitionCosts>& measured) {

@@ -8,10 +8,11 @@
 //
 //     max over ranks of time + λ · max over ranks of memory
 //
-// exactly (ties broken by the slowest chunk): a depth-first search over the cut points in route
-// order that prunes a branch as soon as its partial objective (which only grows as blocks are
-// added) or a lower bound on what the remaining blocks must add reaches the best complete partition
-// found so far. tests/unit/test_partition.cpp checks it against every composition of small models.
+// exactly (ties broken by the slowest chunk) within a budget: a depth-first search over the cut
+// points in route order that prunes a branch as soon as its partial objective (which only grows as
+// blocks are added) or a lower bound on what the remaining blocks must add reaches the best
+// complete partition found so far, or is dominated by an earlier state at the same cut (no rank's
+// load lower). tests/unit/test_partition.cpp checks it against every composition of small models.
 #pragma once
 
 #include <string>
@@ -58,6 +59,7 @@ struct Partition {
   double objective = 0;       // max_time + λ · max_memory
   double max_chunk_time = 0;  // the slowest chunk (position), ends included
   double imbalance = 0;       // max_time / mean rank time − 1
+  bool proven = true;         // optimal_partition: the search was complete (else the best found)
 };
 
 // The loads of `blocks` (per position, summing to the model's blocks). Throws ConfigError on
@@ -69,11 +71,12 @@ Partition evaluate_partition(const PartitionCosts& costs, const PartitionLayout&
 // `min_blocks` blocks; among equal objectives, the one with the shortest slowest chunk (a rank's
 // sum can hide very uneven chunks, which lengthen interleaved pipelines' fill and drain); then
 // the even split when it is among them, else the first the search finds. Throws ConfigError when
-// none exists (fewer blocks than positions · min_blocks), on λ < 0 or negative costs, and when the
-// search would visit more than `max_nodes` partial partitions (a clear error, not a hang).
+// none exists (fewer blocks than positions · min_blocks), on λ < 0 or negative costs. A search
+// that would visit more than `max_nodes` partial partitions stops there (no hang) and returns the
+// best it found — never worse than the even split — with `proven` false: many ranks with several
+// chunks each and near-equal blocks leave wide plateaus of equal loads that bounds cannot prune.
 Partition optimal_partition(const PartitionCosts& costs, const PartitionLayout& layout,
-                            double lambda = 0, int min_blocks = 1,
-                            long long max_nodes = 50'000'000);
+                            double lambda = 0, int min_blocks = 1, long long max_nodes = 2'000'000);
 
 // Element-wise median of several measurements of the same model (e.g. one per rank): each
 // block's and end's F, B, W and memory separately (an even count: the mean of the middle two).
