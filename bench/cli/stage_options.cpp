@@ -37,7 +37,13 @@ void add_stage_options(CLI::App& app, StageOptions& o) {
       ->check(CLI::IsMember(choices));
   app.add_option("--partition", o.partition,
                  "With --model-layers: blocks per chunk along the route, e.g. 3,2,2,1 (must sum "
-                 "to --model-layers, one entry per chunk; default: even split)");
+                 "to --model-layers, one entry per chunk; default: even split), or auto: profile "
+                 "the blocks and the model's ends in this launch and choose the split per "
+                 "schedule (docs/transformer.md, Partitioner)");
+  add_with_default(app, "--partition-lambda", o.partition_lambda,
+                   "With --partition auto: seconds one GiB of a rank's memory (parameters, "
+                   "gradients, one micro-batch's activations per chunk) weighs against its time "
+                   "(minimise max time + lambda * max memory)");
 }
 
 const std::vector<ModelPreset>& model_presets() {
@@ -99,7 +105,8 @@ void validate_stage_options(const StageOptions& o, const std::vector<int>& hidde
     throw ConfigError("--model-layers must be 0..65536");
   if (!o.partition.empty() && o.model_layers == 0)
     throw ConfigError("--partition needs --model-layers (the blocks it splits)");
-  (void)parse_partition(o.partition);
+  if (!(o.partition_lambda >= 0)) throw ConfigError("--partition-lambda must be >= 0");
+  if (o.partition != "auto") (void)parse_partition(o.partition);
   if (o.stage != "transformer") {
     if (o.vocab != 0) throw ConfigError("--vocab needs --stage transformer");
     return;
@@ -119,7 +126,9 @@ void validate_stage_options(const StageOptions& o, const std::vector<int>& hidde
 harness::RunSettings apply_stage_options(const StageOptions& o, harness::RunSettings s) {
   s.stage = o.stage;
   s.model_layers = o.model_layers;
-  s.partition = parse_partition(o.partition);
+  s.partition_auto = o.partition == "auto";
+  s.partition = s.partition_auto ? std::vector<int>{} : parse_partition(o.partition);
+  s.partition_lambda = o.partition_lambda;
   s.model = o.model;
   if (o.stage != "transformer") return s;
   s.seq = o.seq;

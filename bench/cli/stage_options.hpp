@@ -15,10 +15,11 @@ struct StageOptions {
   std::string stage = "mlp";
   int seq = 16, heads = 1, ffn = 0;
   bool causal = false;
-  int vocab = 0;          // model ends (embedding, LM head, cross-entropy); 0: none
-  int model_layers = 0;   // blocks in total (0: --layers per chunk)
-  std::string partition;  // blocks per chunk along the route: "3,2,2,1" ("": even)
-  std::string model;      // --model preset ("": none)
+  int vocab = 0;                // model ends (embedding, LM head, cross-entropy); 0: none
+  int model_layers = 0;         // blocks in total (0: --layers per chunk)
+  std::string partition;        // blocks per chunk along the route: "3,2,2,1" ("": even), or "auto"
+  double partition_lambda = 0;  // --partition auto: seconds per GiB of memory
+  std::string model;            // --model preset ("": none)
 };
 
 // A --model preset: a documented transformer shape (docs/transformer.md, "Presets").

@@ -1,13 +1,21 @@
 #include "harness/auto_partition.hpp"
 
+#include <cstdio>
+#include <memory>
 #include <string>
+#include <tuple>
 
 #include "common/error.hpp"
+#include "harness/output.hpp"
 #include "runtime/block_profile.hpp"
 #include "runtime/mpi_util.hpp"
+#include "sim/sim.hpp"
 
 namespace bb::harness {
 namespace {
+
+constexpr int kProfileReps = 3;  // micro-batches timed per block (after one warm-up)
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 // F, B, W and memory of the blocks, then of the two ends.
 std::vector<double> pack_costs(const PartitionCosts& c) {
@@ -61,6 +69,44 @@ Partition choose_partition(const PartitionCosts& costs, const Schedule& s, doubl
   if (!p.blocks.empty() && p.blocks.front() < 0)
     throw ConfigError(error.empty() ? "--partition auto failed on rank 0" : error);
   return p;
+}
+
+double simulated_step(const PartitionCosts& costs, const Schedule& s,
+                      const std::vector<int>& blocks, bool single) {
+  const ChunkCosts cc = partition_chunk_costs(costs, s, blocks);
+  SimConfig sc;
+  sc.t_f = cc.f;
+  sc.t_b = cc.b;
+  sc.t_w = cc.w;
+  const SimResult r = simulate(s, sc);
+  return single ? r.single.span : r.steady.span;
+}
+
+RunSettings with_auto_partition(RunContext& ctx, const RunConfig& c) {
+  RunSettings o = ctx.o;
+  ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  ec.recompute = c.recompute;
+  ec.partition.clear();
+  auto& profile = ctx.partition_profiles[std::make_tuple(c.hidden, c.mb_size, c.recompute)];
+  if (!profile)
+    profile = std::make_shared<const PartitionCosts>(
+        profile_median(ctx.backend, ec, o.model_layers, kProfileReps, ctx.comm, o.timeout));
+  const Schedule& s = *c.lowered;
+  const Partition p =
+      choose_partition(*profile, s, o.partition_lambda / kBytesPerGiB, ctx.comm, o.timeout);
+  o.partition = p.blocks;
+  if (ctx.transport.rank() != 0) return o;
+  o.partition_costs = profile;
+  const std::vector<int> even = stage_layers(ec, model_stages(s));
+  char line[256];
+  std::snprintf(
+      line, sizeof line,
+      "partition: %s (predicted imbalance %.1f %%%s; simulated step %.3g ms, even %s: %.3g ms)",
+      partition_text(p.blocks).c_str(), 100 * p.imbalance, p.proven ? "" : ", not proven optimal",
+      1e3 * simulated_step(*profile, s, p.blocks, o.barrier()), partition_text(even).c_str(),
+      1e3 * simulated_step(*profile, s, even, o.barrier()));
+  say(line);
+  return o;
 }
 
 }  // namespace bb::harness

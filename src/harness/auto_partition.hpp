@@ -8,6 +8,8 @@
 
 #include <vector>
 
+#include "harness/runner.hpp"
+#include "harness/sweep.hpp"
 #include "model/partition.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/executor.hpp"
@@ -25,5 +27,16 @@ PartitionCosts profile_median(Backend& backend, const ExecutorConfig& config, in
 // imbalance only rank 0.
 Partition choose_partition(const PartitionCosts& costs, const Schedule& s, double lambda,
                            MPI_Comm comm, double timeout_s);
+
+// Simulated time of one step (single step with `single`, else the steady-state period) of S
+// with the per-chunk costs of COSTS split as BLOCKS.
+double simulated_step(const PartitionCosts& costs, const Schedule& s,
+                      const std::vector<int>& blocks, bool single);
+
+// run_config's part of `--partition auto`, collective over ctx.comm: profiles the model (once per
+// hidden width, micro-batch size and recompute, kept in ctx), chooses the split for c's
+// schedule, prints on rank 0 "partition: 5,3 (predicted imbalance 4.1 %; simulated step …, even
+// 4,4: …)" and returns ctx.o with `partition` and (rank 0) `partition_costs` set.
+RunSettings with_auto_partition(RunContext& ctx, const RunConfig& c);
 
 }  // namespace bb::harness

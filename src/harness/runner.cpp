@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "harness/auto_partition.hpp"
 #include "harness/calibration.hpp"
 #include "harness/fields.hpp"
 #include "harness/metrics.hpp"
@@ -220,7 +221,8 @@ void gather_placement(RunContext& ctx, const RankPlacement& mine) {
 }
 
 RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
-  const RunSettings& o = ctx.o;
+  // With --partition auto, the settings of this run hold the split chosen for its schedule.
+  const RunSettings o = ctx.o.partition_auto ? with_auto_partition(ctx, c) : ctx.o;
   ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
   ec.recompute = c.recompute;
   ec.drop_sends = o.drop_sends_rank == ctx.transport.rank();

@@ -15,11 +15,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/settings.hpp"
 #include "harness/summarize.hpp"
 #include "harness/sweep.hpp"
+#include "model/partition.hpp"
 #include "results/hdf5_file.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/executor.hpp"
@@ -44,6 +46,9 @@ struct RunContext {
   Attrs links_attrs;
   // Activation buffers, one pool per tensor size (activation_count), kept across runs.
   std::map<std::size_t, std::unique_ptr<BufferPool>> pools;
+  // --partition auto: the model's profile per (hidden, micro-batch size, recompute), measured
+  // once per launch (harness/auto_partition.hpp; the ranks' medians on rank 0).
+  std::map<std::tuple<int, int, bool>, std::shared_ptr<const PartitionCosts>> partition_profiles;
   // Rank 0: the last run's results-file entry and trace, written by a thread while the next
   // run builds its executor and warms up (no MPI, and the only HDF5 user at that time), and
   // what to do once they are written (print its progress line). finish_writing() waits for

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model/partition.hpp"
 #include "runtime/executor.hpp"
 
 namespace bb::harness {
@@ -36,6 +38,12 @@ struct RunSettings {
   // (empty: even); see ExecutorConfig.
   int model_layers = 0;
   std::vector<int> partition;
+  // --partition auto (harness/auto_partition.hpp): the blocks are profiled in this launch and
+  // each run's split chosen for its schedule, weighing memory by partition_lambda seconds per
+  // GiB. partition_costs: the profile (rank 0) of the run whose settings hold its split.
+  bool partition_auto = false;
+  double partition_lambda = 0;
+  std::shared_ptr<const PartitionCosts> partition_costs;
   std::string model;      // the --model preset these settings were expanded from ("" if none)
   bool calibrate = true;  // links of the sweep's pairs before its first run
   // Testing the attribution (hidden options): a slow rank (seconds added to each of its

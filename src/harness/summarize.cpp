@@ -5,6 +5,7 @@
 
 #include "harness/metrics.hpp"
 #include "model/closed_form.hpp"
+#include "model/partition.hpp"
 #include "runtime/executor.hpp"
 #include "sim/attribution.hpp"
 #include "sim/links.hpp"
@@ -160,6 +161,14 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
   sc.t_w = {t_w};
   sc.t_fb = t_fb;
   sc.act_bytes = chunk_bytes / sched.chunk_fraction(0);
+  if (o.partition_costs && o.model_layers > 0) {  // --partition auto: the profile's chunks
+    const ChunkCosts cc =
+        partition_chunk_costs(*o.partition_costs, sched, stage_layers(ec, model_stages(sched)));
+    sc.t_f = cc.f;
+    sc.t_b = cc.b;
+    sc.t_w = cc.w;
+    sc.t_fb = -1;
+  }
   const SimResult sim = simulate(sched, sc);
   const ModelResult model =
       closed_form({c.schedule, sched.P, sched.M, sched.v, t_f, t_b, t_w, t_fb});

@@ -41,12 +41,6 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
   return c;
 }
 
-std::string partition_text(const std::vector<int>& blocks, char separator) {
-  std::string out;
-  for (int b : blocks) out += (out.empty() ? "" : std::string(1, separator)) + std::to_string(b);
-  return out;
-}
-
 std::uint64_t fnv1a(std::uint64_t h, const char* bytes, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     h = (h ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
@@ -93,6 +87,7 @@ std::string run_key(const RunConfig& c, const RunSettings& o) {
   if (o.model_layers > 0) {  // a fixed model (keys without it are unchanged)
     k += "_N=" + std::to_string(o.model_layers);
     if (!o.partition.empty()) k += "_partition=" + partition_text(o.partition, '-');
+    if (o.partition_auto) k += "_partition=auto";
   }
   if (o.synthetic()) {
     k += "_tf=" + seconds_text(o.t_f) + "_tb=" + seconds_text(o.t_b) + "_tw=" + seconds_text(o.t_w);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/settings.hpp"
+#include "model/partition.hpp"  // partition_text
 #include "schedule/schedule.hpp"
 
 namespace bb::harness {
@@ -36,9 +37,6 @@ struct NamedSchedule {
   std::string name;
   Schedule schedule;
 };
-
-// Blocks per stage as text: 3,2,2,1 (separator ',') or 3-2-2-1.
-std::string partition_text(const std::vector<int>& blocks, char separator = ',');
 
 // FNV-1a (64 bits): h carried over n more bytes (start with kFnvBasis).
 inline constexpr std::uint64_t kFnvBasis = 0xcbf29ce484222325ull;

@@ -69,6 +69,8 @@ PartitionCosts profile_blocks(Backend& backend, const ExecutorConfig& config, in
   // One block per chunk: chunk `stage` is global layer `stage`.
   ExecutorConfig one = config;
   one.layers = 1;
+  one.model_layers = 0;  // not the run's split: chunk `stage` is global layer `stage`
+  one.partition.clear();
   const int vocab = one.transformer ? one.transformer->vocab : 0;
   if (one.transformer) one.transformer->vocab = 0;  // the blocks alone: seeded input, MSE
   PartitionCosts costs;

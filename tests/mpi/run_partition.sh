@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `run --partition auto` end to end (docs/transformer.md, "Partitioner"): a tiny LM whose head
+# (vocabulary 4000 at width 16) outweighs many blocks, 6 blocks over 1F1B (2 chunks) and
+# interleaved v=2 (4 chunks) at P=2. Each run prints "partition: …" once; the chosen split is
+# in the record's `partition`, puts fewer blocks on the head's rank than on the other, differs
+# from the even split and passes --check. --partition auto without --model-layers is refused.
+# usage: run_partition.sh BUBBLEBENCH MPIEXEC
+set -uo pipefail
+BB=${1:?usage: $0 bubblebench mpiexec}
+MPIEXEC=${2:?}
+HERE=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "FAIL: $*"
+  cat "$tmp/err.txt"
+  exit 1
+}
+timeout 300 "$MPIEXEC" -n 2 "$BB" run --stage transformer --hidden 16 --heads 2 --seq 8 \
+  --mb-size 2 --vocab 4000 --model-layers 6 --partition auto --schedule 1f1b,interleaved -v 2 \
+  -M 4 --check --iters 1 --warmup 0 --no-calibrate --timeout 60 --format json \
+  >"$tmp/out.json" 2>"$tmp/err.txt" || fail "exit $?"
+/usr/bin/python3 "$HERE/check_run_json.py" check "$tmp/out.json" --min-configs 2 || fail "check"
+grep -E '^partition: [0-9,]+ \(predicted imbalance [0-9.]+ %(, not proven optimal)?; simulated step .* ms, even [0-9,]+: .* ms\)$' \
+  "$tmp/err.txt" >"$tmp/lines.txt" || fail "no partition line"
+[ "$(wc -l <"$tmp/lines.txt")" = 2 ] || fail "expected one partition line per run"
+PYTHONPATH="$HERE" /usr/bin/python3 - "$tmp/out.json" "$tmp/lines.txt" <<'PY' || fail "partition"
+import sys
+from strict_json import load
+rows = load(sys.argv[1])
+printed = [l.split()[1] for l in open(sys.argv[2])]
+even = {"1f1b": "3,3", "interleaved": "2,2,1,1"}
+bad = []
+for r, p in zip(rows, printed):
+    blocks = [int(b) for b in r["partition"].split(",")]
+    if r["partition"] != p:
+        bad.append(f"{r['schedule']}: record {r['partition']} != printed {p}")
+    if sum(blocks) != 6 or len(blocks) != {"1f1b": 2, "interleaved": 4}[r["schedule"]]:
+        bad.append(f"{r['schedule']}: {r['partition']} is no split of 6 blocks")
+    # P=2, looped: the head's chunk (the last) is on rank (K-1) % 2 with every other chunk.
+    head_rank = sum(b for k, b in enumerate(blocks) if k % 2 == (len(blocks) - 1) % 2)
+    if r["partition"] == even[r["schedule"]] or head_rank >= 6 - head_rank:
+        bad.append(f"{r['schedule']}: {r['partition']} does not move blocks off the head")
+    if "_partition=auto" not in r["run_key"]:
+        bad.append(f"{r['schedule']}: run key {r['run_key']} does not say partition=auto")
+print("\n".join(bad) or "partitions: " + " ".join(printed))
+sys.exit(1 if bad else 0)
+PY
+"$MPIEXEC" -n 1 "$BB" run --partition auto --schedule 1f1b -M 1 >/dev/null 2>"$tmp/err.txt"
+rc=$?
+[ $rc = 2 ] || fail "--partition auto without --model-layers: exit $rc, expected 2"
+grep -q -- "--partition needs --model-layers" "$tmp/err.txt" || fail "no message"
+echo "PASS"
