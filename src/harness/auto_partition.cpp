@@ -101,7 +101,7 @@ RunSettings with_auto_partition(RunContext& ctx, const RunConfig& c) {
   char line[256];
   std::snprintf(
       line, sizeof line,
-      "partition: %s (predicted imbalance %.1f %%%s; simulated step %.3g ms, even %s: %.3g ms)",
+      "partition: %s (predicted imbalance %.1f %%%s; simulated step %.2f ms, even %s: %.2f ms)",
       partition_text(p.blocks).c_str(), 100 * p.imbalance, p.proven ? "" : ", not proven optimal",
       1e3 * simulated_step(*profile, s, p.blocks, o.barrier()), partition_text(even).c_str(),
       1e3 * simulated_step(*profile, s, even, o.barrier()));
