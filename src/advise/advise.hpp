@@ -39,7 +39,7 @@ struct Input {
   double fb_factor = 1;
   // Per rank, a factor on every F, B and W of its chunks (a rank slower or faster than the
   // costs say; F&B pairs keep fb_factor's time); empty: 1 for every rank.
-  std::vector<double> rank_speed;
+  std::vector<double> rank_speed{};
   // > 0: the model is fixed, a stage holds this many blocks (a results file's run); a
   // configuration whose chunks would hold a fractional number of blocks is refused.
   double stage_blocks = 0;

@@ -6,8 +6,8 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "harness/block_profile.hpp"
 #include "harness/output.hpp"
-#include "runtime/block_profile.hpp"
 #include "runtime/mpi_util.hpp"
 #include "sim/sim.hpp"
 
@@ -69,17 +69,6 @@ Partition choose_partition(const PartitionCosts& costs, const Schedule& s, doubl
   if (!p.blocks.empty() && p.blocks.front() < 0)
     throw ConfigError(error.empty() ? "--partition auto failed on rank 0" : error);
   return p;
-}
-
-double simulated_step(const PartitionCosts& costs, const Schedule& s,
-                      const std::vector<int>& blocks, bool single) {
-  const ChunkCosts cc = partition_chunk_costs(costs, s, blocks);
-  SimConfig sc;
-  sc.t_f = cc.f;
-  sc.t_b = cc.b;
-  sc.t_w = cc.w;
-  const SimResult r = simulate(s, sc);
-  return single ? r.single.span : r.steady.span;
 }
 
 RunSettings with_auto_partition(RunContext& ctx, const RunConfig& c) {

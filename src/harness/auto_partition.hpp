@@ -1,5 +1,5 @@
 // `run --partition auto` (docs/transformer.md, "Partitioner"): in the same launch, every rank
-// profiles each block of the model and its ends (runtime/block_profile.hpp), rank 0 takes the
+// profiles each block of the model and its ends (harness/block_profile.hpp), rank 0 takes the
 // median of the ranks' figures and chooses the split for a schedule (model/partition.hpp), and
 // every rank gets the blocks per chunk.
 #pragma once
@@ -27,11 +27,6 @@ PartitionCosts profile_median(Backend& backend, const ExecutorConfig& config, in
 // imbalance only rank 0.
 Partition choose_partition(const PartitionCosts& costs, const Schedule& s, double lambda,
                            MPI_Comm comm, double timeout_s);
-
-// Simulated time of one step (single step with `single`, else the steady-state period) of S
-// with the per-chunk costs of COSTS split as BLOCKS.
-double simulated_step(const PartitionCosts& costs, const Schedule& s,
-                      const std::vector<int>& blocks, bool single);
 
 // run_config's part of `--partition auto`, collective over ctx.comm: profiles the model (once per
 // hidden width, micro-batch size and recompute, kept in ctx), chooses the split for c's

@@ -1,11 +1,11 @@
-// The partitioner's profile (runtime/block_profile.hpp) on the CPU backend: one cost per block,
+// The partitioner's profile (harness/block_profile.hpp) on the CPU backend: one cost per block,
 // the same memory for blocks of one shape (parameters, gradients and one micro-batch's
 // activations), the ends' memory at least their parameters, gradients and (head) logits'
 // gradient, a measurable LM head, and no profile of synthetic chunks.
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
-#include "runtime/block_profile.hpp"
+#include "harness/block_profile.hpp"
 #include "runtime/cpu_backend.hpp"
 
 namespace bb {

@@ -262,13 +262,7 @@ TEST(Partition, HeavyHeadAutoBeatsEvenInTheSimulator) {
       ASSERT_NE(best.blocks, even) << what;
       EXPECT_LT(best.max_time, evaluate_partition(c, layout, even).max_time) << what;
       const auto step = [&](const std::vector<int>& blocks) {
-        const ChunkCosts cc = partition_chunk_costs(c, s, blocks);
-        SimConfig cfg;
-        cfg.t_f = cc.f;
-        cfg.t_b = cc.b;
-        cfg.t_w = cc.w;
-        const SimResult r = simulate(s, cfg);
-        return std::pair{r.single.span, r.steady.span};
+        return std::pair{simulated_step(c, s, blocks, true), simulated_step(c, s, blocks, false)};
       };
       const auto [auto_single, auto_steady] = step(best.blocks);
       const auto [even_single, even_steady] = step(even);

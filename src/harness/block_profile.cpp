@@ -1,4 +1,4 @@
-#include "runtime/block_profile.hpp"
+#include "harness/block_profile.hpp"
 
 #include <algorithm>
 #include <limits>
