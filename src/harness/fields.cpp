@@ -140,7 +140,7 @@ const Field kFields[] = {
      Column{"sim", 10, Show::kAlways}},
     {"check", "", "--check: pass, fail or skipped", FieldType::kText, kBoth | kSummary,
      [](const RunSummary& s) -> FieldValue { return s.check; }, nullptr,
-     Column{"check", 20, Show::kAlways}},
+     Column{"check", 30, Show::kAlways}},
     // Where the bubble came from (sim/attribution.hpp), a column group of the table.
     {"attribution_schedule", "",
      "attribution: the schedule's own bubble (a replay with one median time per action kind, "

@@ -56,9 +56,13 @@ with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
     for key in b["runs"]:
         ga, gb = a["runs"][key], b["runs"][key]
         assert {k: str(v) for k, v in ga.attrs.items()} == {k: str(v) for k, v in gb.attrs.items()}, key
+        def equal(x, y):  # field by field; NaN (a null real, e.g. rank_mfu) equals NaN
+            if x.dtype.names:
+                return x.dtype == y.dtype and all(equal(x[n], y[n]) for n in x.dtype.names)
+            return np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
         def same(name, obj):
             if isinstance(obj, h5py.Dataset):
-                assert np.array_equal(obj[()], ga[name][()]), key + "/" + name
+                assert equal(np.asarray(obj[()]), np.asarray(ga[name][()])), key + "/" + name
         gb.visititems(same)
     print(len(b["runs"]))
 PY

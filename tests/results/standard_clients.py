@@ -38,6 +38,10 @@ def fail(msg):
 
 
 def text(x):
+    """A cell as comparable text: bytes decoded, NaN (a null real, e.g. rank_mfu without a known
+    peak) as "nan", so two readers that both see NaN agree."""
+    if isinstance(x, (float, np.floating)) and np.isnan(x):
+        return "nan"
     return x.decode() if isinstance(x, (bytes, np.bytes_)) else x
 
 
