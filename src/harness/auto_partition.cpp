@@ -9,7 +9,6 @@
 #include "harness/block_profile.hpp"
 #include "harness/output.hpp"
 #include "runtime/mpi_util.hpp"
-#include "sim/sim.hpp"
 
 namespace bb::harness {
 namespace {

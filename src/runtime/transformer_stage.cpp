@@ -224,13 +224,6 @@ std::vector<ChunkModel::EndTensors> TransformerStage::end_tensors() const {
   return out;
 }
 
-double TransformerStage::forward_flops_per_layer() const {
-  const double T = static_cast<double>(config_.tokens()), h = config_.hidden,
-               f = config_.ffn_width(), S = config_.seq;
-  // QKV, scores, context, output projection, MLP: multiply-adds times 2.
-  return 2.0 * (T * h * 3 * h + 2 * T * S * h + T * h * h + 2 * T * h * f);
-}
-
 // With embed, the embedding's output (after F) and its gradient (after B) add one activation
 // each; with head, the loss keeps head_ from F to W.
 ChunkSizes TransformerStage::sizes() const {

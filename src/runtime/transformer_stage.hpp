@@ -89,8 +89,6 @@ class TransformerStage final : public ChunkModel {
   std::vector<EndTensors> end_tensors() const override;
   // Floats one block keeps after F (its input included).
   std::size_t forward_layer_floats() const { return f_.size; }
-  // Multiply-adds of one micro-batch through one block in F (B and W: about twice that).
-  double forward_flops_per_layer() const;
 
  private:
   // Offsets (floats) of one block's tensors: its forward part, then its backward part.
