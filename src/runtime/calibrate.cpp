@@ -15,6 +15,13 @@ namespace {
 constexpr std::size_t kReplyFloats = 2;  // the 8-byte reply
 constexpr int kDataTag = 0, kReplyTag = 1;
 
+// The measuring pair polls with sched_yield for up to 20 ms before it sleeps: a sleep's
+// wake-up (50 µs cap + the VM's ~30 µs) would be timed as transfer, in steps that move a large
+// size's median by 10-20 %. The ranks waiting for their turn sleep at once, up to 20 ms between
+// polls, so they leave the measuring ranks' cores alone (1 ms caps still moved 1 MiB at P=4).
+const Backoff kHot{Backoff::kMaxSleep, std::chrono::milliseconds(20)};
+const Backoff kIdle{std::chrono::milliseconds(20), std::chrono::nanoseconds(0)};
+
 // The q-quantile (0..1) of v, by linear interpolation between order statistics.
 double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -39,8 +46,8 @@ class Waiter {
           for (std::size_t i = 0; i < n; ++i) done = t_.test(reqs[i]) && done;
           return done;
         },
-        timeout_s_, describe);
-    wait_until([&] { return b_.queue_done(); }, timeout_s_, describe);
+        [] {}, timeout_s_, describe, kHot);
+    wait_until([&] { return b_.queue_done(); }, [] {}, timeout_s_, describe, kHot);
   }
 
  private:
@@ -115,7 +122,7 @@ std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm
   // This rank's pairs as src: src, dst, then per size the one-way median and quartiles.
   std::vector<double> mine;
   for (const auto& [s, d] : o.pairs) {
-    mpi::barrier(comm, o.timeout_s);  // one pair at a time
+    mpi::barrier(comm, o.timeout_s, kIdle);  // one pair at a time
     if (me != s && me != d) continue;
     const auto rtt =
         ping_pong(t, wait, me == s ? d : s, me == s, sizes, o, data.data(), reply.data());

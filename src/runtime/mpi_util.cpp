@@ -27,23 +27,24 @@ int size(MPI_Comm comm) {
   return n;
 }
 
-void wait(MPI_Request& request, double timeout_s, std::string_view what) {
+void wait(MPI_Request& request, double timeout_s, std::string_view what, Backoff backoff) {
   wait_until(
       [&] {
         int done = 0;
         BB_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
         return done != 0;
       },
-      timeout_s,
+      [] {}, timeout_s,
       [&] {
         return "rank " + std::to_string(rank(MPI_COMM_WORLD)) + ": waiting " + std::string(what);
-      });
+      },
+      backoff);
 }
 
-void barrier(MPI_Comm comm, double timeout_s) {
+void barrier(MPI_Comm comm, double timeout_s, Backoff backoff) {
   MPI_Request req;
   BB_CHECK_MPI(MPI_Ibarrier(comm, &req));
-  wait(req, timeout_s, "barrier");
+  wait(req, timeout_s, "barrier", backoff);
 }
 
 namespace {

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/wait.hpp"
+
 namespace bb::mpi {
 
 // An MPI call returned an error (communicators use MPI_ERRORS_RETURN).
@@ -24,10 +26,11 @@ int size(MPI_Comm comm);
 
 // Polls the request with MPI_Test and backoff until it completes. Throws TimeoutError
 // ("rank R: waiting <what>") after timeout_s seconds (<= 0: no deadline).
-void wait(MPI_Request& request, double timeout_s, std::string_view what);
+void wait(MPI_Request& request, double timeout_s, std::string_view what,
+          Backoff backoff = Backoff{});
 
 // Non-blocking collectives waited with backoff.
-void barrier(MPI_Comm comm, double timeout_s);
+void barrier(MPI_Comm comm, double timeout_s, Backoff backoff = Backoff{});
 int allreduce_max(int value, MPI_Comm comm, double timeout_s);
 int allreduce_min(int value, MPI_Comm comm, double timeout_s);
 void broadcast(int& value, int root, MPI_Comm comm, double timeout_s);

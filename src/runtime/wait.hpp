@@ -6,6 +6,9 @@
 //  2. then it sleeps between polls, from 2 µs doubling to a cap of 50 µs (in a VM any sleep
 //     costs ~30 µs more). Polling much more often than that backfires with more ranks than
 //     cores: measured on 4 ranks / 2 cores, caps of 2-10 µs delay messages by milliseconds.
+// Both phases can be set (Backoff's constructor): `calibrate` times its round trips with a
+// long yield phase (a sleep's wake-up would be timed as transfer) and lets the ranks that wait
+// for their turn sleep at once with a 1 ms cap (they would wake on the measuring ranks' cores).
 // Every wait has a deadline: past it, TimeoutError carries a one-line description of what was
 // awaited (the watchdog of `run --timeout`, exit code 3).
 #pragma once
@@ -30,7 +33,9 @@ class Backoff {
   static constexpr std::chrono::nanoseconds kFirstSleep{2000};
   static constexpr std::chrono::nanoseconds kMaxSleep{50000};
 
-  explicit Backoff(std::chrono::nanoseconds max_sleep = kMaxSleep) : max_sleep_(max_sleep) {}
+  explicit Backoff(std::chrono::nanoseconds max_sleep = kMaxSleep,
+                   std::chrono::nanoseconds yield_phase = kYieldPhase)
+      : max_sleep_(max_sleep), yield_phase_(yield_phase) {}
 
   // Call after each poll that found nothing to do.
   void pause() {
@@ -38,7 +43,7 @@ class Backoff {
     if (!sleeping_) {
       const auto now = Clock::now();
       if (polls_++ == 0) start_ = now;
-      if (now - start_ < kYieldPhase) {
+      if (now - start_ < yield_phase_) {
         std::this_thread::yield();
         return;
       }
@@ -47,6 +52,7 @@ class Backoff {
     std::this_thread::sleep_for(sleep_);
     sleep_ = std::min(sleep_ * 2, max_sleep_);
   }
+  bool sleeping() const { return sleeping_; }
   void reset() {
     polls_ = 0;
     sleeping_ = false;
@@ -55,6 +61,7 @@ class Backoff {
 
  private:
   std::chrono::nanoseconds max_sleep_;
+  std::chrono::nanoseconds yield_phase_;
   std::chrono::steady_clock::time_point start_{};
   long polls_ = 0;
   bool sleeping_ = false;
@@ -63,18 +70,19 @@ class Backoff {
 
 // Polls `done()` until it returns true, calling `idle()` (e.g. progress on other requests)
 // between polls. Throws TimeoutError(describe()) once `timeout_s` seconds have passed
-// (timeout_s <= 0: no deadline).
+// (timeout_s <= 0: no deadline). `backoff` shapes the pauses (default: the runtime's).
 template <class Done, class Idle, class Describe>
-void wait_until(Done&& done, Idle&& idle, double timeout_s, Describe&& describe) {
+void wait_until(Done&& done, Idle&& idle, double timeout_s, Describe&& describe,
+                Backoff backoff = Backoff{}) {
   if (done()) return;
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  Backoff backoff;
   int checks = 0;
   while (!done()) {
     idle();
-    // The clock is read every 64 polls: cheap, and still within µs of the deadline.
-    if (timeout_s > 0 && (++checks & 63) == 0 &&
+    // The clock is read every 64 polls (cheap, and still within µs of the deadline), and at
+    // every poll once the backoff sleeps (a long sleep cap would make 64 polls a long time).
+    if (timeout_s > 0 && ((++checks & 63) == 0 || backoff.sleeping()) &&
         std::chrono::duration<double>(Clock::now() - start).count() > timeout_s)
       throw TimeoutError(describe());
     backoff.pause();

@@ -536,6 +536,15 @@ TEST(Wait, BackoffAndDeadline) {
   } catch (const TimeoutError& e) {
     EXPECT_STREQ(e.what(), "rank 3: waiting x");
   }
+  // A shaped backoff (calibrate's: sleep at once, long cap) polls until done and keeps the
+  // deadline.
+  polls = 0;
+  wait_until([&] { return ++polls > 3; }, [] {}, 10.0, [] { return std::string("never"); },
+             Backoff(std::chrono::milliseconds(1), std::chrono::nanoseconds(0)));
+  EXPECT_EQ(polls, 4);
+  EXPECT_THROW(wait_until([] { return false; }, [] {}, 0.05, [] { return std::string("late"); },
+                          Backoff(std::chrono::milliseconds(20), std::chrono::nanoseconds(0))),
+               TimeoutError);
 }
 
 }  // namespace
