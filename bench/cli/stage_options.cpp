@@ -10,14 +10,28 @@ namespace bb {
 void add_stage_options(CLI::App& app, StageOptions& o) {
   add_choice(app, "--stage", o.stage, "Chunk model: mlp, or transformer (pre-LN blocks)",
              {"mlp", "transformer"});
-  add_with_default(app, "--seq", o.seq,
-                   "Transformer: tokens per sequence (--mb-size is sequences)");
-  add_with_default(app, "--heads", o.heads, "Transformer: attention heads (must divide --hidden)");
-  add_with_default(app, "--ffn", o.ffn, "Transformer: MLP width (0: 4 x hidden)");
-  app.add_flag("--causal", o.causal, "Transformer: causal attention mask");
-  add_with_default(app, "--vocab", o.vocab,
-                   "Transformer: vocabulary; the first chunk embeds token ids, the last applies "
-                   "the final LayerNorm, the LM head and cross-entropy (0: none, MSE)");
+  // The transformer's shape, one row a flag (--causal is the one switch among them).
+  struct ShapeFlag {
+    const char* name;
+    int StageOptions::*value;  // nullptr: --causal
+    const char* help;
+  };
+  static constexpr ShapeFlag shape[] = {
+      {"--seq", &StageOptions::seq, "tokens per sequence (--mb-size is sequences)"},
+      {"--heads", &StageOptions::heads, "attention heads (must divide --hidden)"},
+      {"--ffn", &StageOptions::ffn, "MLP width (0: 4 x hidden)"},
+      {"--causal", nullptr, "causal attention mask"},
+      {"--vocab", &StageOptions::vocab,
+       "vocabulary; the first chunk embeds token ids, the last applies the final LayerNorm, the "
+       "LM head and cross-entropy (0: none, MSE)"},
+  };
+  for (const ShapeFlag& f : shape) {
+    const std::string help = std::string("Transformer: ") + f.help;
+    if (f.value == nullptr)
+      app.add_flag(f.name, o.causal, help);
+    else
+      add_with_default(app, f.name, o.*f.value, help);
+  }
   CLI::Option* model_layers =
       add_with_default(app, "--model-layers", o.model_layers,
                        "A fixed model: blocks in total, split over the route's chunks (P*v, "

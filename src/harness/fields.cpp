@@ -45,6 +45,33 @@ FieldValue attributed(const RunSummary& s) {
 constexpr unsigned kBoth = kJson | kAttr;
 constexpr unsigned kRankBoth = kJsonArray | kRankColumn;
 
+// A fraction of the run (no unit): a real in every sink and the loader's summary, and a
+// column of the table shown always.
+constexpr Field ratio_column(std::string_view name, std::string_view meaning,
+                             FieldValue (*get)(const RunSummary&), std::string_view header,
+                             int order, unsigned more_sinks = 0) {
+  return {name,
+          "",
+          meaning,
+          FieldType::kReal,
+          kBoth | kSummary | more_sinks,
+          get,
+          nullptr,
+          Column{header, order, Show::kAlways}};
+}
+template <double RunSummary::*x>
+FieldValue real_of(const RunSummary& s) {
+  return s.*x;
+}
+
+// A time given to synthetic compute (--t-f, --t-b, --t-w): an attribute of synthetic runs only.
+template <double RunSummary::*given>
+constexpr Field synthetic_time(std::string_view name, std::string_view meaning) {
+  return {name,    "s",
+          meaning, FieldType::kReal,
+          kAttr,   [](const RunSummary& s) { return when_synthetic(s, s.*given); }};
+}
+
 // The table. Order: the loader shows the kSummary fields first, in this order; the text
 // table orders its columns by Column::order.
 const Field kFields[] = {
@@ -122,57 +149,46 @@ const Field kFields[] = {
      FieldType::kReal, kBoth | kSummary | kJsonOmitsNull,
      [](const RunSummary& s) { return opt(s.period_s); }, nullptr,
      Column{"period_ms", 8, Show::kSyncNone, 1e3}},
-    {"bubble_fraction_measured", "",
-     "measured bubble fraction (P·T - Σ busy) / (P·T), median over the timed steps "
-     "(--sync none: of the period)",
-     FieldType::kReal, kBoth | kSummary,
-     [](const RunSummary& s) -> FieldValue { return s.bubble_fraction_measured; }, nullptr,
-     Column{"measured", 9, Show::kAlways}},
+    ratio_column("bubble_fraction_measured",
+                 "measured bubble fraction (P·T - Σ busy) / (P·T), median over the timed steps "
+                 "(--sync none: of the period)",
+                 real_of<&RunSummary::bubble_fraction_measured>, "measured", 9),
     {"bubble_fraction_model", "",
      "the closed form's bubble fraction fed the medians (null: no closed form, see model_reason)",
      FieldType::kReal, kBoth | kSummary,
      [](const RunSummary& s) { return opt(s.bubble_fraction_model); }, nullptr,
      Column{"model", 11, Show::kAlways}},
-    {"bubble_fraction_sim", "",
-     "the simulator's bubble fraction of the lowered schedule fed the medians",
-     FieldType::kReal, kBoth | kSummary,
-     [](const RunSummary& s) -> FieldValue { return s.bubble_fraction_sim; }, nullptr,
-     Column{"sim", 10, Show::kAlways}},
+    ratio_column("bubble_fraction_sim",
+                 "the simulator's bubble fraction of the lowered schedule fed the medians",
+                 real_of<&RunSummary::bubble_fraction_sim>, "sim", 10),
     {"check", "", "--check: pass, fail or skipped", FieldType::kText, kBoth | kSummary,
      [](const RunSummary& s) -> FieldValue { return s.check; }, nullptr,
      Column{"check", 30, Show::kAlways}},
     // Where the bubble came from (sim/attribution.hpp), a column group of the table.
-    {"attribution_schedule", "",
-     "attribution: the schedule's own bubble (a replay with one median time per action kind, "
-     "free links), fraction of P·T of the median step",
-     FieldType::kReal, kBoth | kSummary | kJsonGroup,
-     attributed<&RunSummary::Attribution::schedule>, nullptr, Column{"sched", 15, Show::kAlways}},
-    {"attribution_imbalance", "",
-     "attribution: what per-(rank, chunk, kind) median times add to the schedule term",
-     FieldType::kReal, kBoth | kSummary | kJsonGroup,
-     attributed<&RunSummary::Attribution::imbalance>, nullptr, Column{"imbal", 16, Show::kAlways}},
-    {"attribution_jitter", "",
-     "attribution: what every action's own time in the step adds to the imbalance replay",
-     FieldType::kReal, kBoth | kSummary | kJsonGroup, attributed<&RunSummary::Attribution::jitter>,
-     nullptr, Column{"jitter", 17, Show::kAlways}},
-    {"attribution_communication", "", "attribution: what the link costs add to the jitter replay",
-     FieldType::kReal, kBoth | kSummary | kJsonGroup,
-     attributed<&RunSummary::Attribution::communication>, nullptr,
-     Column{"comm", 18, Show::kAlways}},
-    {"attribution_residual", "",
-     "attribution: measured minus the replay with links (runtime, progress, launch overhead); "
-     "the five terms add up to the median step's measured bubble fraction",
-     FieldType::kReal, kBoth | kSummary | kJsonGroup,
-     attributed<&RunSummary::Attribution::residual>, nullptr, Column{"resid", 19, Show::kAlways}},
+    ratio_column("attribution_schedule",
+                 "attribution: the schedule's own bubble (a replay with one median time per "
+                 "action kind, free links), fraction of P·T of the median step",
+                 attributed<&RunSummary::Attribution::schedule>, "sched", 15, kJsonGroup),
+    ratio_column("attribution_imbalance",
+                 "attribution: what per-(rank, chunk, kind) median times add to the schedule term",
+                 attributed<&RunSummary::Attribution::imbalance>, "imbal", 16, kJsonGroup),
+    ratio_column("attribution_jitter",
+                 "attribution: what every action's own time in the step adds to the imbalance "
+                 "replay",
+                 attributed<&RunSummary::Attribution::jitter>, "jitter", 17, kJsonGroup),
+    ratio_column("attribution_communication",
+                 "attribution: what the link costs add to the jitter replay",
+                 attributed<&RunSummary::Attribution::communication>, "comm", 18, kJsonGroup),
+    ratio_column("attribution_residual",
+                 "attribution: measured minus the replay with links (runtime, progress, launch "
+                 "overhead); the five terms add up to the median step's measured bubble fraction",
+                 attributed<&RunSummary::Attribution::residual>, "resid", 19, kJsonGroup),
     // The study's metrics (harness/metrics.hpp; docs/run-record.md, "Metrics").
-    {"utilisation", "", "Σ busy / (P·T) of the median step: 1 - bubble_fraction_measured",
-     FieldType::kReal, kBoth | kSummary,
-     [](const RunSummary& s) -> FieldValue { return s.utilisation; }, nullptr,
-     Column{"util", 21, Show::kAlways}},
-    {"comm_share", "", "communication share Σ comm_s / Σ (busy_s + comm_s) over the ranks",
-     FieldType::kReal, kBoth | kSummary,
-     [](const RunSummary& s) -> FieldValue { return s.comm_share; }, nullptr,
-     Column{"comm_share", 22, Show::kAlways}},
+    ratio_column("utilisation", "Σ busy / (P·T) of the median step: 1 - bubble_fraction_measured",
+                 real_of<&RunSummary::utilisation>, "util", 21),
+    ratio_column("comm_share",
+                 "communication share Σ comm_s / Σ (busy_s + comm_s) over the ranks",
+                 real_of<&RunSummary::comm_share>, "comm_share", 22),
     {"flops", "FLOP",
      "model FLOPs of one step, all ranks (GEMMs, 2 per multiply-add; null: synthetic compute)",
      FieldType::kReal, kBoth | kSummary,
@@ -215,12 +231,12 @@ const Field kFields[] = {
      [](const RunSummary& s) -> FieldValue { return s.optimizer; }},
     {"lr", "", "learning rate", FieldType::kReal, kAttr,
      [](const RunSummary& s) -> FieldValue { return s.lr; }},
-    {"synthetic_t_f_s", "s", "synthetic compute: the F time given", FieldType::kReal, kAttr,
-     [](const RunSummary& s) { return when_synthetic(s, s.synthetic_t_f_s); }},
-    {"synthetic_t_b_s", "s", "synthetic compute: the B time given", FieldType::kReal, kAttr,
-     [](const RunSummary& s) { return when_synthetic(s, s.synthetic_t_b_s); }},
-    {"synthetic_t_w_s", "s", "synthetic compute: the W time given", FieldType::kReal, kAttr,
-     [](const RunSummary& s) { return when_synthetic(s, s.synthetic_t_w_s); }},
+    synthetic_time<&RunSummary::synthetic_t_f_s>("synthetic_t_f_s",
+                                                 "synthetic compute: the F time given"),
+    synthetic_time<&RunSummary::synthetic_t_b_s>("synthetic_t_b_s",
+                                                 "synthetic compute: the B time given"),
+    synthetic_time<&RunSummary::synthetic_t_w_s>("synthetic_t_w_s",
+                                                 "synthetic compute: the W time given"),
     {"synthetic_t_fb_s", "s", "synthetic compute: the F&B pair time given (NaN: the sum)",
      FieldType::kReal, kAttr,
      [](const RunSummary& s) { return when_synthetic(s, opt(s.synthetic_t_fb_s)); }},

@@ -29,15 +29,9 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
   c.timeout_s = s.timeout;
   c.model_layers = s.model_layers;
   c.partition = s.partition;
-  if (s.stage == "transformer") {
-    TransformerConfig t;
-    t.seq = s.seq;
-    t.heads = s.heads;
-    t.ffn = s.ffn;
-    t.causal = s.causal;
-    t.vocab = s.vocab;
-    c.transformer = t;
-  }
+  if (s.stage == "transformer")
+    c.transformer = TransformerConfig{
+        .heads = s.heads, .seq = s.seq, .ffn = s.ffn, .causal = s.causal, .vocab = s.vocab};
   return c;
 }
 

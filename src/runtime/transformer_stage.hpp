@@ -40,7 +40,7 @@ struct TransformerConfig {
   int num_layers = 1;   // L
   std::uint64_t seed = 0;
   bool recompute = false;
-  std::optional<SyntheticTimes> synthetic;  // unset: real compute
+  std::optional<SyntheticTimes> synthetic{};  // unset: real compute
   // Model ends (docs/transformer.md, "Model ends"); vocab 0: none (seeded float inputs, MSE).
   int vocab = 0;       // V: token ids in [0, V)
   bool embed = false;  // this chunk holds the model's first block: token + position embedding
