@@ -59,6 +59,12 @@ constexpr Field ratio_column(std::string_view name, std::string_view meaning,
           nullptr,
           Column{header, order, Show::kAlways}};
 }
+// A term of the bubble's attribution (null where the run has none), in the JSON's group.
+template <double RunSummary::Attribution::*term>
+constexpr Field attribution_term(std::string_view name, std::string_view header, int order,
+                                 std::string_view meaning) {
+  return ratio_column(name, meaning, attributed<term>, header, order, kJsonGroup);
+}
 template <double RunSummary::*x>
 FieldValue real_of(const RunSummary& s) {
   return s.*x;
@@ -165,24 +171,23 @@ const Field kFields[] = {
      [](const RunSummary& s) -> FieldValue { return s.check; }, nullptr,
      Column{"check", 30, Show::kAlways}},
     // Where the bubble came from (sim/attribution.hpp), a column group of the table.
-    ratio_column("attribution_schedule",
-                 "attribution: the schedule's own bubble (a replay with one median time per "
-                 "action kind, free links), fraction of P·T of the median step",
-                 attributed<&RunSummary::Attribution::schedule>, "sched", 15, kJsonGroup),
-    ratio_column("attribution_imbalance",
-                 "attribution: what per-(rank, chunk, kind) median times add to the schedule term",
-                 attributed<&RunSummary::Attribution::imbalance>, "imbal", 16, kJsonGroup),
-    ratio_column("attribution_jitter",
-                 "attribution: what every action's own time in the step adds to the imbalance "
-                 "replay",
-                 attributed<&RunSummary::Attribution::jitter>, "jitter", 17, kJsonGroup),
-    ratio_column("attribution_communication",
-                 "attribution: what the link costs add to the jitter replay",
-                 attributed<&RunSummary::Attribution::communication>, "comm", 18, kJsonGroup),
-    ratio_column("attribution_residual",
-                 "attribution: measured minus the replay with links (runtime, progress, launch "
-                 "overhead); the five terms add up to the median step's measured bubble fraction",
-                 attributed<&RunSummary::Attribution::residual>, "resid", 19, kJsonGroup),
+    attribution_term<&RunSummary::Attribution::schedule>(
+        "attribution_schedule", "sched", 15,
+        "attribution: the schedule's own bubble (a replay with one median time per action kind, "
+        "free links), fraction of P·T of the median step"),
+    attribution_term<&RunSummary::Attribution::imbalance>(
+        "attribution_imbalance", "imbal", 16,
+        "attribution: what per-(rank, chunk, kind) median times add to the schedule term"),
+    attribution_term<&RunSummary::Attribution::jitter>(
+        "attribution_jitter", "jitter", 17,
+        "attribution: what every action's own time in the step adds to the imbalance replay"),
+    attribution_term<&RunSummary::Attribution::communication>(
+        "attribution_communication", "comm", 18,
+        "attribution: what the link costs add to the jitter replay"),
+    attribution_term<&RunSummary::Attribution::residual>(
+        "attribution_residual", "resid", 19,
+        "attribution: measured minus the replay with links (runtime, progress, launch overhead); "
+        "the five terms add up to the median step's measured bubble fraction"),
     // The study's metrics (harness/metrics.hpp; docs/run-record.md, "Metrics").
     ratio_column("utilisation", "Σ busy / (P·T) of the median step: 1 - bubble_fraction_measured",
                  real_of<&RunSummary::utilisation>, "util", 21),
