@@ -5,12 +5,10 @@
 # MPI start-up; the writes overlap the next run's warmup, so they are not in it). Not in
 # ctest: a ≤ 2% assertion would be flaky on a shared 2-core VM. See docs/runtime.md.
 # usage: measure_out_overhead.sh BUBBLEBENCH [MPIEXEC] [REPEATS]
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench [mpiexec] [repeats]}
 MPIEXEC=${2:-mpiexec}
 REPEATS=${3:-7}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 sweep=(--schedule all -M "4,8" -v 2 --compute synthetic --t-f 1ms --t-b 1ms --t-w 1ms --iters 5)
 one() {  # label, extra args... ; appends "wall runs_sum" to $tmp/<label>
   local label=$1 t0 t1

@@ -9,11 +9,9 @@
 #   4. --verify 2 under mpiexec prints predicted vs measured for two configurations (no
 #      accuracy is asserted: timing on a shared machine varies).
 # usage: run_advise.sh BUBBLEBENCH MPIEXEC
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 fail() {
   echo "FAIL: $*"
   exit 1

@@ -5,17 +5,11 @@
 # --max-bytes (exit 2), --out over a file that is not HDF5 (exit 4, the file untouched).
 # Fit quality is reported, not asserted (it depends on the machine's load).
 # usage: run_calibrate.sh BUBBLEBENCH MPIEXEC P
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec P}
 MPIEXEC=${2:?}
 P=${3:?}
 PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() {  # name, condition result
-  if [ "$2" != 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 
 timeout 300 "$MPIEXEC" -n "$P" "$BB" calibrate --pairs all --reps 5 --warmup 1 --max-bytes 64K \
   --rounds 2 --timeout 60 --json --out "$tmp/links.h5" >"$tmp/c.json" 2>"$tmp/err.txt"

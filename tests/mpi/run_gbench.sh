@@ -4,14 +4,11 @@
 # measured only, so that runs with other --bb_iters/--bb_reps pair up as in the compare.py of
 # github.com/google/benchmark (its tools/ folder); refusals up front (one line, exit 2); --help
 # and --benchmark_list_tests.
-set -uo pipefail
 GB=$(readlink -f "${1:?usage: $0 gbench_pipeline mpiexec}")
 MPIEXEC=${2:-mpiexec}
 PY=/usr/bin/python3
-PYTHONPATH=$(cd "$(dirname "$0")" && pwd)  # strict_json.py
-export PYTHONPATH
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
+export PYTHONPATH=$HERE  # strict_json.py
 cd "$tmp" || exit 1
 failed=0
 passed=0

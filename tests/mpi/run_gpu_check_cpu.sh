@@ -5,17 +5,11 @@
 # comparison fails (a measured bubble never equals the simulated one exactly) and so does the
 # script.
 # usage: run_gpu_check_cpu.sh BINDIR MPIEXEC
-set -uo pipefail
 BINDIR=${1:?usage: $0 bindir mpiexec}
 MPIEXEC=${2:?}
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 script="$here/../../tools/gpu-check.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() {  # name, condition result
-  if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 
 timeout 300 bash "$script" --backend cpu --bindir "$BINDIR" --mpiexec "$MPIEXEC" \
   --only check,synthetic --bubble-tol 1 --timeout 120 --out "$tmp/pass" >"$tmp/pass.log" 2>&1

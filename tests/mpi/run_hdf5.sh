@@ -4,14 +4,11 @@
 # reader (h5dump_runs) and with h5py (check_results.py hdf5): every attribute and dataset of
 # design §6, events = every lowered action of every rank for every timed iteration.
 # usage: run_hdf5.sh BUBBLEBENCH MPIEXEC H5DUMP_RUNS [PYTHON]
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec h5dump_runs [python]}
 MPIEXEC=${2:?}
 DUMP=${3:?}
 PY=${4:-/usr/bin/python3}
-HERE=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 unset SLURM_JOB_ID SLURM_ARRAY_JOB_ID SLURM_ARRAY_TASK_ID
 
 mkdir -p "$tmp/lowered"
@@ -22,15 +19,9 @@ for s in gpipe 1f1b zb-h1; do
   done
 done
 
-timeout 300 "$MPIEXEC" -n 2 "$BB" run --schedule gpipe,1f1b,zb-h1 -M 2,4 --hidden 16,32 \
-  --compute synthetic --t-f 1ms --t-b 1ms --t-w 1ms --iters 3 --timeout 60 \
-  --out "$tmp/r.h5" >"$tmp/out.txt" 2>"$tmp/err.txt"
-rc=$?
-if [ $rc != 0 ]; then
-  echo "FAIL: run --out exit $rc"
-  cat "$tmp/err.txt"
-  exit 1
-fi
+run_or_exit timeout 300 "$MPIEXEC" -n 2 "$BB" run --schedule gpipe,1f1b,zb-h1 -M 2,4 \
+  --hidden 16,32 --compute synthetic --t-f 1ms --t-b 1ms --t-w 1ms --iters 3 --timeout 60 \
+  --out "$tmp/r.h5"
 fails=0
 # Progress: one line per run on stderr, "[i/12] <label>: <s> s, elapsed <s> s, ETA <s> s".
 n=$(grep -cE '^\[[0-9]+/12\] [a-z0-9-]+ P=2 M=[24] v=1 h=(16|32) L=1 b=8: [0-9.]+ s, elapsed [0-9.]+ s, ETA [0-9.]+ s$' "$tmp/err.txt")

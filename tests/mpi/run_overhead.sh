@@ -2,10 +2,8 @@
 # Executor overhead per action with zero-time synthetic compute and no transfers
 # (bench_runtime, one rank): reports the figure and fails above 5 µs per action.
 # usage: run_overhead.sh BENCH_RUNTIME
-set -uo pipefail
 BENCH=${1:?usage: $0 path/to/bench_runtime}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 timeout 300 "$BENCH" --benchmark_filter='BM_Step_(1F1B|ZBV)/64/' --benchmark_repetitions=5 \
   --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/b.json" ||
   { echo "FAIL: bench_runtime"; exit 1; }

@@ -5,12 +5,9 @@
 # in the record's `partition`, puts fewer blocks on the head's rank than on the other, differs
 # from the even split and passes --check. --partition auto without --model-layers is refused.
 # usage: run_partition.sh BUBBLEBENCH MPIEXEC
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
-HERE=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 fail() {
   echo "FAIL: $*"
   cat "$tmp/err.txt"

@@ -3,12 +3,9 @@
 # flags it expands to; a flag given explicitly overrides the preset's (--hidden, --causal), and
 # --layers drops its --model-layers; --stage mlp with a preset is an error (exit 2).
 # usage: run_presets.sh BUBBLEBENCH MPIEXEC
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
-HERE=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 fail=0
 run() {  # OUT ARGS...
   local out=$1

@@ -9,22 +9,16 @@
 # EFBIG as with ENOSPC) exits 4, leaves only complete, readable runs, and `--resume` finishes.
 # A CSV schedule changed under the same file name is a different run for `--resume`.
 # usage: run_resume.sh BUBBLEBENCH MPIEXEC [PYTHON]
-set -uo pipefail
 BB=${1:?usage: $0 bubblebench mpiexec [python]}
 MPIEXEC=${2:?}
 PY=${3:-/usr/bin/python3}
-HERE=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
+. "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 job=
 cleanup() {
   [ -n "$job" ] && kill "$job" 2>/dev/null
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-check() {  # name, condition result
-  if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
 keys() {  # FILE -> "key<TAB>sha1(step_time_s)" per complete run; fails on a visible incomplete run
   "$PY" "$HERE/check_results.py" keys "$1"
 }
