@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -240,6 +241,8 @@ class PeriodicEngine {
     double clock = 0;
     std::size_t waiting = kNone;
     bool parked = false;
+    double first = -1;    // step 0: its first action's start
+    bool source = false;  // step 0: its first action read no message
   };
 
   // The slot of a message in direction dir (0 activation, 1 gradient), named by the chunk that
@@ -384,29 +387,75 @@ class PeriodicEngine {
     const int P = s_.P;
     const int s = st_[0].step;
     at_boundary_ = 0;
-    if (have_start_ && msgs_.size() == 0) {
-      const double lambda = st_[0].clock - step_start_[0];
-      bool same = true;
-      for (int r = 0; r < P && same; ++r) same = st_[r].clock - step_start_[r] == lambda;
+    if (msgs_.size() == 0) {
+      double lambda = 0;
+      bool same = false;
+      if (have_start_) {
+        lambda = st_[0].clock - step_start_[0];
+        same = true;
+        for (int r = 0; r < P && same; ++r) same = st_[r].clock - step_start_[r] == lambda;
+      } else if (s == 1) {
+        same = later_steps_shifted(&lambda);
+      }
       if (same) {
-        for (int r = 0; r < P; ++r) {
-          if constexpr (requires { pol_.step_done(r, s, 0.0); })
-            for (int t = s; t < steps_; ++t)
-              pol_.step_done(r, t, step_end_[r] + static_cast<double>(t - s + 1) * lambda);
-          std::size_t units = 0;
-          for (const Segment& g : L_.ranks[r])
-            units += static_cast<std::size_t>(units_of(g)) * g.reps;
-          jumped_ += units * static_cast<std::size_t>(steps_ - s);
-          st_[r].step = steps_;
-        }
-        fence_on_ = false;
-        finished_ = P;
+        skip_steps(s, lambda);
         return;
       }
     }
     for (int r = 0; r < P; ++r) step_start_[r] = st_[r].clock;
     have_start_ = true;
     for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
+  }
+
+  // Steps s, s+1, ... are step s-1 moved by λ each: their ends are recorded, none is run.
+  void skip_steps(int s, double lambda) {
+    for (int r = 0; r < s_.P; ++r) {
+      if constexpr (requires { pol_.step_done(r, s, 0.0); })
+        for (int t = s; t < steps_; ++t)
+          pol_.step_done(r, t, step_end_[r] + static_cast<double>(t - s + 1) * lambda);
+      std::size_t units = 0;
+      for (const Segment& g : L_.ranks[r]) units += static_cast<std::size_t>(units_of(g)) * g.reps;
+      jumped_ += units * static_cast<std::size_t>(steps_ - s);
+      st_[r].step = steps_;
+    }
+    fence_on_ = false;
+    finished_ = s_.P;
+  }
+
+  // A rank's first action in step 0 (its clock then 0): a source where it read no message
+  // (a route's first chunk's F). One that read a message arriving before 0 (a negative delay)
+  // would start at its clock: later_steps_shifted() then says no.
+  void first_action(RankState& st, double start, double arrival) {
+    st.first = start;
+    st.source = arrival == -std::numeric_limits<double>::infinity();
+    if (!st.source && arrival < 0) first_waits_ = false;
+  }
+
+  // At the start of step 1 (every rank finished step 0): whether every later step is step 0
+  // moved by λ (*lambda), so that step 1 need not run either. The engine's rules are max and +,
+  // so every time in a step is t(a) = max_q (c_q + D_q(a)) over the ranks' clocks c_q at the
+  // step's start, D_q(a) the longest path from rank q's first action to a (-inf: none). In step
+  // 0 (c_q = 0) every non-source's first action waited for its input (first_action()), so
+  // every time there is reached on a path from a source's start: t(a) = D_q(a) for some source
+  // q. And t(a) >= s_q + D_q(a) for every q, s_q the start of q's first action in step 0. Step
+  // 1 starts at c'_q (step 0's end on q plus the gap). Where every source has the same c' = λ
+  // and every rank c'_q <= λ + s_q, each time t'(a) of step 1 is at least λ + t(a) (through the
+  // source) and at most that (every term): step 1 is step 0 moved by λ, so it ends λ later on
+  // every rank, step 2 starts λ after step 1 on every rank, and so on. (Where a rank starts
+  // step 1 later than that, step 1 runs, and the steps after it are compared as before.)
+  bool later_steps_shifted(double* lambda) const {
+    if (!first_waits_) return false;
+    bool have = false;
+    for (int r = 0; r < s_.P; ++r) {
+      if (!st_[r].source) continue;
+      if (have && st_[r].clock != *lambda) return false;
+      *lambda = st_[r].clock;
+      have = true;
+    }
+    if (!have) return false;
+    for (int r = 0; r < s_.P; ++r)
+      if (st_[r].first < 0 || !(st_[r].clock <= *lambda + st_[r].first)) return false;
+    return true;
   }
 
   // The next phase: of this step, else the first of the next.
@@ -627,14 +676,16 @@ class PeriodicEngine {
         }
         const std::uint32_t n = u[0].overlap_next() && k + 1 < g.length ? 2 : 1;
         if (n == 2) u[1] = L_.at(g, rep, k + 1);
-        double start = clock;
+        double arrival = -std::numeric_limits<double>::infinity();  // of the inputs, if any
         std::size_t used[2] = {kNone, kNone}, where[2] = {0, 0};
         for (std::uint32_t i = 0; i < n; ++i)
-          if (!input(u[i], step, &start, &st.waiting, &used[i], &where[i])) {
+          if (!input(u[i], step, &arrival, &st.waiting, &used[i], &where[i])) {
             st.k = k;
             st.clock = clock;
             return;
           }
+        const double start = std::max(clock, arrival);
+        if (step == 0 && st.first < 0) first_action(st, start, arrival);
         // The first input where it was found; a second by its key (the first's removal may
         // have moved it).
         if (used[0] != kNone) msgs_.erase_at(where[0]);
@@ -684,6 +735,7 @@ class PeriodicEngine {
   std::vector<double> prev_clock_, cur_clock_;
   std::vector<std::pair<std::size_t, double>> prev_msgs_, cur_msgs_;
   std::size_t jumped_ = 0;
+  bool first_waits_ = true;  // every non-source's first action waited for its input
   bool step_fences_ = false, have_start_ = false;
   int at_boundary_ = 0;                        // ranks held at the start of their next step
   std::vector<double> step_end_, step_start_;  // per rank: its last step's end, this one's start

@@ -465,6 +465,73 @@ TEST(Periodic, SegmentsSplittingAnFbPairGetTheFlatResults) {
   EXPECT_TRUE(timed_dry_run(low).ok) << timed_dry_run(low).message;
 }
 
+// Steps after the first are recorded from step 0 without running step 1 where they are step 0
+// moved (every rank's end tight from the source's start, no rank starting step 1 too late):
+// three of four steps jumped whole, the plain engine's results.
+TEST(Periodic, LaterStepsComeFromTheFirst) {
+  const Schedule s = generate("1f1b", {8, 256, 1});
+  SimConfig cfg;
+  cfg.steps = 4;
+  cfg.engine = SimConfig::Engine::periodic;
+  const SimResult r = simulate(s, cfg);
+  EXPECT_GE(r.jumped_units, s.compute_size() * 3);
+  cfg.engine = SimConfig::Engine::plain;
+  expect_same(simulate(s, cfg), r, "1f1b P=8 M=256");
+}
+
+// Where the last rank ends later than the source's end plus its own start (ZB-H1 with a slow W
+// on the last stage), step 1 is no shift of step 0: it is run, with the plain engine's results.
+TEST(Periodic, LaterStepsRunWhereALateRankHoldsThemUp) {
+  const Schedule s = generate("zb-h1", {4, 16, 1});
+  SimConfig cfg;
+  cfg.t_f = {1};
+  cfg.t_b = {1};
+  cfg.steps = 2;
+  cfg.engine = SimConfig::Engine::periodic;
+  for (const double last_w : {1.0, 50.0}) {
+    cfg.t_w = {1, 1, 1, last_w};
+    const SimResult r = simulate(s, cfg);
+    // Step 1 skipped: all of it jumped; run: less (each step jumps less than half of itself).
+    if (last_w == 1) {
+      EXPECT_GE(r.jumped_units, s.compute_size());
+    } else {
+      EXPECT_LT(r.jumped_units, s.compute_size());
+    }
+    cfg.engine = SimConfig::Engine::plain;
+    const SimResult plain = simulate(s, cfg);
+    cfg.engine = SimConfig::Engine::periodic;
+    expect_same(plain, r, "zb-h1 P=4 M=16, last W " + std::to_string(last_w));
+    if (last_w == 50) {
+      EXPECT_LT(plain.steady.span, plain.single.span);  // the steps overlap
+    }
+  }
+}
+
+// Per-chunk costs (each chunk its own F, B and W): the periodic engine against the plain one on
+// every built-in schedule, over four steps.
+TEST(Periodic, SimulatorMatchesThePlainEngineWithPerChunkCosts) {
+  std::size_t compared = 0;
+  for_each_schedule([&](const std::string& name, int P, int M, int v, const Schedule& s) {
+    const auto C = static_cast<std::size_t>(s.num_chunks());
+    SimConfig cfg;
+    cfg.t_f.assign(C, 1);
+    cfg.t_b.assign(C, 2);
+    cfg.t_w.assign(C, 1);
+    for (std::size_t c = 0; c < C; ++c) {
+      cfg.t_f[c] = 1 + static_cast<double>(c % 3) * 0.5;
+      cfg.t_w[c] = c + 1 == C ? 8 : static_cast<double>(c % 2);
+    }
+    cfg.latency = 0.25;
+    cfg.steps = 4;
+    cfg.engine = SimConfig::Engine::plain;
+    const SimResult plain = simulate(s, cfg);
+    cfg.engine = SimConfig::Engine::periodic;
+    expect_same(plain, simulate(s, cfg), test::case_name(name, P, M, v) + " per-chunk costs");
+    ++compared;
+  });
+  EXPECT_GT(compared, 100u);
+}
+
 // Costs with no exact binary form would make J·λ differ from J additions: the plain engine.
 TEST(Periodic, InexactCostsUseThePlainEngine) {
   const Schedule s = generate("1f1b", {4, 256, 1});
