@@ -101,37 +101,10 @@ class CudaBackend final : public Backend {
   // Pinned host buffers and copies on two streams of their own (host_staging.hpp).
   std::unique_ptr<HostStaging> make_host_staging() override;
 
-  void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-            const float* b, int ldb, float beta, float* c, int ldc) override;
-  void fill(float* x, float value, std::size_t count) override;
-  void copy(const float* src, float* dst, std::size_t count) override;
-  void axpy(float alpha, const float* x, float* y, std::size_t count) override;
-  void gelu(const float* z, float* a, std::size_t count) override;
-  void gelu_backward(const float* z, const float* da, float* dz, std::size_t count) override;
-  void mse_loss(const float* y, const float* target, float* dy, std::size_t count, float scale,
-                float* loss_sum) override;
-  void sgd_update(float* p, const float* g, std::size_t count, float lr) override;
-  void adam_update(float* p, const float* g, float* m, float* v, std::size_t count,
-                   const AdamParams& params, std::int64_t step) override;
-  void seeded_uniform(float* x, std::size_t count, std::uint64_t seed, std::uint64_t stream,
-                      float scale) override;
-  // Attention's batched GEMMs stay fp32 with GemmDtype::kBf16 (their operands are activations).
-  void gemm_strided_batched(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
-                            const float* a, int lda, std::int64_t stride_a, const float* b, int ldb,
-                            std::int64_t stride_b, float beta, float* c, int ldc,
-                            std::int64_t stride_c, int batch) override;
-  void softmax(const float* x, float* y, int rows, int cols, bool causal) override;
-  void softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) override;
-  void layernorm(const float* x, const float* gamma, const float* beta, float* y, float* mean,
-                 float* rstd, int rows, int cols, float eps) override;
-  void layernorm_backward_input(const float* x, const float* gamma, const float* mean,
-                                const float* rstd, const float* dy, float* dx, int rows,
-                                int cols) override;
-  void layernorm_backward_params(const float* x, const float* mean, const float* rstd,
-                                 const float* dy, float* dgamma, float* dbeta, int rows,
-                                 int cols) override;
-  void add_bias(float* y, const float* bias, int rows, int cols) override;
-  void column_sums(const float* x, float* out, int rows, int cols) override;
+  // The kernels of Backend both backends define (backend.hpp says what each computes).
+  // Attention's batched GEMMs (gemm_strided_batched) stay fp32 with GemmDtype::kBf16 (their
+  // operands are activations).
+#include "runtime/backend_kernels.inc"
 
   void synchronize() override;
   bool queue_done() override;
