@@ -1,6 +1,6 @@
 // `bubblebench advise` (docs/advise.md): the options, the costs (a results file's run or
-// flags), the ranked table / JSON / CSV, and --verify (the top K run for real through the
-// harness, under mpiexec/srun).
+// flags) and main; the ranked table / JSON / CSV are advise_print.cpp's, --verify (the top K
+// run for real through the harness, under mpiexec/srun) advise_verify.cpp's.
 #include "cli/advise.hpp"
 
 #include <mpi.h>
@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -20,44 +19,31 @@
 #include <vector>
 
 #include "advise/advise.hpp"
+#include "cli/advise_internal.hpp"
 #include "cli/list.hpp"
 #include "cli/mpi_start.hpp"
 #include "cli/table.hpp"
 #include "common/error.hpp"
 #include "harness/output.hpp"
-#include "harness/provenance.hpp"
-#include "harness/runner.hpp"
 #include "harness/sweep.hpp"
 #include "results/hdf5_file.hpp"
 #include "runtime/factory.hpp"
 #include "runtime/mpi_util.hpp"
-#include "runtime/placement.hpp"
-#include "runtime/wait.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
 
-namespace bb {
+namespace bb::advise_cli {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty()      ? 0.0
+         : v.size() % 2 ? v[v.size() / 2]
+                        : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 namespace {
 
 using json = nlohmann::json;
-
-struct AdviseOptions {
-  std::string results, run_key;
-  std::string schedules = "all";
-  int P = 0;  // 0: the results run's P, else 4
-  std::string M = "4:64:x2", v = "1,2,3,4", recompute = "both";
-  int global_batch = 0, mb_size = 0;
-  std::string t_f, t_b, t_w;  // seconds (or durations); lists: one per stage
-  std::string act_bytes, input_bytes, param_bytes, memory_cap;
-  std::string optimizer;  // sgd | adam; default: the run's, else sgd
-  std::string latency, bandwidth;
-  double fb_factor = 0;  // 0: the results file's (its runs with F&B pairs), else 1
-  std::string sync = "barrier";
-  int top = 5;
-  std::string format = "table";
-  int verify = 0, warmup = 1, iters = 5;
-  double timeout = 600;
-};
 
 void add_options(CLI::App& app, AdviseOptions& o) {
   app.add_option("--results", o.results,
@@ -115,15 +101,6 @@ void add_options(CLI::App& app, AdviseOptions& o) {
 
 // --- The costs -------------------------------------------------------------------------------
 
-// What --verify needs to run a configuration like the source: the harness settings and the
-// stage model (blocks of one stage: a chunk gets its fraction).
-struct VerifyModel {
-  harness::RunSettings settings;
-  int hidden = 64;
-  double stage_layers = 1;
-  bool synthetic_stage_times = false;  // from flags: synthetic waits of the given times
-};
-
 double num_attr(const Attrs& a, const std::string& key) {
   const AttrValue* x = find_attr(a, key);
   if (x == nullptr) return std::nan("");
@@ -170,13 +147,6 @@ RunRecord pick_run(const std::string& path, const std::string& key) {
                       ": no complete run of a built-in schedule with F, B and W medians "
                       "without recompute or F&B pairs (run one, e.g. --schedule zb-h1)");
   return std::move(*best);
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty()      ? 0.0
-         : v.size() % 2 ? v[v.size() / 2]
-                        : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 // One run's medians of F, B and W (kinds 0, 1, 2) per model stage over its timed steps, in stage
@@ -416,402 +386,6 @@ advise::Input make_input(const AdviseOptions& o, VerifyModel& vm, bool print) {
   return in;
 }
 
-// --- Output ----------------------------------------------------------------------------------
-
-std::string config_text(const advise::Candidate& c) {
-  return c.schedule + " M=" + std::to_string(c.M) + " v=" + std::to_string(c.v) +
-         (c.recompute ? " rc" : "");
-}
-
-json candidate_json(const advise::Candidate& c, int rank) {
-  json j;
-  if (rank > 0) j["rank"] = rank;
-  j["schedule"] = c.schedule;
-  j["M"] = c.M;
-  j["v"] = c.v;
-  j["recompute"] = c.recompute;
-  j["mb_size"] = c.mb_size;
-  j["excluded"] = c.excluded;
-  if (!c.reason.empty()) j["reason"] = c.reason;
-  if (c.excluded == "refused") return j;
-  j["step_time_s"] = c.step_time;
-  j["makespan_s"] = c.makespan;
-  j["period_s"] = c.period;
-  j["throughput_samples_per_s"] = c.throughput;
-  j["bubble_fraction"] = c.bubble_fraction;
-  j["bubble_fraction_steady"] = c.bubble_fraction_steady;
-  j["peak_bytes"] = c.peak_bytes;
-  j["peak_rank"] = c.peak_rank;
-  j["activation_bytes"] = c.activation_bytes;
-  j["static_bytes"] = c.static_bytes;
-  j["terms_s"] = {{"compute", c.t_compute},
-                  {"recompute", c.t_recompute},
-                  {"communication", c.t_communication},
-                  {"bubble", c.t_bubble}};
-  j["dominant"] = c.dominant;
-  return j;
-}
-
-json input_json(const advise::Input& in) {
-  return {{"P", in.P},
-          {"t_f_s", in.t_f},
-          {"t_b_s", in.t_b},
-          {"t_w_s", in.t_w},
-          {"fb_factor", in.fb_factor},
-          {"stage_blocks", in.stage_blocks},
-          {"mb_size", in.mb_size},
-          {"global_batch", in.global_batch},
-          {"act_bytes", in.act_bytes},
-          {"input_bytes", in.input_bytes},
-          {"param_bytes", in.param_bytes},
-          {"static_factor", in.static_factor},
-          {"memory_cap", in.memory_cap},
-          {"latency_s", in.latency},
-          {"bandwidth_bytes_per_s", in.bandwidth},
-          {"view", in.steady ? "steady" : "single"}};
-}
-
-const char* kCsvCols[] = {"rank",
-                          "schedule",
-                          "M",
-                          "v",
-                          "recompute",
-                          "mb_size",
-                          "step_time_s",
-                          "makespan_s",
-                          "period_s",
-                          "throughput_samples_per_s",
-                          "bubble_fraction",
-                          "bubble_fraction_steady",
-                          "peak_bytes",
-                          "peak_rank",
-                          "dominant",
-                          "excluded",
-                          "reason"};
-
-void print_csv(const advise::Result& r) {
-  for (std::size_t i = 0; i < std::size(kCsvCols); ++i) std::cout << (i ? "," : "") << kCsvCols[i];
-  std::cout << "\n";
-  const auto row = [](const json& j) {
-    std::string line;
-    for (std::size_t i = 0; i < std::size(kCsvCols); ++i) {
-      const char* col = kCsvCols[i];
-      std::string cell;
-      if (j.contains(col)) {
-        const json& x = j[col];
-        cell = x.is_string()    ? x.get<std::string>()
-               : x.is_boolean() ? std::string(x.get<bool>() ? "1" : "0")
-                                : fmt_exact(x.get<double>());
-      }
-      if (cell.find_first_of(",\"") != std::string::npos) {
-        std::string q = "\"";
-        for (char ch : cell) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-        cell = q + "\"";
-      }
-      line += (i ? "," : "") + cell;
-    }
-    std::cout << line << "\n";
-  };
-  for (std::size_t i = 0; i < r.ranked.size(); ++i)
-    row(candidate_json(r.ranked[i], static_cast<int>(i + 1)));
-  for (const auto& c : r.excluded) row(candidate_json(c, 0));
-}
-
-json result_json(const advise::Input& in, const advise::Result& r) {
-  json j;
-  j["input"] = input_json(in);
-  j["simulations"] = r.simulations;
-  j["ranked"] = json::array();
-  for (std::size_t i = 0; i < r.ranked.size(); ++i)
-    j["ranked"].push_back(candidate_json(r.ranked[i], static_cast<int>(i + 1)));
-  j["excluded"] = json::array();
-  for (const auto& c : r.excluded) j["excluded"].push_back(candidate_json(c, 0));
-  j["families"] = json::array();
-  for (const auto& f : r.families)
-    j["families"].push_back({{"schedule", f.schedule},
-                             {"v", f.v},
-                             {"recompute", f.recompute},
-                             {"excluded", f.excluded},
-                             {"reason", f.reason}});
-  return j;
-}
-
-std::string mib(double bytes) {
-  return fmt(bytes / (1024.0 * 1024.0));
-}
-
-void print_table(const advise::Input& in, const advise::Result& r, int top) {
-  const std::vector<std::string> cols = {"#",         "schedule", "M",       "v",
-                                         "recompute", "mb_size",  "step_ms", "samples_per_s",
-                                         "bubble",    "peak_MiB", "dominant"};
-  std::vector<std::vector<std::string>> rows;
-  for (std::size_t i = 0; i < r.ranked.size() && i < static_cast<std::size_t>(top); ++i) {
-    const auto& c = r.ranked[i];
-    rows.push_back({std::to_string(i + 1), c.schedule, std::to_string(c.M), std::to_string(c.v),
-                    c.recompute ? "on" : "off", fmt(c.mb_size), fmt(c.step_time * 1e3),
-                    fmt(c.throughput),
-                    fmt(in.steady ? c.bubble_fraction_steady : c.bubble_fraction),
-                    mib(c.peak_bytes), c.dominant});
-  }
-  bb::print_table(std::cout, cols, rows);
-  std::size_t memory = 0, refused = 0;
-  for (const auto& c : r.excluded) (c.excluded == "memory" ? memory : refused) += 1;
-  std::cout << r.ranked.size() << " configurations ranked ("
-            << (in.steady ? "steady state" : "single step") << "), " << memory
-            << " over the memory cap, " << refused << " refused; " << r.simulations
-            << " simulated\n";
-  for (const auto& f : r.families)
-    if (!f.excluded.empty())
-      std::cout << "excluded: " << f.schedule << " v=" << f.v << (f.recompute ? " recompute" : "")
-                << ": " << f.excluded << ": " << f.reason << "\n";
-}
-
-// --- --verify ----------------------------------------------------------------------------------
-
-struct Verified {
-  const advise::Candidate* predicted;
-  int predicted_rank;
-  std::optional<harness::RunSummary> measured;  // rank 0; empty: not run (why says why)
-  std::string why;
-};
-
-// Runs the top K on every rank (same order everywhere); rank 0 gets the summaries.
-std::vector<Verified> verify_top(const AdviseOptions& o, const advise::Input& in,
-                                 const advise::Result& r, const VerifyModel& vm, int world) {
-  if (world != in.P)
-    throw ConfigError("--verify runs P=" + std::to_string(in.P) +
-                      " ranks: start it with mpiexec -n " + std::to_string(in.P) +
-                      " (world size is " + std::to_string(world) + ")");
-  harness::RunSettings base = vm.settings;
-  base.transport = base.transport.empty() ? default_transport(base.backend) : base.transport;
-  base.warmup = o.warmup;
-  base.iters = o.iters;
-  base.sync = in.steady ? "none" : "barrier";
-  base.timeout = o.timeout;
-  base.calibrate = false;
-  base.check = false;
-  MPI_Comm p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
-  MPI_Comm coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
-  auto backend =
-      make_backend(base.backend, base.backend == "cuda" ? harness::local_rank() : 0, base.dtype);
-  auto transport = make_transport(base.transport, p2p, *backend);
-  std::vector<Verified> out;
-  for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < o.verify; ++i) {
-    const advise::Candidate& c = r.ranked[i];
-    Verified v{&c, static_cast<int>(i + 1), std::nullopt, ""};
-    const ScheduleParams p{in.P, c.M, c.v};
-    Schedule s = generate(c.schedule, p);
-    const double frac = s.chunk_fraction(0);
-    harness::RunSettings settings = base;
-    const double scale = c.mb_size / in.mb_size;
-    int layers = 1;
-    if (vm.synthetic_stage_times || settings.synthetic()) {
-      if (vm.synthetic_stage_times) {
-        if (in.t_f.size() != 1 || in.t_b.size() != 1 || in.t_w.size() != 1)
-          throw ConfigError("--verify with per-stage cost lists: run takes one time per kind");
-        settings.t_f = in.t_f[0];
-        settings.t_b = in.t_b[0];
-        settings.t_w = in.t_w[0];
-      }
-      settings.t_f *= scale;
-      settings.t_b *= scale;
-      settings.t_w *= scale;
-    } else {
-      const double chunk_layers = vm.stage_layers * frac;
-      if (std::fabs(chunk_layers - std::round(chunk_layers)) > 1e-9 || chunk_layers < 1) {
-        v.why = "a chunk would hold " + fmt(chunk_layers) + " blocks (the run's stage has " +
-                fmt(vm.stage_layers) + ")";
-        out.push_back(std::move(v));
-        continue;
-      }
-      layers = static_cast<int>(std::lround(chunk_layers));
-    }
-    harness::ModelLists lists;
-    lists.hidden = {vm.hidden};
-    lists.layers = {layers};
-    lists.mb_size = {static_cast<int>(c.mb_size)};
-    lists.recompute = {c.recompute};
-    std::vector<harness::NamedSchedule> named;
-    named.push_back({c.schedule, std::move(s)});
-    const auto configs = harness::make_configs(std::move(named), lists, settings, world);
-    harness::RunContext ctx(settings, *backend, *transport, coll);
-    harness::gather_placement(ctx,
-                              this_placement(harness::host_name(), harness::device_of(*backend)));
-    harness::SweepOutcome so =
-        harness::run_sweep(ctx, configs, std::vector<int>(configs.size(), 0));
-    if (!so.runs.empty()) v.measured = std::move(so.runs.front());
-    out.push_back(std::move(v));
-  }
-  transport.reset();
-  MPI_Comm_free(&p2p);
-  MPI_Comm_free(&coll);
-  return out;
-}
-
-// The measured per-kind medians' sum (F + B + W of a stage, single actions) over the one the
-// prediction used, minus 1: how far the costs moved between the results run (or the flags) and
-// this run. NaN where the run has no single F or B.
-double cost_drift(const advise::Input& in, const advise::Candidate& c,
-                  const harness::RunSummary& m) {
-  if (!m.t_f_s || !m.t_b_s) return std::nan("");
-  const double assumed = advise::stage_work(in, c);
-  const double got = *m.t_f_s + *m.t_b_s + m.t_w_s.value_or(0);
-  return assumed > 0 ? got / assumed - 1 : std::nan("");
-}
-
-// The prediction with the run's own costs, seconds: its per-kind medians (one stage's F, B or
-// the fused BW, W, and its F&B pairs over F + B + W), each rank's scaled by the rank's measured
-// busy time over the one they give it (ranks run at different speeds). What remains is the
-// simulator's error, not the costs'.
-double predicted_at_measured(const advise::Input& in, const advise::Candidate& c,
-                             const harness::RunSummary& m) {
-  advise::Input x = in;
-  const double f = m.t_f_s.value_or(0), b = m.t_b_s.value_or(0);
-  x.t_f = {f};
-  x.t_b = {c.recompute ? std::max(0.0, b - f) : b};  // the measured B holds the recompute
-  x.t_w = {m.t_w_s.value_or(0)};
-  const double sum = f + b + m.t_w_s.value_or(0);
-  x.fb_factor = m.t_fb_s && sum > 0 ? *m.t_fb_s / sum : 1;
-  x.mb_size = static_cast<int>(c.mb_size);
-  x.global_batch = 0;
-  x.memory_cap = 0;
-  // Each rank at its own speed: its measured busy time over the one these medians give it.
-  const advise::Candidate uniform = advise::evaluate(x, c.schedule, c.M, c.v, c.recompute);
-  if (uniform.busy.size() != m.ranks.size()) return uniform.step_time;
-  for (std::size_t r = 0; r < m.ranks.size(); ++r)
-    x.rank_speed.push_back(uniform.busy[r] > 0 ? m.ranks[r].busy_s / uniform.busy[r] : 1.0);
-  return advise::evaluate(x, c.schedule, c.M, c.v, c.recompute).step_time;
-}
-
-// How far a run's step times spread: their median absolute deviation over their median.
-double relative_spread(const std::vector<double>& steps) {
-  const double mid = median_of(steps);
-  std::vector<double> dev;
-  for (double x : steps) dev.push_back(std::fabs(x - mid));
-  return mid > 0 ? median_of(dev) / mid : 0;
-}
-
-// The tie tolerance of the ranking check: 0.5 %, or the largest measured spread if wider.
-constexpr double kTieTolerance = 0.005;
-
-void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bool as_json) {
-  const bool steady = in.steady;
-  const auto measured_s = [&](const Verified& v) {
-    return steady ? v.measured->period_s.value_or(0) : v.measured->makespan_s;
-  };
-  // The ranking check over the configurations that ran, by time per sample as the search ranks.
-  std::vector<const Verified*> ran;
-  std::vector<double> pred_per_sample, meas_per_sample;
-  double tolerance = kTieTolerance;
-  for (const auto& v : vs)
-    if (v.measured) {
-      const double samples = v.predicted->M * v.predicted->mb_size;
-      ran.push_back(&v);
-      pred_per_sample.push_back(v.predicted->step_time / samples);
-      meas_per_sample.push_back(measured_s(v) / samples);
-      tolerance = std::max(tolerance, relative_spread(v.measured->step_time_s));
-    }
-  const advise::RankingCheck rc =
-      advise::check_ranking(pred_per_sample, meas_per_sample, tolerance);
-  const auto index_of = [&](const Verified& v) {
-    return static_cast<std::size_t>(std::find(ran.begin(), ran.end(), &v) - ran.begin());
-  };
-  // Measured rank: 1 + the configurations that ran measured faster.
-  const auto measured_rank = [&](std::size_t i) {
-    return 1 + static_cast<int>(std::count_if(meas_per_sample.begin(), meas_per_sample.end(),
-                                              [&](double m) { return m < meas_per_sample[i]; }));
-  };
-  json j = json::array();
-  std::vector<std::vector<std::string>> rows;
-  double worst = 0;
-  for (const auto& v : vs) {
-    const auto& c = *v.predicted;
-    const double pred = c.step_time;
-    if (!v.measured) {
-      rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3), "n/a",
-                      "n/a", "n/a", "", "", "", "", "", "", "", "", "", "not run: " + v.why});
-      j.push_back({{"predicted_rank", v.predicted_rank},
-                   {"config", config_text(c)},
-                   {"predicted_s", pred},
-                   {"not_run", v.why}});
-      continue;
-    }
-    const harness::RunSummary& m = *v.measured;
-    const double meas = measured_s(v);
-    const double err = pred > 0 ? (meas - pred) / pred : 0;
-    worst = std::max(worst, std::fabs(err));
-    const std::size_t i = index_of(v);
-    const int mr = measured_rank(i);
-    const auto a = m.attribution.value_or(harness::RunSummary::Attribution{});
-    const double drift = cost_drift(in, c, m);
-    const double at_costs = predicted_at_measured(in, c, m);
-    const double sim_err = at_costs > 0 ? (meas - at_costs) / at_costs : 0;
-    rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3),
-                    fmt(meas * 1e3), fmt(100 * err, 3) + "%", std::to_string(mr),
-                    fmt(steady ? c.bubble_fraction_steady : c.bubble_fraction, 3),
-                    fmt(m.bubble_fraction_measured, 3), fmt(a.schedule, 3), fmt(a.imbalance, 3),
-                    fmt(a.jitter, 3), fmt(a.communication, 3), fmt(a.residual, 3),
-                    std::isfinite(drift) ? fmt(100 * drift, 3) + "%" : "n/a", fmt(at_costs * 1e3),
-                    fmt(100 * sim_err, 3) + "%"});
-    j.push_back(
-        {{"predicted_rank", v.predicted_rank},
-         {"predicted_tie_rank", rc.predicted_rank[i]},
-         {"measured_rank", mr},
-         {"config", config_text(c)},
-         {"predicted_s", pred},
-         {"measured_s", meas},
-         {"rel_error", err},
-         {"measured_spread", relative_spread(m.step_time_s)},
-         {"bubble_fraction_predicted", steady ? c.bubble_fraction_steady : c.bubble_fraction},
-         {"bubble_fraction_measured", m.bubble_fraction_measured},
-         {"cost_drift", std::isfinite(drift) ? json(drift) : json(nullptr)},
-         {"predicted_at_measured_costs_s", at_costs},
-         {"rel_error_at_measured_costs", sim_err},
-         {"attribution",
-          {{"schedule", a.schedule},
-           {"imbalance", a.imbalance},
-           {"jitter", a.jitter},
-           {"communication", a.communication},
-           {"residual", a.residual}}},
-         {"run_key", m.run_key}});
-  }
-  json contradictions = json::array();
-  std::string contradicted;
-  for (const auto& [a, b] : rc.contradictions) {
-    contradictions.push_back({config_text(*ran[a]->predicted), config_text(*ran[b]->predicted)});
-    contradicted += std::string(contradicted.empty() ? "" : "; ") +
-                    config_text(*ran[a]->predicted) + " measured slower than " +
-                    config_text(*ran[b]->predicted);
-  }
-  if (as_json) {
-    std::cout << json{{"verify", j},
-                      {"ranking_preserved", rc.preserved},
-                      {"tie_tolerance", tolerance},
-                      {"contradictions", contradictions},
-                      {"max_abs_rel_error", worst}}
-                     .dump(2)
-              << "\n";
-    return;
-  }
-  std::cout << "\nverify: predicted vs measured ("
-            << (steady ? "steady-state period" : "step makespan")
-            << ", ms; bubble and attribution as fractions of P x T; cost_drift: the run's F+B+W "
-               "medians against the costs predicted with; at_costs_ms: the prediction with the "
-               "run's own per-kind medians and per-rank speeds, sim_error: measured against it)\n";
-  bb::print_table(
-      std::cout,
-      {"#", "config", "pred_ms", "meas_ms", "error", "meas_#", "bubble_pred", "bubble_meas",
-       "sched", "imbal", "jitter", "comm", "resid", "cost_drift", "at_costs_ms", "sim_error"},
-      rows);
-  std::cout << "ranking " << (rc.preserved ? "preserved" : "NOT preserved") << "; largest |error| "
-            << fmt(100 * worst, 3) << "%\n"
-            << "ranking rule: time per sample; predictions within " << fmt(100 * tolerance, 3)
-            << "% of each other tie (0.5 %, or the largest measured spread of step times if "
-               "wider), and the ranking holds unless a configuration predicted faster beyond "
-               "that measures slower beyond it"
-            << (contradicted.empty() ? "" : ": " + contradicted) << "\n";
-}
-
 // --- main --------------------------------------------------------------------------------------
 
 int advise_run(int argc, char** argv, bool mpi) {
@@ -872,7 +446,9 @@ int advise_run(int argc, char** argv, bool mpi) {
 }
 
 }  // namespace
+}  // namespace bb::advise_cli
 
+namespace bb {
 int advise_main(int argc, char** argv) {
   // --verify runs configurations over MPI: MPI starts first, so only rank 0 prints.
   bool mpi = false;
@@ -887,7 +463,7 @@ int advise_main(int argc, char** argv) {
   };
   int code = kExitOk;
   try {
-    code = advise_run(argc, argv, mpi);
+    code = advise_cli::advise_run(argc, argv, mpi);
   } catch (const ConfigError& e) {
     code = fail("error: ", e, kExitConfig);
   } catch (const ScheduleError& e) {
