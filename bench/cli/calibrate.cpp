@@ -153,6 +153,8 @@ Attrs link_attrs(const CalibrateOptions& o, const std::string& transport, int P)
           {"reps", std::int64_t{o.reps}},
           {"warmup", std::int64_t{o.warmup}},
           {"rounds", std::int64_t{o.rounds}},
+          {"cold_reps", std::int64_t{CalibrationOptions{}.cold_reps}},
+          {"cold_pause_s", CalibrationOptions{}.cold_pause_s},
           {"max_bytes", static_cast<std::int64_t>(parse_bytes(o.max_bytes, "--max-bytes"))},
           {"max_regimes", std::int64_t{o.max_regimes}},
           {"min_sizes", std::int64_t{o.min_sizes}},
@@ -285,10 +287,10 @@ std::string links_table(const std::vector<LinkFit>& fits) {
     rows.push_back({std::to_string(f.src) + "->" + std::to_string(f.dst), us(f.line.alpha),
                     gbps(f.line.beta), pct(f.line_error.max_rel), pct(f.line_error.median_rel),
                     std::to_string(f.regimes.size()), pct(f.regimes_error.max_rel),
-                    pct(f.regimes_error.median_rel)});
+                    pct(f.regimes_error.median_rel), us(f.wake_s)});
   print_table(out,
               {"pair", "alpha_us", "beta_GB/s", "line_max_err", "line_median_err", "regimes",
-               "regimes_max_err", "regimes_median_err"},
+               "regimes_max_err", "regimes_median_err", "wake_us"},
               rows);
   for (const LinkFit& f : fits) {
     out << f.src << "->" << f.dst << " regimes:";
@@ -309,7 +311,9 @@ std::string links_table(const std::vector<LinkFit>& fits) {
     out << "\n";
   }
   out << "alpha: latency, beta: bandwidth of the one-line fit; errors: |fit - measured| / "
-         "measured over the sizes (one way, median of the round trips)\n";
+         "measured over the sizes (one way, median of the round trips); wake: what a receiver "
+         "that has waited 1 ms (asleep in the runtime's backoff) adds to a hop, measured apart "
+         "and added to every message's cost in sim --links and the attribution\n";
   return out.str();
 }
 

@@ -37,17 +37,20 @@ void calibrate_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
                      {"reps", std::int64_t{co.reps}},
                      {"warmup", std::int64_t{co.warmup}},
                      {"rounds", std::int64_t{co.rounds}},
+                     {"cold_reps", std::int64_t{co.cold_reps}},
+                     {"cold_pause_s", co.cold_pause_s},
                      {"max_bytes", static_cast<std::int64_t>(top)}};
-  double line = 0, regimes = 0;
+  double line = 0, regimes = 0, wake = 0;
   for (const LinkFit& f : ctx.links) {
     line = std::max(line, f.line_error.max_rel);
     regimes = std::max(regimes, f.regimes_error.max_rel);
+    wake = std::max(wake, f.wake_s);
   }
-  char text[200];
+  char text[240];
   std::snprintf(text, sizeof text,
                 "links: %zu pairs calibrated, 8 B..%zu B: largest error of the fit %.1f %% "
-                "(piecewise; one line: %.1f %%)",
-                ctx.links.size(), top, 100 * regimes, 100 * line);
+                "(piecewise; one line: %.1f %%); wake-up of a waiting receiver up to %.0f us",
+                ctx.links.size(), top, 100 * regimes, 100 * line, 1e6 * wake);
   say(text);
 }
 

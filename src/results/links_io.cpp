@@ -39,7 +39,9 @@ std::vector<Column> fit_columns() {
       {"median_rel_error", ColType::kF64, "", "the single line's median relative error"},
       {"regimes_max_rel_error", ColType::kF64, "", "the piecewise fit's largest relative error"},
       {"regimes_median_rel_error", ColType::kF64, "", "the piecewise fit's median relative error"},
-      {"regimes", ColType::kI32, "", "rows of the pair in the regimes table"}};
+      {"regimes", ColType::kI32, "", "rows of the pair in the regimes table"},
+      {"wake_s", ColType::kF64, "s",
+       "what a receiver that has waited long adds to a hop (0: not measured)"}};
 }
 std::vector<Column> regime_columns() {
   return {{"src", ColType::kI32, "", "the sending rank"},
@@ -62,16 +64,19 @@ void add_row(std::vector<Column>& cols, std::initializer_list<double> row) {
   }
 }
 
-// The columns of table NAME under GROUP (all present, of one length).
+// The columns of table NAME under GROUP (of one length). Columns from index `required` on
+// may be missing (files written before they existed): they read as zeros.
 std::vector<Column> read_table(hid_t group, const char* name, std::vector<Column> cols,
-                               const std::string& path) {
+                               const std::string& path, std::size_t required = SIZE_MAX) {
   if (H5Lexists(group, name, H5P_DEFAULT) <= 0)
     throw IoError(path + ": /links has no '" + name + "' table");
   Handle ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose);
   if (!ds.ok()) throw IoError(path + ": HDF5 failed to open the table " + name + " (/links)");
   const std::size_t n = h5::dataset_length(ds.get());
-  for (Column& c : cols) {
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    Column& c = cols[i];
     c = h5::read_column(ds.get(), c.name, c.type, path);
+    if (c.size() == 0 && n > 0 && i >= required) c.reals.assign(n, 0.0);
     if (c.size() != n) throw IoError(path + ": /links table " + name + " has no column " + c.name);
   }
   return cols;
@@ -143,6 +148,7 @@ json links_to_json(const std::vector<LinkFit>& fits) {
                               {"beta_bytes_per_s", r.line.beta}});
     j["regimes_max_rel_error"] = f.regimes_error.max_rel;
     j["regimes_median_rel_error"] = f.regimes_error.median_rel;
+    j["wake_s"] = f.wake_s;
     j["samples"] = json::array();
     for (const LinkSample& x : f.samples)
       j["samples"].push_back({{"bytes", x.bytes}, {"time_s", x.seconds}});
@@ -174,6 +180,7 @@ std::vector<LinkFit> links_from_json(const json& j) {
         samples.push_back({number(x, "bytes", pair), number(x, "time_s", pair)});
     }
     out.push_back(assemble(src, dst, std::move(samples), line, std::move(regimes), pair));
+    if (f.contains("wake_s")) out.back().wake_s = number(f, "wake_s", pair);
   }
   LinkModel check(out);  // one fit per pair
   return out;
@@ -191,7 +198,7 @@ void write_links(hid_t parent, const std::vector<LinkFit>& fits, const Attrs& at
       add_row(samples, {1. * f.src, 1. * f.dst, x.bytes, x.seconds});
     add_row(rows, {1. * f.src, 1. * f.dst, f.line.alpha, f.line.beta, f.line_error.max_rel,
                    f.line_error.median_rel, f.regimes_error.max_rel, f.regimes_error.median_rel,
-                   1. * f.regimes.size()});
+                   1. * f.regimes.size(), f.wake_s});
     for (const LinkRegime& r : f.regimes)
       add_row(regimes, {1. * f.src, 1. * f.dst, r.lo_bytes, r.hi_bytes, r.line.alpha, r.line.beta});
   }
@@ -208,7 +215,7 @@ std::vector<LinkFit> read_links(hid_t parent, const std::string& path) {
   Handle g(H5Gopen2(parent, "links", H5P_DEFAULT), H5Gclose);
   if (!g.ok()) throw IoError(path + ": HDF5 failed to open /links");
   const auto samples = read_table(g.get(), "samples", sample_columns(), path);
-  const auto rows = read_table(g.get(), "fits", fit_columns(), path);
+  const auto rows = read_table(g.get(), "fits", fit_columns(), path, 9);  // wake_s optional
   const auto regimes = read_table(g.get(), "regimes", regime_columns(), path);
   auto pair = [](const std::vector<Column>& t, std::size_t i) {
     return std::pair<int, int>(static_cast<int>(t[0].ints[i]), static_cast<int>(t[1].ints[i]));
@@ -227,6 +234,7 @@ std::vector<LinkFit> read_links(hid_t parent, const std::string& path) {
     try {
       out.push_back(assemble(src, dst, by_pair[{src, dst}], {rows[2].reals[i], rows[3].reals[i]},
                              regimes_by_pair[{src, dst}], where));
+      out.back().wake_s = rows[9].reals[i];
     } catch (const ConfigError& e) {
       throw IoError(e.what());
     }

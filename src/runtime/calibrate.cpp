@@ -35,7 +35,7 @@ double quantile(std::vector<double> v, double q) {
 class Waiter {
  public:
   Waiter(Transport& t, Backend& b, double timeout_s) : t_(t), b_(b), timeout_s_(timeout_s) {}
-  void all(Request* reqs, std::size_t n, int peer, std::size_t bytes) {
+  void all(Request* reqs, std::size_t n, int peer, std::size_t bytes, Backoff shape = kHot) {
     const auto describe = [&] {
       return "rank " + std::to_string(t_.rank()) + ": calibrate: waiting for rank " +
              std::to_string(peer) + " (" + std::to_string(bytes) + " B)";
@@ -46,8 +46,8 @@ class Waiter {
           for (std::size_t i = 0; i < n; ++i) done = t_.test(reqs[i]) && done;
           return done;
         },
-        [] {}, timeout_s_, describe, kHot);
-    wait_until([&] { return b_.queue_done(); }, [] {}, timeout_s_, describe, kHot);
+        [] {}, timeout_s_, describe, shape);
+    wait_until([&] { return b_.queue_done(); }, [] {}, timeout_s_, describe, shape);
   }
 
  private:
@@ -91,6 +91,30 @@ std::vector<std::vector<double>> ping_pong(Transport& t, Waiter& wait, int peer,
   return rtt;
 }
 
+// Round trips of 8 B to a receiver that has waited: src pauses o.cold_pause_s before each,
+// dst waits for the message with the runtime's backoff. As src: every round trip.
+std::vector<double> cold_trips(Transport& t, Backend& b, Waiter& wait, int peer, bool src,
+                               const CalibrationOptions& o, float* data, float* reply) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> rtt;
+  for (int rep = 0; rep < o.cold_reps; ++rep) {
+    if (src) {
+      b.sleep_for(o.cold_pause_s);
+      const auto t0 = Clock::now();
+      Request reqs[2] = {t.isend(data, kReplyFloats, peer, kDataTag),
+                         t.irecv(reply, kReplyFloats, peer, kReplyTag)};
+      wait.all(reqs, 2, peer, kReplyFloats * sizeof(float));
+      rtt.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    } else {
+      Request in = t.irecv(data, kReplyFloats, peer, kDataTag);
+      wait.all(&in, 1, peer, kReplyFloats * sizeof(float), Backoff{});
+      Request out = t.isend(reply, kReplyFloats, peer, kReplyTag);
+      wait.all(&out, 1, peer, kReplyFloats * sizeof(float));
+    }
+  }
+  return rtt;
+}
+
 }  // namespace
 
 std::vector<std::size_t> calibration_sizes(std::size_t max_bytes) {
@@ -109,8 +133,9 @@ std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm
     if (s < 0 || s >= P || d < 0 || d >= P || s == d)
       throw ConfigError("calibrate: pair " + std::to_string(s) + "->" + std::to_string(d) +
                         " is not two distinct ranks of " + std::to_string(P));
-  if (o.reps < 1 || o.warmup < 0 || o.rounds < 1)
-    throw ConfigError("calibrate: needs reps >= 1, warmup >= 0, rounds >= 1");
+  if (o.reps < 1 || o.warmup < 0 || o.rounds < 1 || o.cold_reps < 0 || !(o.cold_pause_s >= 0))
+    throw ConfigError(
+        "calibrate: needs reps >= 1, warmup >= 0, rounds >= 1, cold reps and pause >= 0");
   const std::vector<std::size_t> sizes = calibration_sizes(o.max_bytes);
   Buffer data = b.allocate(sizes.back() / sizeof(float));
   Buffer reply = b.allocate(kReplyFloats);
@@ -126,17 +151,20 @@ std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm
     if (me != s && me != d) continue;
     const auto rtt =
         ping_pong(t, wait, me == s ? d : s, me == s, sizes, o, data.data(), reply.data());
+    const auto cold =
+        cold_trips(t, b, wait, me == s ? d : s, me == s, o, data.data(), reply.data());
     if (me != s) continue;
     mine.insert(mine.end(), {double(s), double(d)});
     const double reply_half = quantile(rtt[0], 0.5) / 2;  // one way: minus the reply's half
     for (const auto& r : rtt)
       for (const double q : {0.5, 0.25, 0.75})
         mine.push_back(std::max(quantile(r, q) - reply_half, 1e-9));
+    mine.push_back(cold.empty() ? 0.0 : std::max(quantile(cold, 0.5) - 2 * reply_half, 0.0));
   }
   mpi::barrier(comm, o.timeout_s);
   const auto all = mpi::gather(mine, 0, comm, o.timeout_s);
   std::vector<PairSamples> out;
-  const std::size_t row = 2 + 3 * sizes.size();
+  const std::size_t row = 2 + 3 * sizes.size() + 1;
   for (const auto& from : all)
     for (std::size_t i = 0; i + row <= from.size(); i += row) {
       PairSamples p;
@@ -147,6 +175,7 @@ std::vector<PairSamples> calibrate_links(Transport& t, Backend& b, MPI_Comm comm
         p.samples.push_back({static_cast<double>(sizes[k]), q[0]});
         p.spread.push_back({q[1], q[2]});
       }
+      p.wake = from[i + row - 1];
       out.push_back(std::move(p));
     }
   std::sort(out.begin(), out.end(), [](const PairSamples& x, const PairSamples& y) {
@@ -159,7 +188,10 @@ std::vector<LinkFit> fit_links(const std::vector<PairSamples>& measured,
                                const FitOptions& options) {
   std::vector<LinkFit> out;
   out.reserve(measured.size());
-  for (const PairSamples& p : measured) out.push_back(fit_link(p.src, p.dst, p.samples, options));
+  for (const PairSamples& p : measured) {
+    out.push_back(fit_link(p.src, p.dst, p.samples, options));
+    out.back().wake_s = p.wake;
+  }
   return out;
 }
 

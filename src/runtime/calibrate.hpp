@@ -14,7 +14,13 @@
 //   on the few sizes measured while it lasted.
 //   The one-way time of a size is median round trip(bytes) − median round trip(8 B) / 2, so
 //   8 B gets half its round trip and each direction is measured on its own; the quartiles of
-//   the round trips, shifted alike, give its spread.
+//   the round trips, shifted alike, give its spread. Both ranks wait hot (sched_yield, no
+//   sleep) during these round trips.
+//   Then the wake-up: `cold_reps` round trips of 8 B, src pausing `cold_pause_s` before each,
+//   while dst waits for the message with the runtime's own backoff (after 50 µs it sleeps
+//   between polls, as a rank waiting for its input does): wake = median cold round trip −
+//   median hot round trip of 8 B (>= 0), the time a receiver that has waited long adds to a
+//   hop.
 // Sizes: 8 B doubling up to the first size >= max_bytes (the transport moves floats, so
 // every size is a multiple of 4 bytes).
 #pragma once
@@ -34,10 +40,12 @@ namespace bb {
 struct CalibrationOptions {
   std::vector<std::pair<int, int>> pairs;  // directed (src, dst), src != dst
   std::size_t max_bytes = 1 << 20;         // sizes 8 B doubling to the first >= this
-  int reps = 200;          // timed round trips per size, all rounds together (median)
-  int warmup = 5;          // untimed round trips at each visit of a size
-  int rounds = 10;         // sweeps over the sizes (at most reps); the reps are shared among them
-  double timeout_s = 600;  // any single wait (TimeoutError past it)
+  int reps = 200;      // timed round trips per size, all rounds together (median)
+  int warmup = 5;      // untimed round trips at each visit of a size
+  int rounds = 10;     // sweeps over the sizes (at most reps); the reps are shared among them
+  int cold_reps = 50;  // round trips to a receiver that has waited (0: no wake measured)
+  double cold_pause_s = 1e-3;  // src's pause before each of them
+  double timeout_s = 600;      // any single wait (TimeoutError past it)
 };
 
 // 8, 16, ..., the first >= max_bytes (at least 8). Throws ConfigError beyond 2^31 floats.
@@ -52,13 +60,15 @@ struct SampleSpread {
 // The method in one line (the `method` attribute of /links).
 inline constexpr const char* kCalibrationMethod =
     "ping-pong per directed pair, sizes visited in rounds, each visit warmed up: one way = "
-    "median round trip (bytes, 8 B reply) - median round trip (8 B) / 2";
+    "median round trip (bytes, 8 B reply) - median round trip (8 B) / 2; wake = median round "
+    "trip (8 B) to a receiver that has waited 1 ms with the runtime's backoff - the hot one";
 
 // One directed pair's measured one-way times (median and spread), by size.
 struct PairSamples {
   int src = 0, dst = 0;
   std::vector<LinkSample> samples;
   std::vector<SampleSpread> spread;  // one per sample
+  double wake = 0;  // seconds a receiver that has waited long adds to a hop (LinkFit::wake_s)
 };
 
 // Collective over `comm` (the same ranks as the transport; every rank passes the same

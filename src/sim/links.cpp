@@ -237,7 +237,9 @@ LinkModel::LinkModel(std::vector<LinkFit> fits) : fits_(std::move(fits)) {
 
 double LinkModel::cost(int src, int dst, double bytes) const {
   const auto it = index_.find({src, dst});
-  return it == index_.end() ? 0.0 : fits_[it->second].cost(bytes);
+  if (it == index_.end()) return 0.0;
+  const LinkFit& f = fits_[it->second];
+  return f.cost(bytes) + f.wake_s;
 }
 
 std::vector<std::pair<int, int>> pipeline_pairs(const Schedule& s) {

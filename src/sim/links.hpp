@@ -16,7 +16,10 @@
 // sizes (in-sample).
 //
 // A LinkModel holds fits for some directed pairs; cost(src, dst, bytes) uses the piecewise
-// form. The simulator (SimConfig::links) and the replay use it as the time of one message.
+// form plus the pair's wake-up (LinkFit::wake_s: what a receiver that has waited long, asleep
+// in the runtime's backoff, adds to a hop; 0 where not measured). The simulator
+// (SimConfig::links) and the replay use it as the time of one message to a waiting receiver;
+// a receiver that is busy when the message arrives does not wait for it either way.
 #pragma once
 
 #include <map>
@@ -70,6 +73,7 @@ struct LinkFit {
   FitError line_error;
   std::vector<LinkRegime> regimes;  // piecewise, by size; at least one
   FitError regimes_error;
+  double wake_s = 0;  // measured apart from the sizes (calibrate's cold round trips), seconds
   // The piecewise cost of one message, seconds. Below the first regime the first line holds,
   // above the last the last; between two regimes' measured sizes the boundary is the
   // geometric mean of the two sizes.
@@ -96,7 +100,8 @@ class LinkModel {
   LinkModel() = default;
   explicit LinkModel(std::vector<LinkFit> fits);  // one fit per pair (ConfigError otherwise)
 
-  // Seconds for one message of `bytes` from rank src to rank dst (0 without a fit).
+  // Seconds for one message of `bytes` from rank src to rank dst to a waiting receiver: the
+  // fit's cost plus its wake_s (0 without a fit).
   double cost(int src, int dst, double bytes) const;
   bool covers(int src, int dst) const { return index_.count({src, dst}) != 0; }
   bool empty() const { return fits_.empty(); }

@@ -70,7 +70,8 @@ class CostModel {
       pair_delay_.resize(static_cast<std::size_t>(s.P));
       for (const LinkFit& f : cfg.links->fits())
         if (f.src >= 0 && f.src < s.P && f.dst >= 0 && f.dst < s.P)
-          pair_delay_[f.src].push_back({f.dst, engine_time(f.cost(cfg.msg_bytes))});
+          pair_delay_[f.src].push_back(
+              {f.dst, engine_time(cfg.links->cost(f.src, f.dst, cfg.msg_bytes))});
     }
     gap_ = engine_time(cfg.optimizer_time);
   }

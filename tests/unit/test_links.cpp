@@ -246,6 +246,14 @@ TEST(SimLinks, FittedCostPerPair) {
   c.links = std::make_shared<const LinkModel>(
       std::vector<LinkFit>{fit_link(0, 1, flat(0.5)), fit_link(1, 0, flat(0.25))});
   EXPECT_EQ(simulate(s, c).single.span, 6.75);
+  // A pair's wake-up adds to each of its messages (the receiver waits for them here).
+  std::vector<LinkFit> woken{fit_link(0, 1, flat(0.5)), fit_link(1, 0, flat(0.25))};
+  woken[0].wake_s = 0.125;
+  EXPECT_EQ(LinkModel(woken).cost(0, 1, 8), 0.625);
+  c.links = std::make_shared<const LinkModel>(woken);
+  EXPECT_EQ(simulate(s, c).single.span, 6.875);
+  c.links = std::make_shared<const LinkModel>(
+      std::vector<LinkFit>{fit_link(0, 1, flat(0.5)), fit_link(1, 0, flat(0.25))});
   // The size matters: a bandwidth term at msg_bytes.
   c.links = std::make_shared<const LinkModel>(
       std::vector<LinkFit>{fit_link(0, 1, {{8, 8 / 16.0}, {16, 16 / 16.0}, {32, 32 / 16.0}}),
