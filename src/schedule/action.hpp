@@ -1,6 +1,7 @@
 // Action IR of a pipeline schedule: one compute or communication step on one rank.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -61,9 +62,16 @@ struct Action {
 };
 static_assert(sizeof(Action) == 4);
 
+// Built as one 32-bit word (the fields truncated as the bit-fields truncate them): GCC assembles
+// bit-fields in memory, and a generator writing millions of actions then loads every fresh
+// cache line of its lists back (ZB-H1 at P=512: a quarter of its time). The layout is GCC's and
+// Clang's on x86-64 and AArch64, first field lowest (checked in action.cpp).
 inline Action make_action(Op op, int chunk, int mb, std::uint8_t flags = 0) {
-  return Action{static_cast<std::uint32_t>(mb), static_cast<std::uint32_t>(chunk), op,
-                static_cast<std::uint32_t>(flags)};
+  const std::uint32_t word = (static_cast<std::uint32_t>(mb) & 0xFFFFu) |
+                             ((static_cast<std::uint32_t>(chunk) & 0xFFFu) << 16) |
+                             ((static_cast<std::uint32_t>(op) & 7u) << 28) |
+                             (static_cast<std::uint32_t>(flags & 1u) << 31);
+  return std::bit_cast<Action>(word);
 }
 
 // `0F3`, `5B1`, `2BW0`, `1SEND_F3`, `2RECV_B0`. An FB pair is printed by the list printer.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "cli/list.hpp"
 #include "common/error.hpp"
@@ -280,6 +281,23 @@ TEST(Limits, MicroBatchesAndChunksThatActionsCannotHold) {
   EXPECT_THROW(generate_zb_v({4096, 8192, 1}), ConfigError);
   EXPECT_THROW(generate_dualpipev({8, 70000, 1}), ConfigError);
   EXPECT_EQ(generate("1f1b", {2, 65536, 1}).ranks[1].back(), make_action(Op::BW, 1, 65535));
+}
+
+// make_action() builds the word the bit-fields hold, truncating as they do.
+TEST(Limits, MakeActionIsTheBitFieldsAction) {
+  for (const auto& [op, chunk, mb, flags] : {std::tuple<Op, int, int, int>{Op::F, 0, 0, 0},
+                                             {Op::BW, 4095, 65535, 1},
+                                             {Op::RECV_B, 17, 300, 1},
+                                             {Op::W, 4096 + 3, 65536 + 9, 2}}) {
+    Action a;
+    a.op = op;
+    a.chunk = static_cast<std::uint32_t>(chunk) & 0xFFFu;
+    a.mb = static_cast<std::uint32_t>(mb) & 0xFFFFu;
+    a.flags = static_cast<std::uint32_t>(flags) & 1u;
+    const Action b = make_action(op, chunk, mb, static_cast<std::uint8_t>(flags));
+    EXPECT_EQ(b, a) << to_string(a);
+    EXPECT_EQ(b.op, op);
+  }
 }
 
 TEST(Csv, ErrorsNameTheLine) {
