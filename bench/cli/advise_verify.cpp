@@ -149,6 +149,18 @@ std::vector<Verified> verify_top(const AdviseOptions& o, const advise::Input& in
   return out;
 }
 
+namespace {
+// The --verify table's columns: the attribution's terms after the bubbles.
+std::vector<std::string> verify_header() {
+  std::vector<std::string> header{"#",     "config", "pred_ms",     "meas_ms",
+                                  "error", "meas_#", "bubble_pred", "bubble_meas"};
+  for (const harness::AttributionTerm& t : harness::kAttributionTerms)
+    header.emplace_back(t.header);
+  header.insert(header.end(), {"cost_drift", "at_costs_ms", "sim_error"});
+  return header;
+}
+}  // namespace
+
 void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bool as_json) {
   const bool steady = in.steady;
   const auto measured_s = [&](const Verified& v) {
@@ -201,13 +213,22 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
     const double drift = cost_drift(in, c, m);
     const double at_costs = predicted_at_measured(in, c, m);
     const double sim_err = at_costs > 0 ? (meas - at_costs) / at_costs : 0;
-    rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3),
-                    fmt(meas * 1e3), fmt(100 * err, 3) + "%", std::to_string(mr),
-                    fmt(steady ? c.bubble_fraction_steady : c.bubble_fraction, 3),
-                    fmt(m.bubble_fraction_measured, 3), fmt(a.schedule, 3), fmt(a.imbalance, 3),
-                    fmt(a.jitter, 3), fmt(a.communication, 3), fmt(a.residual, 3),
-                    std::isfinite(drift) ? fmt(100 * drift, 3) + "%" : "n/a", fmt(at_costs * 1e3),
-                    fmt(100 * sim_err, 3) + "%"});
+    std::vector<std::string> row{std::to_string(v.predicted_rank),
+                                 config_text(c),
+                                 fmt(pred * 1e3),
+                                 fmt(meas * 1e3),
+                                 fmt(100 * err, 3) + "%",
+                                 std::to_string(mr),
+                                 fmt(steady ? c.bubble_fraction_steady : c.bubble_fraction, 3),
+                                 fmt(m.bubble_fraction_measured, 3)};
+    json attribution = json::object();
+    for (const harness::AttributionTerm& t : harness::kAttributionTerms) {
+      row.push_back(fmt(a.*t.term, 3));
+      attribution[std::string(t.key())] = a.*t.term;
+    }
+    row.insert(row.end(), {std::isfinite(drift) ? fmt(100 * drift, 3) + "%" : "n/a",
+                           fmt(at_costs * 1e3), fmt(100 * sim_err, 3) + "%"});
+    rows.push_back(std::move(row));
     j.push_back(
         {{"predicted_rank", v.predicted_rank},
          {"predicted_tie_rank", rc.predicted_rank[i]},
@@ -222,12 +243,7 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
          {"cost_drift", std::isfinite(drift) ? json(drift) : json(nullptr)},
          {"predicted_at_measured_costs_s", at_costs},
          {"rel_error_at_measured_costs", sim_err},
-         {"attribution",
-          {{"schedule", a.schedule},
-           {"imbalance", a.imbalance},
-           {"jitter", a.jitter},
-           {"communication", a.communication},
-           {"residual", a.residual}}},
+         {"attribution", attribution},
          {"run_key", m.run_key}});
   }
   json contradictions = json::array();
@@ -253,11 +269,7 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
             << ", ms; bubble and attribution as fractions of P x T; cost_drift: the run's F+B+W "
                "medians against the costs predicted with; at_costs_ms: the prediction with the "
                "run's own per-kind medians and per-rank speeds, sim_error: measured against it)\n";
-  bb::print_table(
-      std::cout,
-      {"#", "config", "pred_ms", "meas_ms", "error", "meas_#", "bubble_pred", "bubble_meas",
-       "sched", "imbal", "jitter", "comm", "resid", "cost_drift", "at_costs_ms", "sim_error"},
-      rows);
+  bb::print_table(std::cout, verify_header(), rows);
   std::cout << "ranking " << (rc.preserved ? "preserved" : "NOT preserved") << "; largest |error| "
             << fmt(100 * worst, 3) << "%\n"
             << "ranking rule: time per sample; predictions within " << fmt(100 * tolerance, 3)

@@ -59,11 +59,13 @@ constexpr Field ratio_column(std::string_view name, std::string_view meaning,
           nullptr,
           Column{header, order, Show::kAlways}};
 }
-// A term of the bubble's attribution (null where the run has none), in the JSON's group.
-template <double RunSummary::Attribution::*term>
-constexpr Field attribution_term(std::string_view name, std::string_view header, int order,
-                                 std::string_view meaning) {
-  return ratio_column(name, meaning, attributed<term>, header, order, kJsonGroup);
+// Term i of the bubble's attribution (kAttributionTerms; null where the run has none), in the
+// JSON's group, columns 15.. of the table.
+template <std::size_t i>
+constexpr Field attribution_term() {
+  constexpr AttributionTerm t = kAttributionTerms[i];
+  return ratio_column(t.field, t.meaning, attributed<t.term>, t.header, 15 + static_cast<int>(i),
+                      kJsonGroup);
 }
 template <double RunSummary::*x>
 FieldValue real_of(const RunSummary& s) {
@@ -171,23 +173,8 @@ const Field kFields[] = {
      [](const RunSummary& s) -> FieldValue { return s.check; }, nullptr,
      Column{"check", 30, Show::kAlways}},
     // Where the bubble came from (sim/attribution.hpp), a column group of the table.
-    attribution_term<&RunSummary::Attribution::schedule>(
-        "attribution_schedule", "sched", 15,
-        "attribution: the schedule's own bubble (a replay with one median time per action kind, "
-        "free links), fraction of P·T of the median step"),
-    attribution_term<&RunSummary::Attribution::imbalance>(
-        "attribution_imbalance", "imbal", 16,
-        "attribution: what per-(rank, chunk, kind) median times add to the schedule term"),
-    attribution_term<&RunSummary::Attribution::jitter>(
-        "attribution_jitter", "jitter", 17,
-        "attribution: what every action's own time in the step adds to the imbalance replay"),
-    attribution_term<&RunSummary::Attribution::communication>(
-        "attribution_communication", "comm", 18,
-        "attribution: what the link costs add to the jitter replay"),
-    attribution_term<&RunSummary::Attribution::residual>(
-        "attribution_residual", "resid", 19,
-        "attribution: measured minus the replay with links (runtime, progress, launch overhead); "
-        "the five terms add up to the median step's measured bubble fraction"),
+    attribution_term<0>(), attribution_term<1>(), attribution_term<2>(), attribution_term<3>(),
+    attribution_term<4>(),
     // The study's metrics (harness/metrics.hpp; docs/run-record.md, "Metrics").
     ratio_column("utilisation", "Σ busy / (P·T) of the median step: 1 - bubble_fraction_measured",
                  real_of<&RunSummary::utilisation>, "util", 21),

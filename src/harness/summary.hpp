@@ -4,9 +4,11 @@
 // (harness/fields.hpp); to add a field, add a member here and one entry there.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "results/run_record.hpp"
@@ -95,5 +97,33 @@ struct RunSummary {
   std::vector<LinkFit> links;
   Attrs links_attrs;
 };
+
+// The attribution's five terms, in order, written once: the run record's field name (JSON:
+// the part after "attribution_", in the "attribution" group), the table's column header and
+// the field's one-line meaning (docs/run-record.md), and the term itself.
+struct AttributionTerm {
+  std::string_view field, header, meaning;
+  double RunSummary::Attribution::*term;
+  std::string_view key() const { return field.substr(field.find('_') + 1); }
+};
+inline constexpr std::array<AttributionTerm, 5> kAttributionTerms{{
+    {"attribution_schedule", "sched",
+     "attribution: the schedule's own bubble (a replay with one median time per action kind, "
+     "free links), fraction of P·T of the median step",
+     &RunSummary::Attribution::schedule},
+    {"attribution_imbalance", "imbal",
+     "attribution: what per-(rank, chunk, kind) median times add to the schedule term",
+     &RunSummary::Attribution::imbalance},
+    {"attribution_jitter", "jitter",
+     "attribution: what every action's own time in the step adds to the imbalance replay",
+     &RunSummary::Attribution::jitter},
+    {"attribution_communication", "comm",
+     "attribution: what the link costs add to the jitter replay",
+     &RunSummary::Attribution::communication},
+    {"attribution_residual", "resid",
+     "attribution: measured minus the replay with links (runtime, progress, launch overhead); "
+     "the five terms add up to the median step's measured bubble fraction",
+     &RunSummary::Attribution::residual},
+}};
 
 }  // namespace bb::harness
