@@ -34,13 +34,6 @@
 
 namespace bb::advise_cli {
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty()      ? 0.0
-         : v.size() % 2 ? v[v.size() / 2]
-                        : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 namespace {
 
 using json = nlohmann::json;
@@ -171,7 +164,7 @@ StageMedians stage_medians(const RunRecord& r, const Schedule& src) {
     for (std::size_t c = 0; c < chunks; ++c) {
       const auto stage = static_cast<std::size_t>(src.chunk_stage[c]);
       if (stage >= stages || durations[k][c].empty()) continue;
-      sum[stage] += median_of(durations[k][c]) / frac;
+      sum[stage] += median(durations[k][c], 0.0) / frac;
       copies[stage] += 1;
     }
     for (std::size_t st = 0; st < stages; ++st)
@@ -245,13 +238,13 @@ bool pooled_profiles(const std::string& path, const RunRecord& ref, const Schedu
   for (std::size_t k = 0; k < 3; ++k)
     for (const auto& x : samples[k]) {
       if (x.empty()) return false;
-      profile[k].push_back(median_of(x));
+      profile[k].push_back(median(x, 0.0));
     }
   in.t_f = profile[0];
   in.t_b = profile[1];
   in.t_w = profile[2];
   fb_runs = static_cast<int>(fb_ratio.size());
-  if (!fb_ratio.empty()) in.fb_factor = median_of(fb_ratio);
+  if (!fb_ratio.empty()) in.fb_factor = median(fb_ratio, 0.0);
   return true;
 }
 
@@ -308,7 +301,7 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
       if (src.chunk_rank[static_cast<std::size_t>(c)] == static_cast<int>(rk.rank)) share += frac;
     if (share > 0) per_stage.push_back(static_cast<double>(rk.param_bytes) / share);
   }
-  in.param_bytes = median_of(per_stage);
+  in.param_bytes = median(per_stage, 0.0);
   in.static_factor = s.optimizer == "adam" ? 4 : 2;
   // Calibrated links: the median line of the run's pairs prices every pair.
   std::vector<double> alpha, beta;
@@ -316,8 +309,8 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
     alpha.push_back(f.line.alpha);
     beta.push_back(f.line.beta);
   }
-  in.latency = median_of(alpha);
-  in.bandwidth = median_of(beta);
+  in.latency = median(alpha, 0.0);
+  in.bandwidth = median(beta, 0.0);
   if (print) {
     std::string text;
     for (const auto& [name, list] :

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "advise/advise.hpp"
+#include "common/stats.hpp"
 #include "harness/settings.hpp"
 #include "harness/summary.hpp"
 
@@ -49,7 +50,6 @@ struct Verified {
 };
 
 // The median of V (0 when empty).
-double median_of(std::vector<double> v);
 
 // advise_print.cpp: "zb-h1 M=8 v=1 [rc]"; the whole result as JSON (--format json); the CSV
 // (--format csv); the ranked table (the first TOP rows) and the families left out.

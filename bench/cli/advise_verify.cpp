@@ -65,10 +65,10 @@ double predicted_at_measured(const advise::Input& in, const advise::Candidate& c
 
 // How far a run's step times spread: their median absolute deviation over their median.
 double relative_spread(const std::vector<double>& steps) {
-  const double mid = median_of(steps);
+  const double mid = median(steps, 0.0);
   std::vector<double> dev;
   for (double x : steps) dev.push_back(std::fabs(x - mid));
-  return mid > 0 ? median_of(dev) / mid : 0;
+  return mid > 0 ? median(dev, 0.0) / mid : 0;
 }
 
 // The tie tolerance of the ranking check: 0.5 %, or the largest measured spread if wider.

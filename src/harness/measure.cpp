@@ -15,13 +15,6 @@ const char* clock_name(ClockMode c) {
   return c == ClockMode::kShared ? "shared" : "per-rank";
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 StepBubble measure_step(const std::vector<StepSummary>& ranks, ClockMode clock) {
   if (ranks.empty()) return {};
   const bool shared = clock == ClockMode::kShared;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stats.hpp"
 #include "harness/wire.hpp"
 
 namespace bb::harness {
@@ -39,7 +40,5 @@ struct StepSeries {
   std::vector<std::vector<double>> shift;
 };
 StepSeries measure_steps(const std::vector<RankSummary>& ranks, ClockMode clock);
-
-double median(std::vector<double> v);  // NaN when empty
 
 }  // namespace bb::harness

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/error.hpp"
+#include "common/stats.hpp"
 #include "schedule/schedule.hpp"
 #include "sim/sim.hpp"
 
@@ -340,9 +341,7 @@ PartitionCosts median_costs(const std::vector<PartitionCosts>& measured) {
   const auto median = [&](auto&& get) {
     std::vector<double> v;
     for (const PartitionCosts& m : measured) v.push_back(get(m));
-    std::sort(v.begin(), v.end());
-    const std::size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+    return bb::median(std::move(v));
   };
   const auto median_cost = [&](auto&& pick) {
     return BlockCost{median([&](const PartitionCosts& m) { return pick(m).f; }),

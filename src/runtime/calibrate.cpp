@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/stats.hpp"
 #include "runtime/mpi_util.hpp"
 #include "runtime/wait.hpp"
 
@@ -22,15 +23,6 @@ constexpr int kDataTag = 0, kReplyTag = 1;
 const Backoff kHot{Backoff::kMaxSleep, std::chrono::milliseconds(20)};
 const Backoff kIdle{std::chrono::milliseconds(20), std::chrono::nanoseconds(0)};
 
-// The q-quantile (0..1) of v, by linear interpolation between order statistics.
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(at);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
 // Polls the requests and then the backend's queue until all are done (runtime/wait.hpp).
 class Waiter {
  public:
@@ -46,8 +38,8 @@ class Waiter {
           for (std::size_t i = 0; i < n; ++i) done = t_.test(reqs[i]) && done;
           return done;
         },
-        [] {}, timeout_s_, describe, shape);
-    wait_until([&] { return b_.queue_done(); }, [] {}, timeout_s_, describe, shape);
+        timeout_s_, describe, shape);
+    wait_until([&] { return b_.queue_done(); }, timeout_s_, describe, shape);
   }
 
  private:

@@ -34,7 +34,7 @@ void wait(MPI_Request& request, double timeout_s, std::string_view what, Backoff
         BB_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
         return done != 0;
       },
-      [] {}, timeout_s,
+      timeout_s,
       [&] {
         return "rank " + std::to_string(rank(MPI_COMM_WORLD)) + ": waiting " + std::string(what);
       },

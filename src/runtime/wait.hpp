@@ -8,7 +8,7 @@
 //     cores: measured on 4 ranks / 2 cores, caps of 2-10 µs delay messages by milliseconds.
 // Both phases can be set (Backoff's constructor): `calibrate` times its round trips with a
 // long yield phase (a sleep's wake-up would be timed as transfer) and lets the ranks that wait
-// for their turn sleep at once with a 1 ms cap (they would wake on the measuring ranks' cores).
+// for their turn sleep at once with a 20 ms cap (they would wake on the measuring ranks' cores).
 // Every wait has a deadline: past it, TimeoutError carries a one-line description of what was
 // awaited (the watchdog of `run --timeout`, exit code 3).
 #pragma once
@@ -90,9 +90,9 @@ void wait_until(Done&& done, Idle&& idle, double timeout_s, Describe&& describe,
 }
 
 template <class Done, class Describe>
-void wait_until(Done&& done, double timeout_s, Describe&& describe) {
+void wait_until(Done&& done, double timeout_s, Describe&& describe, Backoff backoff = Backoff{}) {
   wait_until(
-      done, [] {}, timeout_s, describe);
+      done, [] {}, timeout_s, describe, backoff);
 }
 
 }  // namespace bb

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/error.hpp"
+#include "common/stats.hpp"
 #include "schedule/edges.hpp"
 #include "sim/metrics.hpp"
 
@@ -17,12 +18,6 @@ namespace {
 // The kinds of compute units, as the runtime records them: an FB pair is its own kind.
 enum class UnitKind : int { F, B, W, BW, FB };
 constexpr int kUnitKinds = 5;
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // What sits at each position of one rank's lowered list: a compute unit's kind, chunk and
 // fraction of a stage, or nothing (a SEND/RECV, the second half of an FB pair).
@@ -109,10 +104,9 @@ Attribution attribute(const AttributionInput& in) {
 
   // The cost tables of (a) and (b), per rank and list position (the same in every step).
   double kind_median[kUnitKinds];
-  for (int k = 0; k < kUnitKinds; ++k)
-    kind_median[k] = by_kind[k].empty() ? 0.0 : median_of(by_kind[k]);
+  for (int k = 0; k < kUnitKinds; ++k) kind_median[k] = median(by_kind[k], 0.0);
   std::map<std::tuple<int, int, int>, double> place_median;
-  for (auto& [key, v] : by_place) place_median[key] = median_of(std::move(v));
+  for (auto& [key, v] : by_place) place_median[key] = median(std::move(v));
   std::vector<std::vector<double>> cost_a(static_cast<std::size_t>(P)), cost_b(cost_a);
   for (int r = 0; r < P; ++r) {
     const std::vector<Position>& rp = pos[static_cast<std::size_t>(r)];

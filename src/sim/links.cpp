@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/stats.hpp"
 #include "schedule/edges.hpp"
 
 namespace bb {
@@ -23,13 +24,6 @@ double relative_sse(const LinkSample* first, const LinkSample* last, const Alpha
     sse += e * e;
   }
   return sse;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 AlphaBeta from_slope(double alpha, double seconds_per_byte) {
@@ -102,7 +96,7 @@ FitError fit_error(const std::vector<LinkSample>& samples, const AlphaBeta& line
     rel.push_back(std::abs(line.at(x.bytes) - x.seconds) / x.seconds);
     e.max_rel = std::max(e.max_rel, rel.back());
   }
-  e.median_rel = median_of(std::move(rel));
+  e.median_rel = median(std::move(rel), 0.0);
   return e;
 }
 
@@ -124,7 +118,7 @@ FitError regimes_error(const LinkFit& fit) {
     rel.push_back(std::abs(fit.cost(x.bytes) - x.seconds) / x.seconds);
     e.max_rel = std::max(e.max_rel, rel.back());
   }
-  e.median_rel = median_of(std::move(rel));
+  e.median_rel = median(std::move(rel), 0.0);
   return e;
 }
 
