@@ -105,7 +105,7 @@ void add_spread_json(json& links, const std::vector<PairSamples>& measured,
       js["q25_s"] = measured[p].spread[k].q25;
       js["q75_s"] = measured[p].spread[k].q75;
       js["fit_s"] = fits[p].cost(x.bytes);
-      js["rel_error"] = (fits[p].cost(x.bytes) - x.seconds) / x.seconds;
+      js["rel_error"] = fits[p].rel_error(x);
     }
 }
 
@@ -301,7 +301,7 @@ std::string links_table(const std::vector<LinkFit>& fits) {
     const LinkSample* worst = nullptr;
     double worst_rel = -1;
     for (const LinkSample& x : f.samples)
-      if (const double rel = std::abs(f.cost(x.bytes) - x.seconds) / x.seconds; rel > worst_rel) {
+      if (const double rel = std::abs(f.rel_error(x)); rel > worst_rel) {
         worst_rel = rel;
         worst = &x;
       }
@@ -330,7 +330,7 @@ std::string calibration_report(const std::vector<PairSamples>& measured,
     const LinkFit& f = fits[p];
     for (std::size_t k = 0; k < f.samples.size(); ++k) {
       const LinkSample& x = f.samples[k];
-      const double fit = f.cost(x.bytes), rel = (fit - x.seconds) / x.seconds;
+      const double fit = f.cost(x.bytes), rel = f.rel_error(x);
       std::size_t regime = 0;
       while (regime + 1 < f.regimes.size() && x.bytes > f.regimes[regime].hi_bytes) ++regime;
       const bool spread = p < measured.size() && k < measured[p].spread.size();

@@ -115,7 +115,7 @@ FitError regimes_error(const LinkFit& fit) {
   std::vector<double> rel;
   rel.reserve(fit.samples.size());
   for (const LinkSample& x : fit.samples) {
-    rel.push_back(std::abs(fit.cost(x.bytes) - x.seconds) / x.seconds);
+    rel.push_back(std::abs(fit.rel_error(x)));
     e.max_rel = std::max(e.max_rel, rel.back());
   }
   e.median_rel = median(std::move(rel), 0.0);

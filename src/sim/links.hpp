@@ -78,6 +78,8 @@ struct LinkFit {
   // above the last the last; between two regimes' measured sizes the boundary is the
   // geometric mean of the two sizes.
   double cost(double bytes) const;
+  // The piecewise fit's signed relative error at a measured size: (cost - measured) / measured.
+  double rel_error(const LinkSample& x) const { return (cost(x.bytes) - x.seconds) / x.seconds; }
 };
 
 // The relative least-squares α-β line through samples (α, β >= 0). Throws ConfigError for an
