@@ -1,24 +1,27 @@
 // Validation of a compute schedule in periodic form without writing out its repetitions: the checks
 // of validate() (validate.cpp) for a schedule that is not lowered, on the segments. Every action of
 // a pattern has its chunk in every repetition, so range (of the first and last repetition),
-// placement, route and FB-pair checks are made once per pattern. A segment of at least four
-// repetitions (micro-batch step ±1, or a step s with each kind and chunk of the pattern on |s|
-// consecutive micro-batches, as in interleaved's blocks) is walked action by action in its first
-// three; the rest are passed as ranges of micro-batches per (kind, chunk) ("claims"): a passed F, B
-// or W must not have happened before (its range is disjoint from everything walked or claimed so
-// far), and what it must follow (F for B, B for W) is either in the same segment (so it ran, by the
-// same argument, one or more repetitions before) or checked to have happened before the segment. At
-// the end every (chunk, micro-batch) of every kind has been seen once when each chunk counts M of
-// each. Anything this cannot tell (a pair across a pattern's end, other micro-batch steps) is
-// walked; anything wrong makes it say "not sure", and the caller runs validate() on the flat lists
-// for the report.
+// placement, route and FB-pair checks are made once per pattern. Routes are uniform or "by chunk"
+// (routes that share no chunk, DualPipe's two directions): a chunk then lies on one route, and an
+// action's micro-batches must all take that route (checked on runs of micro-batches with the same
+// route). A segment of at least four repetitions whose pattern holds, per kind and chunk, |s|
+// distinct consecutive micro-batches (s the micro-batch step: one action per kind and chunk with a
+// step of ±1, P of them in interleaved's blocks) is passed without being walked: per (kind, chunk)
+// its repetitions tile one range of micro-batches (a "claim"), which must not hold anything that
+// happened before (disjoint from everything walked or claimed so far); what each action must
+// follow (F for B/BW, B for W) is found in the same pattern d repetitions back (so it ran in the
+// segment for repetitions d and later) and checked to have happened before the segment for the
+// first d repetitions (all of them when it is not in the pattern). Other segments are walked
+// action by action. At the end every (chunk, micro-batch) of every kind has been seen once when
+// each chunk counts, of each kind, the micro-batches whose route visits it. Anything this cannot
+// tell (a pair across a pattern's end, routes that share chunks) is "not sure", and so is
+// anything wrong: the caller then runs validate() on the flat lists, which also gives the report.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 #include <new>
-#include <unordered_map>
 #include <vector>
 
 #include "schedule/periodic.hpp"
@@ -43,19 +46,20 @@ class PeriodicChecker {
   }
 
   bool run() {
-    if (!shape_ok()) return false;
+    if (!shape_ok() || !routes_ok()) return false;
     for (int r = 0; r < s_.P; ++r)
       for (std::size_t g = 0; g < L_.ranks[r].size(); ++g)
         if (!segment(r, g)) return false;
-    // Once each, nothing twice: every chunk has M of each kind.
-    for (std::size_t n : count_)
-      if (n != M_) return false;
+    // Once each, nothing twice: every chunk has, of each kind, the micro-batches of its route.
+    for (std::size_t i = 0; i < count_.size(); ++i)
+      if (count_[i] != expected_[i % C_]) return false;
     return true;
   }
 
  private:
   enum : std::uint8_t { kF = 1, kB = 2, kW = 4 };
   static constexpr std::size_t kKinds = 3;
+  static constexpr std::uint32_t kMinPassed = 4;  // repetitions of a segment passed unwalked
   static std::size_t kind(std::uint8_t bit) { return bit == kF ? 0 : bit == kB ? 1 : 2; }
 
   struct Claim {  // micro-batches [lo, hi]
@@ -69,11 +73,62 @@ class PeriodicChecker {
     if (s_.P < 1 || s_.M < 1 || static_cast<int>(L_.ranks.size()) != s_.P || s_.lowered)
       return false;
     if (static_cast<int>(s_.chunk_stage.size()) != s_.num_chunks()) return false;
-    if (static_cast<int>(s_.routes.size()) != s_.M || !s_.uniform_routes()) return false;
+    if (static_cast<int>(s_.routes.size()) != s_.M) return false;
     for (int c : s_.chunk_rank)
       if (c < 0 || c >= s_.P) return false;
-    const Route& rt = s_.routes.front();
-    return rt.first == 0 && rt.last == s_.num_chunks() - 1;  // every chunk on every route
+    return true;
+  }
+
+  // Routes in the chunk range that share no chunk (one route for all is a special case): each
+  // chunk's route (-1: none visits it), each micro-batch's, where each run of micro-batches with
+  // the same route ends, and how many micro-batches visit each chunk.
+  bool routes_ok() {
+    const auto C = static_cast<int>(C_);
+    route_of_chunk_.assign(C_, -1);
+    route_of_mb_.assign(M_, -1);
+    run_end_.assign(M_, 0);
+    std::vector<Route> distinct;
+    std::vector<std::size_t> visits;
+    for (std::size_t m = 0; m < M_; ++m) {
+      const Route& rt = s_.routes[m];
+      if (rt.first < 0 || rt.last >= C || rt.first > rt.last) return false;
+      std::int32_t id = route_of_chunk_[static_cast<std::size_t>(rt.first)];
+      if (id >= 0) {
+        if (!(distinct[static_cast<std::size_t>(id)] == rt)) return false;  // they share a chunk
+      } else {
+        id = static_cast<std::int32_t>(distinct.size());
+        for (int c = rt.first; c <= rt.last; ++c) {
+          std::int32_t& owner = route_of_chunk_[static_cast<std::size_t>(c)];
+          if (owner >= 0) return false;  // shares a chunk with another route
+          owner = id;
+        }
+        distinct.push_back(rt);
+        visits.push_back(0);
+      }
+      route_of_mb_[m] = id;
+      ++visits[static_cast<std::size_t>(id)];
+    }
+    for (std::size_t m = M_; m-- > 0;)
+      run_end_[m] = m + 1 < M_ && route_of_mb_[m + 1] == route_of_mb_[m] ? run_end_[m + 1] : m;
+    expected_.assign(C_, 0);
+    for (std::size_t c = 0; c < C_; ++c)
+      if (route_of_chunk_[c] >= 0)
+        expected_[c] = visits[static_cast<std::size_t>(route_of_chunk_[c])];
+    return true;
+  }
+
+  // Whether micro-batches first, first + step, ... (reps of them, in range) all visit `chunk`.
+  bool on_route(std::uint32_t chunk, std::int64_t first, std::int64_t step,
+                std::uint32_t reps) const {
+    const std::int32_t id = route_of_chunk_[chunk];
+    if (id < 0) return false;
+    const std::int64_t last = first + static_cast<std::int64_t>(reps - 1) * step;
+    const auto lo = static_cast<std::size_t>(std::min(first, last));
+    if (route_of_mb_[lo] == id && run_end_[lo] >= static_cast<std::size_t>(std::max(first, last)))
+      return true;
+    for (std::uint32_t x = 0; x < reps; ++x)
+      if (route_of_mb_[static_cast<std::size_t>(first + x * step)] != id) return false;
+    return true;
   }
 
   bool done(std::uint8_t bit, std::uint32_t chunk, std::int64_t mb) const {
@@ -81,6 +136,19 @@ class PeriodicChecker {
     for (const Claim& c : claims_[kind(bit) * C_ + chunk])
       if (mb >= c.lo && mb <= c.hi) return true;
     return false;
+  }
+  // done() of micro-batches first, first + step, ... (n of them; all of them in one claim, or
+  // each looked up).
+  bool all_done(std::uint8_t bit, std::uint32_t chunk, std::int64_t first, std::int64_t step,
+                std::int64_t n) const {
+    if (n <= 0) return true;
+    const std::int64_t last = first + (n - 1) * step;
+    const std::int64_t lo = std::min(first, last), hi = std::max(first, last);
+    for (const Claim& c : claims_[kind(bit) * C_ + chunk])
+      if (c.lo <= lo && hi <= c.hi) return true;
+    for (std::int64_t x = 0; x < n; ++x)
+      if (!done(bit, chunk, first + x * step)) return false;
+    return true;
   }
   bool mark(std::uint8_t bit, std::uint32_t chunk, std::uint32_t mb) {
     if (done(bit, chunk, mb)) return false;  // twice
@@ -92,7 +160,7 @@ class PeriodicChecker {
     return true;
   }
 
-  // One action, as validate() checks it (in range and placed already).
+  // One action, as validate() checks it (in range, placed and on its route already).
   bool walk(const Action& a) {
     switch (a.op) {
       case Op::F:
@@ -108,8 +176,9 @@ class PeriodicChecker {
     }
   }
 
-  // The pattern's actions are this rank's, in range in every repetition, and an FB pair never
-  // crosses the pattern's end (except as the list's last action... which is then not a pair).
+  // The pattern's actions are this rank's, in range and on their chunk's route in every
+  // repetition, and an FB pair never crosses the pattern's end (except as the list's last
+  // action... which is then not a pair).
   bool pattern_ok(int r, const Segment& g, bool last_segment) const {
     if (g.length == 0 || g.reps == 0) return false;
     for (std::uint32_t k = 0; k < g.length; ++k) {
@@ -119,6 +188,7 @@ class PeriodicChecker {
                          last = first + static_cast<std::int64_t>(g.reps - 1) * g.mb_step;
       if (std::min(first, last) < 0 || std::max(first, last) >= static_cast<std::int64_t>(M_))
         return false;
+      if (!on_route(a.chunk, first, g.mb_step, g.reps)) return false;
       if (a.overlap_next()) {
         if (a.op != Op::F) return false;
         if (k + 1 < g.length) {
@@ -135,121 +205,104 @@ class PeriodicChecker {
   bool segment(int r, std::size_t gi) {
     const Segment& g = L_.ranks[r][gi];
     if (!pattern_ok(r, g, gi + 1 == L_.ranks[r].size())) return false;
-    const bool pass = g.reps >= 4 && g.mb_step != 0 && groups_tile(g);
-    const std::uint32_t walked = pass ? 3 : g.reps;
-    for (std::uint32_t rep = 0; rep < walked; ++rep)
+    if (g.reps >= kMinPassed && g.mb_step != 0 && groups_tile(g)) return claim(g);
+    for (std::uint32_t rep = 0; rep < g.reps; ++rep)
       for (std::uint32_t k = 0; k < g.length; ++k)
         if (!walk(L_.at(g, rep, k))) return false;
-    return !pass || claim(g);
+    return true;
   }
 
-  // The pattern's actions of one kind and chunk: what a passed repetition claims together.
+  // The pattern's actions of one kind and chunk: what a passed segment claims together.
   struct Group {
     std::uint8_t bit;
     std::uint32_t chunk;
     std::int64_t lo, hi;  // their micro-batches in repetition 0
     std::uint32_t n;
   };
-  static bool has(std::uint8_t bit, Op op) {
-    return bit == kF   ? op == Op::F
-           : bit == kB ? (op == Op::B || op == Op::BW)
-                       : (op == Op::W || op == Op::BW);
+  // The kinds a compute action does (BW: B and W).
+  static std::uint8_t bits_of(Op op) {
+    return op == Op::F ? kF : op == Op::B ? kB : op == Op::W ? kW : kB | kW;
   }
-  // Groups of g's pattern, sorted by (bit, chunk). A pattern holds few (its rank's chunks,
-  // three kinds) but up to 2^16 actions: each action updates its group, found through
-  // group_of_ (per kind and chunk, reset before returning).
-  std::vector<Group> groups(const Segment& g) const {
-    std::vector<Group> out;
+  // Whether each group of g's pattern holds |mb_step| distinct consecutive micro-batches: then the
+  // group's repetitions tile one range (interleaved: P forwards of a chunk per block, the block P
+  // micro-batches on; with a step of ±1, one action per kind and chunk). Leaves the groups in
+  // groups_, found through group_of_ (per kind and chunk), and in slots_ the pattern position of
+  // group i's micro-batch lo + o at i·|mb_step| + o.
+  bool groups_tile(const Segment& g) {
+    for (const Group& gr : groups_) group_of_[kind(gr.bit) * C_ + gr.chunk] = -1;
+    groups_.clear();
     for (std::uint32_t k = 0; k < g.length; ++k) {
       const Action e = L_.pool[g.begin + k];
+      const std::uint8_t bits = bits_of(e.op);
       for (const std::uint8_t bit : {kF, kB, kW}) {
-        if (!has(bit, e.op)) continue;
+        if (!(bits & bit)) continue;
         std::int32_t& i = group_of_[kind(bit) * C_ + e.chunk];
         if (i < 0) {
-          i = static_cast<std::int32_t>(out.size());
-          out.push_back({bit, e.chunk, e.mb, e.mb, 1});
+          i = static_cast<std::int32_t>(groups_.size());
+          groups_.push_back({bit, e.chunk, e.mb, e.mb, 1});
           continue;
         }
-        Group& gr = out[static_cast<std::size_t>(i)];
+        Group& gr = groups_[static_cast<std::size_t>(i)];
         gr.lo = std::min<std::int64_t>(gr.lo, e.mb);
         gr.hi = std::max<std::int64_t>(gr.hi, e.mb);
         ++gr.n;
       }
     }
-    for (const Group& gr : out) group_of_[kind(gr.bit) * C_ + gr.chunk] = -1;
-    std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
-      return a.bit != b.bit ? a.bit < b.bit : a.chunk < b.chunk;
-    });
-    return out;
-  }
-  // Whether each group's micro-batches are |mb_step| consecutive ones (distinct, sorted above):
-  // then the group's passed repetitions tile one range (interleaved: P forwards of a chunk per
-  // block, the block P micro-batches on). With a step of ±1, one action per kind and chunk.
-  bool groups_tile(const Segment& g) const {
-    const std::int64_t k = g.mb_step < 0 ? -static_cast<std::int64_t>(g.mb_step) : g.mb_step;
-    for (const Group& gr : groups(g))
-      if (static_cast<std::int64_t>(gr.n) != k || gr.hi - gr.lo + 1 != k) return false;
+    const std::int64_t t = step_size(g);
+    for (const Group& gr : groups_)
+      if (static_cast<std::int64_t>(gr.n) != t || gr.hi - gr.lo + 1 != t) return false;
+    // Distinct: each slot taken once.
+    slots_.assign(groups_.size() * static_cast<std::size_t>(t), kFree);
+    for (std::uint32_t k = 0; k < g.length; ++k) {
+      const Action e = L_.pool[g.begin + k];
+      const std::uint8_t bits = bits_of(e.op);
+      for (const std::uint8_t bit : {kF, kB, kW}) {
+        if (!(bits & bit)) continue;
+        const auto i = static_cast<std::size_t>(group_of_[kind(bit) * C_ + e.chunk]);
+        std::uint32_t& slot = slots_[i * static_cast<std::size_t>(t) +
+                                     static_cast<std::size_t>(e.mb - groups_[i].lo)];
+        if (slot != kFree) return false;  // twice in the pattern
+        slot = k;
+      }
+    }
     return true;
   }
+  static std::int64_t step_size(const Segment& g) {
+    return g.mb_step < 0 ? -static_cast<std::int64_t>(g.mb_step) : g.mb_step;
+  }
+  static constexpr std::uint32_t kFree = std::numeric_limits<std::uint32_t>::max();
 
-  // Repetitions 3 ... reps-1 of g, passed.
+  // All repetitions of g, passed (groups_tile(g) said yes).
   bool claim(const Segment& g) {
-    const std::int64_t s = g.mb_step, from = 3, to = g.reps;  // [from, to)
-    // Where each (kind, chunk, micro-batch) of the pattern first is (long patterns: looked up).
-    std::unordered_map<std::uint64_t, std::uint32_t> first_at;
-    const bool indexed = g.length > 32;
-    const auto place = [](std::uint8_t bit, std::uint32_t chunk, std::int64_t mb) {
-      return (static_cast<std::uint64_t>(bit) << 56) | (static_cast<std::uint64_t>(chunk) << 32) |
-             static_cast<std::uint64_t>(static_cast<std::uint32_t>(mb));
-    };
-    std::int64_t lo_mb = std::numeric_limits<std::int64_t>::max(), hi_mb = -1;
-    if (indexed)
-      for (std::uint32_t j = 0; j < g.length; ++j) {
-        const Action p = L_.pool[g.begin + j];
-        lo_mb = std::min<std::int64_t>(lo_mb, p.mb);
-        hi_mb = std::max<std::int64_t>(hi_mb, p.mb);
-        for (const std::uint8_t bit : {kF, kB})
-          if (has(bit, p.op)) first_at.emplace(place(bit, p.chunk, p.mb), j);
-      }
-    // What each passed action must follow, first (claims below would hide a missing one).
+    const std::int64_t s = g.mb_step, t = step_size(g), reps = g.reps;
+    // What each action must follow, first (claims below would hide a missing one).
     for (std::uint32_t k = 0; k < g.length; ++k) {
       const Action e = L_.pool[g.begin + k];
       if (e.op == Op::F) continue;
       const std::uint8_t need = e.op == Op::W ? kB : kF;
-      // The same chunk's F (or B/BW) in this pattern, d repetitions back (d >= 0).
+      // The same chunk's F (or B/BW) in this pattern, d repetitions back (d >= 0): the one of
+      // its group at micro-batch e.mb + d·s (the group's micro-batches are |s| consecutive ones,
+      // so exactly one d, maybe negative, lands in them).
       std::int64_t d = -1;
-      if (indexed) {
-        // Its micro-batch there is e.mb + d·s, inside the pattern's span.
-        for (std::int64_t back = 0;; ++back) {
-          const std::int64_t mb = e.mb + back * s;
-          if (mb < lo_mb || mb > hi_mb) break;
-          const auto it = first_at.find(place(need, e.chunk, mb));
-          if (it != first_at.end() && (back > 0 || it->second < k)) {
-            d = back;
-            break;
-          }
-        }
-      } else {
-        for (std::uint32_t j = 0; j < g.length; ++j) {
-          const Action p = L_.pool[g.begin + j];
-          if (!has(need, p.op) || p.chunk != e.chunk) continue;
-          const std::int64_t diff = static_cast<std::int64_t>(p.mb) - e.mb;  // = d·s
-          if (diff % s != 0) continue;
-          const std::int64_t back = diff / s;
-          if (back > 0 || (back == 0 && j < k)) {
-            d = d < 0 ? back : std::min(d, back);
-          }
-        }
+      const std::int32_t i = group_of_[kind(need) * C_ + e.chunk];
+      if (i >= 0) {
+        const Group& gr = groups_[static_cast<std::size_t>(i)];
+        const std::int64_t o = static_cast<std::int64_t>(e.mb) - gr.lo;
+        // in = e.mb + back·s - gr.lo in [0, t), in - o = q·t (no division for |q| <= 1).
+        const std::int64_t q = o >= 0 && o < t    ? 0
+                               : o < 0 && o >= -t ? 1
+                                                  : ((o % t + t) % t - o) / t;
+        const std::int64_t in = o + q * t, back = s > 0 ? q : -q;
+        const std::uint32_t j = slots_[static_cast<std::size_t>(i * t + in)];
+        if (back > 0 || (back == 0 && j < k)) d = back;
       }
-      // Passed repetitions x with x - d >= 0 find it in this segment; the others before it.
-      const std::int64_t before_to = d < 0 ? to : std::min<std::int64_t>(to, d);
-      for (std::int64_t x = from; x < before_to; ++x)
-        if (!done(need, e.chunk, e.mb + x * s)) return false;
+      // Repetitions x >= d find it in this segment, d repetitions earlier; the others before it.
+      if (!all_done(need, e.chunk, e.mb, s, d < 0 ? reps : std::min(reps, d))) return false;
     }
-    // Each group's passed repetitions as one range of micro-batches (groups_tile()).
-    for (const Group& gr : groups(g)) {
-      const Claim c{gr.lo + std::min(from * s, (to - 1) * s),
-                    gr.hi + std::max(from * s, (to - 1) * s)};
+    // Each group's repetitions as one range of micro-batches.
+    for (const Group& gr : groups_) {
+      const Claim c{gr.lo + std::min<std::int64_t>(0, (reps - 1) * s),
+                    gr.hi + std::max<std::int64_t>(0, (reps - 1) * s)};
       auto& list = claims_[kind(gr.bit) * C_ + gr.chunk];
       for (const Claim& o : list)
         if (c.lo <= o.hi && o.lo <= c.hi) return false;  // twice
@@ -266,10 +319,16 @@ class PeriodicChecker {
   const PeriodicLists& L_;
   std::size_t C_, M_;
   std::unique_ptr<std::uint8_t[], void (*)(void*)> seen_;
-  std::vector<std::vector<Claim>> claims_;      // per (kind, chunk)
-  std::vector<Span> walked_;                    // per (kind, chunk): walked micro-batches' span
-  std::vector<std::size_t> count_;              // per (kind, chunk): seen, walked or claimed
-  mutable std::vector<std::int32_t> group_of_;  // per (kind, chunk): groups()'s scratch, -1
+  std::vector<std::vector<Claim>> claims_;    // per (kind, chunk)
+  std::vector<Span> walked_;                  // per (kind, chunk): walked micro-batches' span
+  std::vector<std::size_t> count_;            // per (kind, chunk): seen, walked or claimed
+  std::vector<std::size_t> expected_;         // per chunk: micro-batches whose route visits it
+  std::vector<std::int32_t> route_of_chunk_;  // per chunk: its route's number, -1: none
+  std::vector<std::int32_t> route_of_mb_;     // per micro-batch: its route's number
+  std::vector<std::size_t> run_end_;    // per micro-batch: last of its run with the same route
+  std::vector<Group> groups_;           // groups_tile()'s groups of the pattern
+  std::vector<std::int32_t> group_of_;  // per (kind, chunk): index in groups_, or -1
+  std::vector<std::uint32_t> slots_;    // see groups_tile()
 };
 
 }  // namespace
