@@ -16,6 +16,14 @@
 
 namespace bb {
 
+namespace {
+ScheduleError stuck(const char* name) {
+  return ScheduleError(std::string(name) +
+                       ": the F/B order gets stuck (a warm-up that grows towards the last rank, "
+                       "or a cap below it)");
+}
+}  // namespace
+
 Schedule zero_bubble_list(const char* name, int P, int M, const ZeroBubbleOrder& ord,
                           const StageCosts& c) {
   Schedule s = make_schedule(name, P, M, 1);
@@ -80,10 +88,7 @@ Schedule zero_bubble_list(const char* name, int P, int M, const ZeroBubbleOrder&
   for (int r = 0; r < P; ++r) plan(r);
   int finished = 0;
   while (finished < P) {
-    if (heap.empty())
-      throw ScheduleError(std::string(name) +
-                          ": the F/B order gets stuck (a warm-up that grows "
-                          "towards the last rank, or a cap below it)");
+    if (heap.empty()) throw stuck(name);
     const auto [t, r] = heap.top();
     heap.pop();
     if (t != key[r]) continue;
@@ -114,85 +119,134 @@ Schedule zero_bubble_list(const char* name, int P, int M, const ZeroBubbleOrder&
 
 // The unit-time case of zero_bubble_list with `fill` (the same orders, test_zb_auto.cpp),
 // kept as a fast path for ZB-H1 and ZB-H2 at large P and M.
+//
+// The state is the ranks' counts. Every action takes one unit, so a message sent at time t
+// has arrived at t+1, the next time its consumer looks: at the start of time t, rank r's input
+// for F m has arrived iff rank r-1's F count (at the start of t) is above m, and the gradient
+// for B m iff rank r+1's B count is. (The list scheduler keeps arrival times; the former
+// version of this function kept them in a ring of W > cap micro-batches per chunk and
+// direction, and never overwrote an unread message: an F on rank r-1 sends m = f[r-1] <
+// cap + w[r-1] <= cap + b[r-1] <= cap + b[r] <= cap + f[r], and a B on rank r+1 sends
+// m = b[r+1] < f[r+1] <= f[r] <= cap + w[r] <= cap + b[r], so both are fewer than cap
+// micro-batches ahead of their reader: the ring read exactly these counts.) So one time unit
+// is a function `step` of the counts (F, B, W run so far on each rank) at its start.
+//
+// The jump. Within `step` the counts meet M only in `w == M`, `b < M` and `f < M`; every other
+// test compares two counts (f - b <= warm-up, f - w < cap, a neighbour's count above one's
+// own, w < b) or a count with kAlways (no input: true for every count). So if every count of x
+// plus d is below M, step(x + d) = step(x) + d, and its actions are step(x)'s with
+// micro-batch + d. Hence when the counts at time t0 + T are those at t0 plus d on every rank
+// (F, B and W alike; the steady state: T = 3, d = 1, each rank one F, one B, one W), the next
+// J periods repeat the last one with micro-batches moved by d, 2d, ..., Jd, as long as every
+// count stays below M: F counts are the largest (w <= b <= f) and fall from rank to rank
+// (f[r] <= f[r-1]), so J = (M - 1 - f[0]) / d. The jump appends each rank's actions of the
+// last period J times, moved, and adds J·d to its counts; it is tried every `gap` units
+// against periods up to kMaxPeriod (a probe costs a copy and a few compares of the counts, a
+// unit a look at every rank).
 Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<int(int)>& warmup,
-                            int cap) {
+                            int cap, ZeroBubbleGreedyStats* stats) {
   Schedule s = make_schedule(name, P, M, 1);
   set_looped_placement(s);
-  const Route route = s.routes.front();  // chunk r on rank r; every route 0..P-1
-  // Arrival times (unit clock, >= 1) of the messages at each consumer chunk, per direction
-  // (edges.hpp: 0 activations, 1 gradients), in a ring of W micro-batches per (chunk,
-  // direction), each entry tagged with its micro-batch (another tag: not sent yet). A message
-  // is at most `cap` micro-batches ahead of the one its consumer waits for: an F on chunk c-1
-  // needs fewer than cap live micro-batches there (F count - W count < cap), and W <= B there
-  // <= B on chunk c <= F on chunk c; a B on chunk c likewise is at most cap ahead of chunk
-  // c-1's B. So a ring of W > cap never overwrites a message before it is read (checked), and
-  // stays small (ZB-H1 at P=512: 8 MiB where one entry per message took 32 MiB, a page fault
-  // and a cache miss for each), chunk-major: each rank reads its rows in order.
-  const std::size_t W = std::bit_ceil(static_cast<std::size_t>(std::clamp(cap, 1, M)) + 1);
-  struct Arrival {
-    std::int32_t mb = -1;
-    std::int32_t t = 0;
+  struct Counts {
+    int f = 0, b = 0, w = 0;
   };
-  std::vector<Arrival> arrive(2 * static_cast<std::size_t>(P) * W);
-  auto at = [W, &arrive](const MessageName& msg, std::uint32_t m) -> Arrival& {
-    return arrive[(static_cast<std::size_t>(consumer_chunk(msg)) * 2 + msg.dir) * W +
-                  (m & (W - 1))];
-  };
-  // A rank's F/B order is 1F1B-like: w forwards, M-w (F, B) pairs, w backwards; where it
-  // stands follows from the counts (position next_f + next_b), so no list of it is kept.
-  struct RankState {
-    int next_f = 0, next_b = 0, next_w = 0, warmup = 0;
-  };
-  const auto want_of = [M](const RankState& k) {
-    if (k.next_b == M) return Op::W;  // (then next_f == M too)
-    return k.next_f < M && k.next_f - k.next_b <= k.warmup ? Op::F : Op::B;
-  };
-  std::vector<RankState> st(P);
+  std::vector<Counts> n(P);
+  std::vector<int> warm(P);
   for (int r = 0; r < P; ++r) {
-    st[r].warmup = std::clamp(warmup(r), 0, M);
+    warm[r] = std::clamp(warmup(r), 0, M);
     s.ranks[r].reserve(3 * static_cast<std::size_t>(M));
   }
-  auto arrived = [&](const MessageName& msg, std::uint32_t m, std::int32_t t) {
-    const Arrival& a = at(msg, m);
-    return a.mb == static_cast<std::int32_t>(m) && a.t <= t;
-  };
-  // Whether the message in e (if any) has been read: its consumer is past it.
-  const auto read = [&](const MessageName& msg, const Arrival& e) {
-    if (e.mb < 0) return true;
-    const RankState& k = st[consumer_rank(s, msg)];
-    return e.mb < (msg.dir == 0 ? k.next_f : k.next_b);
-  };
-  // Unit costs: a rank that acts at time t is free again at t + 1, so every rank that has work
-  // left is looked at once per time.
+  constexpr int kAlways = std::numeric_limits<int>::max();  // a count every input is below
   int finished = 0;
-  for (std::int32_t t = 0; finished < P; ++t) {
+  // One time unit. A rank's F/B order is 1F1B-like: warm-up forwards, then F and B in turn,
+  // then the remaining Bs: it wants an F while it has forwards left and at most `warm` more
+  // forwards than backwards, else a B. If that cannot run (input not there, or the F would
+  // make `cap` micro-batches live), it runs its oldest pending W. False: no rank could act.
+  const auto step = [&] {
+    bool acted = false;
+    int f_prev = kAlways;  // rank r-1's F count at the start of this unit (rank 0: no input)
     for (int r = 0; r < P; ++r) {
-      RankState& k = st[r];
-      if (k.next_w == M) continue;
+      Counts& k = n[r];
+      const int f_in = f_prev;
+      f_prev = k.f;
+      if (k.w == M) continue;
       auto& out = s.ranks[r];
-      const Op want = want_of(k);
-      bool ready = false;
-      Action act{};
-      if (want == Op::F || want == Op::B) {
-        act = make_action(want, r, want == Op::F ? k.next_f : k.next_b);
-        const MessageName in = message_in(act, route);
-        ready =
-            (want == Op::B || k.next_f - k.next_w < cap) && (in.none() || arrived(in, act.mb, t));
-      }
-      if (ready) {
-        out.push_back(act);
-        if (const MessageName sent = message_out(act, route); !sent.none()) {
-          Arrival& e = at(sent, act.mb);
-          if (!read(sent, e))
-            throw std::logic_error(std::string(name) + ": a message more than " +
-                                   std::to_string(W - 1) + " micro-batches ahead of its reader");
-          e = {static_cast<std::int32_t>(act.mb), t + 1};
+      if (k.b < M) {
+        if (k.f < M && k.f - k.b <= warm[r]) {
+          if (k.f - k.w < cap && f_in > k.f) {
+            out.push_back(make_action(Op::F, r, k.f++));
+            acted = true;
+            continue;
+          }
+        } else if ((r + 1 < P ? n[r + 1].b : kAlways) > k.b) {
+          out.push_back(make_action(Op::B, r, k.b++));
+          acted = true;
+          continue;
         }
-        ++(want == Op::F ? k.next_f : k.next_b);
-      } else if (k.next_w < k.next_b) {
-        out.push_back(make_action(Op::W, r, k.next_w));
-        if (++k.next_w == M) ++finished;
       }
+      if (k.w < k.b) {
+        out.push_back(make_action(Op::W, r, k.w++));
+        acted = true;
+        if (k.w == M) ++finished;
+      }
+    }
+    return acted;
+  };
+  // Appends each rank's actions since `len[r]` J more times, micro-batches moved by d each time.
+  const auto jump = [&](const std::vector<std::size_t>& len, int J, int d) {
+    for (int r = 0; r < P; ++r) {
+      auto& out = s.ranks[r];
+      const std::size_t L = out.size() - len[r];
+      out.resize(out.size() + static_cast<std::size_t>(J) * L);
+      Action* a = out.data() + len[r];
+      for (std::size_t i = L; i < (static_cast<std::size_t>(J) + 1) * L; ++i) {
+        const auto word = std::bit_cast<std::uint32_t>(a[i - L]);  // mb: the low 16 bits
+        a[i] = std::bit_cast<Action>((word & ~0xFFFFu) |
+                                     ((word + static_cast<std::uint32_t>(d)) & 0xFFFFu));
+      }
+      n[r].f += J * d;
+      n[r].b += J * d;
+      n[r].w += J * d;
+    }
+  };
+  constexpr int kMaxPeriod = 6;
+  const long gap = std::max(8, P / 8);
+  std::vector<Counts> snap;
+  std::vector<std::size_t> len(P);
+  long next_probe = gap;
+  int probe = -1;  // units since the snapshot, or -1: none held
+  bool jumped = false;
+  for (long t = 0; finished < P; ++t) {
+    if (!step()) throw stuck(name);  // (and would stay so: the counts no longer change)
+    if (jumped) continue;
+    if (probe < 0) {
+      if (t + 1 < next_probe) continue;
+      snap = n;
+      for (int r = 0; r < P; ++r) len[r] = s.ranks[r].size();
+      probe = 0;
+      continue;
+    }
+    ++probe;
+    const int d = n[0].f - snap[0].f;
+    bool same = d > 0;
+    for (int r = P - 1; same && r >= 0; --r)
+      same = n[r].f - snap[r].f == d && n[r].b - snap[r].b == d && n[r].w - snap[r].w == d;
+    if (same) {
+      const int J = (M - 1 - n[0].f) / d;
+      if (J > 0) {
+        jump(len, J, d);
+        if (stats) {
+          stats->period = probe;
+          stats->shift = d;
+          stats->jumped_units = static_cast<long>(J) * probe;
+          stats->start = t + 1 - probe;
+        }
+        t += static_cast<long>(J) * probe;
+      }
+      jumped = true;  // (afterwards f[0] + d >= M: no period can be jumped)
+    } else if (probe == kMaxPeriod) {
+      probe = -1;
+      next_probe = t + 1 + gap;
     }
   }
   return s;

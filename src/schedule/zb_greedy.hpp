@@ -33,9 +33,18 @@ struct ZeroBubbleOrder {
 Schedule zero_bubble_list(const char* name, int P, int M, const ZeroBubbleOrder& order,
                           const StageCosts& costs);
 
+// What zero_bubble_greedy's steady-state jump did (zeros: no jump): from time `start` the
+// counts repeated every `period` time units, moved by `shift` micro-batches, and
+// `jumped_units` time units were appended without being played.
+struct ZeroBubbleGreedyStats {
+  int period = 0, shift = 0;
+  long start = 0, jumped_units = 0;
+};
+
 // Unit times and `fill` (ZB-H1, ZB-H2): the same orders as zero_bubble_list with those
-// settings, on a unit clock with compact arrays (the fast path at P=512, M=8192).
+// settings, on a unit clock over the ranks' counts, jumping over the steady state (the fast
+// path at P=512, M=8192).
 Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<int(int)>& warmup,
-                            int cap);
+                            int cap, ZeroBubbleGreedyStats* stats = nullptr);
 
 }  // namespace bb
