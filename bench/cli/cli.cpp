@@ -7,8 +7,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -29,6 +31,7 @@
 #include "results/links_io.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
+#include "schedule/parallel.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/text.hpp"
 #include "schedule/validate.hpp"
@@ -108,7 +111,7 @@ void check_P(const Selection& sel) {
 // A CSV schedule keeps its own P, M and v: one note naming the flags given that it ignores.
 void csv_note(const Selection& sel, const std::string& name, const Schedule& s,
               const SweepSay& say) {
-  if (name.rfind("csv:", 0) != 0) return;
+  if (!is_csv(name)) return;
   std::string has, ignored;
   const auto add = [&](const CLI::Option* opt, bool differs, const std::string& key, int value,
                        const std::string& flag) {
@@ -238,14 +241,31 @@ json model_json(const ModelResult& m) {
 // Validation and simulation of sim: on the lists in periodic form (validation on the segments,
 // the periodic engine; each falls back to the flat lists where it cannot tell or does not
 // apply), unless a timeline is asked for (it names every action) or BB_FLAT_PASSES=1.
-SimResult validate_and_simulate(Schedule s, const SimConfig& cfg) {
+// A generator's large schedule is validated on a second thread while it is simulated (the two
+// only read it); the validation's verdict comes first, so an invalid schedule reports what
+// validate reports. Lists read from a file are validated before anything else reads them.
+SimResult validate_and_simulate(Schedule s, const SimConfig& cfg, bool from_file) {
   if (cfg.record_events || flat_passes_forced()) {
     validate_or_throw(s);
     return simulate(s, cfg);
   }
+  const bool beside = !from_file && core_parallel(s);
   const PeriodicSchedule ps = to_periodic(std::move(s));
-  validate_or_throw(ps);
-  return simulate(ps, cfg);
+  if (!beside) {
+    validate_or_throw(ps);
+    return simulate(ps, cfg);
+  }
+  auto check = std::async(std::launch::async, [&ps] { validate_or_throw(ps); });
+  std::optional<SimResult> r;
+  std::exception_ptr sim_error;
+  try {
+    r = simulate(ps, cfg);
+  } catch (...) {
+    sim_error = std::current_exception();
+  }
+  check.get();  // the validation's error, if any, first
+  if (sim_error) std::rethrow_exception(sim_error);
+  return std::move(*r);
 }
 
 // One configuration's JSON object (design §5.2); the schedule is dropped after it.
@@ -260,7 +280,7 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
   j["M"] = s.M;
   j["v"] = s.v;
   // A CSV's lists are read below (the message count): they must be valid first.
-  if (!simulate_too && name.rfind("csv:", 0) == 0) validate_or_throw(s);
+  if (!simulate_too && is_csv(name)) validate_or_throw(s);
   if (simulate_too) {
     if (sc.links)
       for (const auto& [src, dst] : pipeline_pairs(s))
@@ -271,8 +291,9 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
     SimConfig run_cfg = sc;
     run_cfg.record_events = !sel.timeline.empty();
     // The timeline reads the flat lists: they are kept only then.
-    const SimResult r = run_cfg.record_events ? validate_and_simulate(s, run_cfg)
-                                              : validate_and_simulate(std::move(s), run_cfg);
+    const SimResult r = run_cfg.record_events
+                            ? validate_and_simulate(s, run_cfg, is_csv(name))
+                            : validate_and_simulate(std::move(s), run_cfg, is_csv(name));
     put_metrics(j, r.single, r.steady);
     j["t_ideal"] = r.t_ideal;
     std::vector<double> peaks, peak_bytes;

@@ -134,11 +134,11 @@ void dry_run_or_throw(const Schedule& lowered, const std::string& what) {
   if (!dr.ok) throw ScheduleError(what + " fails its dry run:\n" + dr.message);
 }
 
-namespace {
-
 bool is_csv(const std::string& name) {
   return name.rfind("csv:", 0) == 0;
 }
+
+namespace {
 
 // The reason a configuration was skipped, naming v where the schedule takes it.
 std::string with_v(const std::string& why, bool takes_v, int v) {

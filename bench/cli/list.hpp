@@ -60,6 +60,9 @@ std::size_t sweep_combinations(const std::string& names, const std::vector<int>&
 // kind "note" for a schedule that takes no v while -v asks for one (which v it runs with).
 using SweepSay = std::function<void(std::string_view kind, const std::string& line)>;
 
+// Whether a sweep name is `csv:FILE` (lists read from a file, not generated).
+bool is_csv(const std::string& name);
+
 // The schedules of a sweep, one at a time: every name of sweep_names(names) (`all` = every
 // built-in, schedule/schedule_info.hpp; `csv:FILE` loads the file) crossed with every M and, for
 // schedules that take it, every v, generated for P ranks just before `use` gets it, so a sweep

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <exception>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "schedule/schedule.hpp"
@@ -36,24 +37,24 @@ inline bool core_parallel(const Schedule& s) {
   return rank_workers(2) > 1 && s.size() >= kParallelMinActions;
 }
 
-// Calls body(worker, rank) for every rank, each rank once. Worker w of n takes a contiguous
-// range of ranks holding about 1/n of the actions, so body may keep per-worker scratch. An
-// exception from any worker is rethrown here after all have stopped.
-template <class Body>
-void for_each_rank(const Schedule& s, int max_workers, Body&& body) {
-  const std::size_t total = s.size();
-  const int n = total < kParallelMinActions ? 1 : std::min(rank_workers(max_workers), s.P);
-  if (n == 1) {
-    for (int r = 0; r < s.P; ++r) body(0, r);
+// Calls body(worker, rank) for ranks 0 ... P-1, each once, where rank r holds (or will hold)
+// size(r) of `total` actions. Worker w of n takes a contiguous range of ranks holding about 1/n
+// of them, so body may keep per-worker scratch. An exception from any worker is rethrown here
+// after all have stopped.
+template <class Size, class Body>
+void for_each_rank_of(int P, std::size_t total, int max_workers, Size&& size, Body&& body) {
+  const int n = total < kParallelMinActions ? 1 : std::min(rank_workers(max_workers), P);
+  if (n <= 1) {
+    for (int r = 0; r < P; ++r) body(0, r);
     return;
   }
   // Rank boundaries: worker w takes [cut[w], cut[w+1]).
-  std::vector<int> cut(n + 1, s.P);
+  std::vector<int> cut(n + 1, P);
   cut[0] = 0;
   std::size_t acc = 0;
   int w = 1;
-  for (int r = 0; r < s.P && w < n; ++r) {
-    acc += s.ranks[r].size();
+  for (int r = 0; r < P && w < n; ++r) {
+    acc += size(r);
     if (acc * n >= total * w) cut[w++] = r + 1;
   }
   std::vector<std::exception_ptr> errors(n);
@@ -70,6 +71,14 @@ void for_each_rank(const Schedule& s, int max_workers, Body&& body) {
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// The same over the ranks of s, by the actions their lists hold.
+template <class Body>
+void for_each_rank(const Schedule& s, int max_workers, Body&& body) {
+  for_each_rank_of(
+      s.P, s.size(), max_workers, [&s](int r) { return s.ranks[r].size(); },
+      std::forward<Body>(body));
 }
 
 }  // namespace bb
