@@ -1,22 +1,25 @@
 // Validation of a compute schedule in periodic form without writing out its repetitions: the checks
 // of validate() (validate.cpp) for a schedule that is not lowered, on the segments. Every action of
 // a pattern has its chunk in every repetition, so range (of the first and last repetition),
-// placement, route and FB-pair checks are made once per pattern. Routes are uniform or "by chunk"
-// (routes that share no chunk, DualPipe's two directions): a chunk then lies on one route, and an
-// action's micro-batches must all take that route (checked on runs of micro-batches with the same
-// route). A segment of at least four repetitions whose pattern holds, per kind and chunk, |s|
-// distinct consecutive micro-batches (s the micro-batch step: one action per kind and chunk with a
-// step of ±1, P of them in interleaved's blocks) is passed without being walked: per (kind, chunk)
-// its repetitions tile one range of micro-batches (a "claim"), which must not hold anything that
-// happened before (disjoint from everything walked or claimed so far); what each action must
-// follow (F for B/BW, B for W) is found in the same pattern d repetitions back (so it ran in the
-// segment for repetitions d and later) and checked to have happened before the segment for the
-// first d repetitions (all of them when it is not in the pattern). Other segments are walked
-// action by action. At the end every (chunk, micro-batch) of every kind has been seen once when
-// each chunk counts, of each kind, the micro-batches whose route visits it. Anything this cannot
-// tell (a pair across a pattern's end, routes that share chunks) is "not sure", and so is
-// anything wrong: the caller then runs validate() on the flat lists, which also gives the report.
+// placement, route and FB-pair checks are made once per pattern action (for a passed segment,
+// below, placement, range and route once per kind and chunk, on the range it claims). Routes are
+// uniform or "by chunk" (routes that share no chunk, DualPipe's two directions): a chunk then lies
+// on one route, and an action's micro-batches must all take that route (checked on runs of
+// micro-batches with the same route). A segment of at least four repetitions whose pattern holds,
+// per kind and chunk, |s| distinct consecutive micro-batches (s the micro-batch step: one action
+// per kind and chunk with a step of ±1, P of them in interleaved's blocks) is passed without being
+// walked: per (kind, chunk) its repetitions tile one range of micro-batches (a "claim"), which must
+// not hold anything that happened before (disjoint from everything walked or claimed so far); what
+// each action must follow (F for B/BW, B for W) is found in the same pattern d repetitions back
+// (so it ran in the segment for repetitions d and later) and checked to have happened before the
+// segment for the first d repetitions (all of them when it is not in the pattern). Other segments
+// are walked action by action. At the end every (chunk, micro-batch) of every kind has been seen
+// once when each chunk counts, of each kind, the micro-batches whose route visits it. Anything
+// this cannot tell (a pair across a pattern's end, routes that share chunks) is "not sure", and
+// so is anything wrong: the caller then runs validate() on the flat lists, which also gives the
+// report.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -60,7 +63,9 @@ class PeriodicChecker {
   enum : std::uint8_t { kF = 1, kB = 2, kW = 4 };
   static constexpr std::size_t kKinds = 3;
   static constexpr std::uint32_t kMinPassed = 4;  // repetitions of a segment passed unwalked
-  static std::size_t kind(std::uint8_t bit) { return bit == kF ? 0 : bit == kB ? 1 : 2; }
+  static std::size_t kind(std::uint8_t bit) {
+    return static_cast<std::size_t>(std::countr_zero(bit));
+  }
 
   struct Claim {  // micro-batches [lo, hi]
     std::int64_t lo, hi;
@@ -110,6 +115,7 @@ class PeriodicChecker {
     }
     for (std::size_t m = M_; m-- > 0;)
       run_end_[m] = m + 1 < M_ && route_of_mb_[m + 1] == route_of_mb_[m] ? run_end_[m + 1] : m;
+    one_route_ = distinct.size() == 1;
     expected_.assign(C_, 0);
     for (std::size_t c = 0; c < C_; ++c)
       if (route_of_chunk_[c] >= 0)
@@ -122,6 +128,7 @@ class PeriodicChecker {
                 std::uint32_t reps) const {
     const std::int32_t id = route_of_chunk_[chunk];
     if (id < 0) return false;
+    if (one_route_) return true;  // every micro-batch takes it
     const std::int64_t last = first + static_cast<std::int64_t>(reps - 1) * step;
     const auto lo = static_cast<std::size_t>(std::min(first, last));
     if (route_of_mb_[lo] == id && run_end_[lo] >= static_cast<std::size_t>(std::max(first, last)))
@@ -176,36 +183,63 @@ class PeriodicChecker {
     }
   }
 
-  // The pattern's actions are this rank's, in range and on their chunk's route in every
-  // repetition, and an FB pair never crosses the pattern's end (except as the list's last
-  // action... which is then not a pair).
-  bool pattern_ok(int r, const Segment& g, bool last_segment) const {
-    if (g.length == 0 || g.reps == 0) return false;
-    for (std::uint32_t k = 0; k < g.length; ++k) {
-      const Action a = L_.pool[g.begin + k];
-      if (!is_compute(a.op) || a.chunk >= C_ || s_.chunk_rank[a.chunk] != r) return false;
-      const std::int64_t first = a.mb,
-                         last = first + static_cast<std::int64_t>(g.reps - 1) * g.mb_step;
-      if (std::min(first, last) < 0 || std::max(first, last) >= static_cast<std::int64_t>(M_))
-        return false;
-      if (!on_route(a.chunk, first, g.mb_step, g.reps)) return false;
-      if (a.overlap_next()) {
-        if (a.op != Op::F) return false;
-        if (k + 1 < g.length) {
-          const Op next = L_.pool[g.begin + k + 1].op;
-          if (next != Op::B && next != Op::BW) return false;
-        } else if (!(last_segment && g.reps == 1)) {
-          return false;  // across the pattern's end: not worth it, say not sure
-        }
-      }
+  // Micro-batches first, first + step, ... (n of them) of `chunk` may be computed on rank r:
+  // the chunk is r's, they are in range and they take the chunk's route.
+  bool placed(int r, std::uint32_t chunk, std::int64_t first, std::int64_t step,
+              std::uint32_t n) const {
+    if (s_.chunk_rank[chunk] != r) return false;
+    const std::int64_t last = first + static_cast<std::int64_t>(n - 1) * step;
+    if (std::min(first, last) < 0 || std::max(first, last) >= static_cast<std::int64_t>(M_))
+      return false;
+    return on_route(chunk, first, step, n);
+  }
+  // Pattern action k is a compute action with its chunk in range, and an FB pair never crosses
+  // the pattern's end (except as the list's last action... which is then not a pair).
+  bool action_ok(const Segment& g, std::uint32_t k, bool last_segment) const {
+    const Action a = L_.pool[g.begin + k];
+    if (!is_compute(a.op) || a.chunk >= C_) return false;
+    if (!a.overlap_next()) return true;
+    if (a.op != Op::F) return false;
+    if (k + 1 < g.length) {
+      const Op next = L_.pool[g.begin + k + 1].op;
+      return next == Op::B || next == Op::BW;
     }
+    return last_segment && g.reps == 1;  // across the pattern's end: not worth it, not sure
+  }
+  // Every action of g's pattern is action_ok() and placed() in every repetition.
+  bool pattern_ok(int r, const Segment& g, bool last_segment) const {
+    for (std::uint32_t k = 0; k < g.length; ++k)
+      if (!action_ok(g, k, last_segment) ||
+          !placed(r, L_.pool[g.begin + k].chunk, L_.pool[g.begin + k].mb, g.mb_step, g.reps))
+        return false;
     return true;
   }
 
+  // A segment of enough repetitions whose groups tile (groups_tile()) is passed: placement,
+  // range and route are then checked per group, on the range its repetitions tile (each
+  // micro-batch of it an action's in some repetition, the first and the last among them).
+  // Otherwise it is walked.
   bool segment(int r, std::size_t gi) {
     const Segment& g = L_.ranks[r][gi];
-    if (!pattern_ok(r, g, gi + 1 == L_.ranks[r].size())) return false;
-    if (g.reps >= kMinPassed && g.mb_step != 0 && groups_tile(g)) return claim(g);
+    const bool last_segment = gi + 1 == L_.ranks[r].size();
+    if (g.length == 0 || g.reps == 0) return false;
+    if (g.reps >= kMinPassed && g.mb_step != 0) {
+      for (const Group& gr : groups_) group_of_[kind(gr.bit) * C_ + gr.chunk] = -1;
+      groups_.clear();
+      for (std::uint32_t k = 0; k < g.length; ++k) {
+        if (!action_ok(g, k, last_segment)) return false;
+        add_to_groups(L_.pool[g.begin + k]);
+      }
+      if (groups_tile(g)) {
+        for (const Group& gr : groups_) {
+          const Claim c = claimed(gr, g);
+          if (!placed(r, gr.chunk, c.lo, 1, static_cast<std::uint32_t>(c.hi - c.lo + 1)))
+            return false;
+        }
+        return claim(g);
+      }
+    }
+    if (!pattern_ok(r, g, last_segment)) return false;
     for (std::uint32_t rep = 0; rep < g.reps; ++rep)
       for (std::uint32_t k = 0; k < g.length; ++k)
         if (!walk(L_.at(g, rep, k))) return false;
@@ -223,31 +257,29 @@ class PeriodicChecker {
   static std::uint8_t bits_of(Op op) {
     return op == Op::F ? kF : op == Op::B ? kB : op == Op::W ? kW : kB | kW;
   }
-  // Whether each group of g's pattern holds |mb_step| distinct consecutive micro-batches: then the
-  // group's repetitions tile one range (interleaved: P forwards of a chunk per block, the block P
-  // micro-batches on; with a step of ±1, one action per kind and chunk). Leaves the groups in
-  // groups_, found through group_of_ (per kind and chunk), and in slots_ the pattern position of
-  // group i's micro-batch lo + o at i·|mb_step| + o.
-  bool groups_tile(const Segment& g) {
-    for (const Group& gr : groups_) group_of_[kind(gr.bit) * C_ + gr.chunk] = -1;
-    groups_.clear();
-    for (std::uint32_t k = 0; k < g.length; ++k) {
-      const Action e = L_.pool[g.begin + k];
-      const std::uint8_t bits = bits_of(e.op);
-      for (const std::uint8_t bit : {kF, kB, kW}) {
-        if (!(bits & bit)) continue;
-        std::int32_t& i = group_of_[kind(bit) * C_ + e.chunk];
-        if (i < 0) {
-          i = static_cast<std::int32_t>(groups_.size());
-          groups_.push_back({bit, e.chunk, e.mb, e.mb, 1});
-          continue;
-        }
-        Group& gr = groups_[static_cast<std::size_t>(i)];
-        gr.lo = std::min<std::int64_t>(gr.lo, e.mb);
-        gr.hi = std::max<std::int64_t>(gr.hi, e.mb);
-        ++gr.n;
+  // Action e in its groups (one per kind it does), found through group_of_ (per kind and chunk).
+  void add_to_groups(const Action& e) {
+    const std::uint8_t bits = bits_of(e.op);
+    for (const std::uint8_t bit : {kF, kB, kW}) {
+      if (!(bits & bit)) continue;
+      std::int32_t& i = group_of_[kind(bit) * C_ + e.chunk];
+      if (i < 0) {
+        i = static_cast<std::int32_t>(groups_.size());
+        groups_.push_back({bit, e.chunk, e.mb, e.mb, 1});
+        continue;
       }
+      Group& gr = groups_[static_cast<std::size_t>(i)];
+      gr.lo = std::min<std::int64_t>(gr.lo, e.mb);
+      gr.hi = std::max<std::int64_t>(gr.hi, e.mb);
+      ++gr.n;
     }
+  }
+  // Whether each group of g's pattern (collected by add_to_groups()) holds |mb_step| distinct
+  // consecutive micro-batches: then the group's repetitions tile one range (interleaved: P
+  // forwards of a chunk per block, the block P micro-batches on; with a step of ±1, one action
+  // per kind and chunk). Leaves in slots_ the pattern position of group i's micro-batch lo + o
+  // at i·|mb_step| + o.
+  bool groups_tile(const Segment& g) {
     const std::int64_t t = step_size(g);
     for (const Group& gr : groups_)
       if (static_cast<std::int64_t>(gr.n) != t || gr.hi - gr.lo + 1 != t) return false;
@@ -271,6 +303,12 @@ class PeriodicChecker {
     return g.mb_step < 0 ? -static_cast<std::int64_t>(g.mb_step) : g.mb_step;
   }
   static constexpr std::uint32_t kFree = std::numeric_limits<std::uint32_t>::max();
+
+  // The micro-batches group gr's actions take in all repetitions of g (groups_tile(g)).
+  static Claim claimed(const Group& gr, const Segment& g) {
+    const std::int64_t span = static_cast<std::int64_t>(g.reps - 1) * g.mb_step;
+    return {gr.lo + std::min<std::int64_t>(0, span), gr.hi + std::max<std::int64_t>(0, span)};
+  }
 
   // All repetitions of g, passed (groups_tile(g) said yes).
   bool claim(const Segment& g) {
@@ -301,8 +339,7 @@ class PeriodicChecker {
     }
     // Each group's repetitions as one range of micro-batches.
     for (const Group& gr : groups_) {
-      const Claim c{gr.lo + std::min<std::int64_t>(0, (reps - 1) * s),
-                    gr.hi + std::max<std::int64_t>(0, (reps - 1) * s)};
+      const Claim c = claimed(gr, g);
       auto& list = claims_[kind(gr.bit) * C_ + gr.chunk];
       for (const Claim& o : list)
         if (c.lo <= o.hi && o.lo <= c.hi) return false;  // twice
@@ -326,6 +363,7 @@ class PeriodicChecker {
   std::vector<std::int32_t> route_of_chunk_;  // per chunk: its route's number, -1: none
   std::vector<std::int32_t> route_of_mb_;     // per micro-batch: its route's number
   std::vector<std::size_t> run_end_;    // per micro-batch: last of its run with the same route
+  bool one_route_ = false;              // all micro-batches take the same route
   std::vector<Group> groups_;           // groups_tile()'s groups of the pattern
   std::vector<std::int32_t> group_of_;  // per (kind, chunk): index in groups_, or -1
   std::vector<std::uint32_t> slots_;    // see groups_tile()

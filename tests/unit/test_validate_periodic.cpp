@@ -162,33 +162,32 @@ PeriodicSchedule alternating(std::initializer_list<std::tuple<Op, int, int, int,
   return two_chunks([](int m) { return Route{m % 2, m % 2}; }, segs);
 }
 
+// F and BW of chunk 0 on micro-batches 0, step, 2·step, ... (20 of them) and of chunk 1 on
+// first1, first1 + step, ... (reps1 of them), chunk 1's BW named `back1`.
+PeriodicSchedule alternating_fb(int first1, int step, int reps1, int back1) {
+  return alternating({{Op::F, 0, 0, step, 20},
+                      {Op::F, 1, first1, step, reps1},
+                      {Op::BW, 0, 0, step, 20},
+                      {Op::BW, back1, first1, step, reps1}});
+}
+
 TEST(PeriodicValidation, RoutesOfAlternatingMicroBatches) {
-  const PeriodicSchedule good = alternating(
-      {{Op::F, 0, 0, 2, 20}, {Op::F, 1, 1, 2, 20}, {Op::BW, 0, 0, 2, 20}, {Op::BW, 1, 1, 2, 20}});
+  const PeriodicSchedule good = alternating_fb(1, 2, 20, 1);
   ASSERT_TRUE(validate(to_flat(good)).ok());
   EXPECT_TRUE(surely_valid(good));
-  const auto check = [](const PeriodicSchedule& p, const char* what) {
+  for (const auto& [first1, step, reps1, back1, what] :
+       {// Chunk 0 on every micro-batch 0..19, chunk 1 on 20..39: half of them off their route.
+        std::tuple<int, int, int, int, const char*>{20, 1, 20, 1, "runs of micro-batches"},
+        // The last repetition of chunk 1 one step too far (micro-batch 41 out of range).
+        {1, 2, 21, 1, "out of range"},
+        // Chunk 1 one micro-batch short.
+        {1, 2, 19, 1, "one short"},
+        // Chunk 1's backwards on a chunk that does not exist.
+        {1, 2, 20, 2, "chunk out of range"}}) {
+    const PeriodicSchedule p = alternating_fb(first1, step, reps1, back1);
     EXPECT_FALSE(validate(to_flat(p)).ok()) << what;
     EXPECT_FALSE(surely_valid(p)) << what;
-  };
-  // Chunk 0 on every micro-batch 0..19, chunk 1 on 20..39: half of them off their route.
-  check(alternating({{Op::F, 0, 0, 1, 20},
-                     {Op::F, 1, 20, 1, 20},
-                     {Op::BW, 0, 0, 1, 20},
-                     {Op::BW, 1, 20, 1, 20}}),
-        "runs of micro-batches");
-  // The last repetition of chunk 1 one step too far (micro-batch 41 out of range).
-  check(alternating({{Op::F, 0, 0, 2, 20},
-                     {Op::F, 1, 1, 2, 21},
-                     {Op::BW, 0, 0, 2, 20},
-                     {Op::BW, 1, 1, 2, 21}}),
-        "out of range");
-  // Chunk 1 one micro-batch short.
-  check(alternating({{Op::F, 0, 0, 2, 20},
-                     {Op::F, 1, 1, 2, 19},
-                     {Op::BW, 0, 0, 2, 20},
-                     {Op::BW, 1, 1, 2, 19}}),
-        "one short");
+  }
 }
 
 // Micro-batch 0 visits chunk 1 only, the others chunks 0 and 1: two routes that share chunk 1,
@@ -247,7 +246,7 @@ TEST(PeriodicValidation, NeverSureOfBrokenRoutesByChunkOrLongPatterns) {
             pattern[rng() % g->length].op = static_cast<Op>(rng() % 4);
           else
             pattern[rng() % g->length].chunk = static_cast<std::uint32_t>(
-                rng() % static_cast<std::uint32_t>(bad.shape.num_chunks()));
+                rng() % static_cast<std::uint32_t>(bad.shape.num_chunks() + 1));  // or none
           break;
         case 6:  // a micro-batch's route changed to another micro-batch's
           bad.shape.routes[rng() % M] = bad.shape.routes[rng() % M];
