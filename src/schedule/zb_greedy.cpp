@@ -193,17 +193,25 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
     return acted;
   };
   // Appends each rank's actions since `len[r]` J more times, micro-batches moved by d each time.
+  std::vector<Action> block;
   const auto jump = [&](const std::vector<std::size_t>& len, int J, int d) {
     for (int r = 0; r < P; ++r) {
       auto& out = s.ranks[r];
-      const std::size_t L = out.size() - len[r];
-      out.resize(out.size() + static_cast<std::size_t>(J) * L);
-      Action* a = out.data() + len[r];
-      for (std::size_t i = L; i < (static_cast<std::size_t>(J) + 1) * L; ++i) {
-        const auto word = std::bit_cast<std::uint32_t>(a[i - L]);  // mb: the low 16 bits
-        a[i] = std::bit_cast<Action>((word & ~0xFFFFu) |
-                                     ((word + static_cast<std::uint32_t>(d)) & 0xFFFFu));
+      const std::size_t L = out.size() - len[r], total = (static_cast<std::size_t>(J) + 1) * L;
+      // The last period, then by doubling the J after it: each pass copies all periods held so
+      // far, moved by as many periods (a loop without a carried dependency).
+      block.assign(out.begin() + static_cast<std::ptrdiff_t>(len[r]), out.end());
+      block.resize(total);
+      for (std::size_t have = L; have < total;) {
+        const std::size_t take = std::min(have, total - have);
+        const auto delta = static_cast<std::uint32_t>(have / L) * static_cast<std::uint32_t>(d);
+        for (std::size_t i = 0; i < take; ++i) {
+          const auto word = std::bit_cast<std::uint32_t>(block[i]);  // mb: the low 16 bits
+          block[have + i] = std::bit_cast<Action>((word & ~0xFFFFu) | ((word + delta) & 0xFFFFu));
+        }
+        have += take;
       }
+      out.insert(out.end(), block.begin() + static_cast<std::ptrdiff_t>(L), block.end());
       n[r].f += J * d;
       n[r].b += J * d;
       n[r].w += J * d;
