@@ -123,17 +123,16 @@ class PeriodicChecker {
     return true;
   }
 
-  // Whether micro-batches first, first + step, ... (reps of them, in range) all visit `chunk`.
-  bool on_route(std::uint32_t chunk, std::int64_t first, std::int64_t step,
-                std::uint32_t reps) const {
+  // Whether micro-batches first, first + step, ... (n >= 1 of them, in range) all visit `chunk`.
+  bool on_route(std::uint32_t chunk, std::int64_t first, std::int64_t step, std::int64_t n) const {
     const std::int32_t id = route_of_chunk_[chunk];
     if (id < 0) return false;
     if (one_route_) return true;  // every micro-batch takes it
-    const std::int64_t last = first + static_cast<std::int64_t>(reps - 1) * step;
+    const std::int64_t last = first + (n - 1) * step;
     const auto lo = static_cast<std::size_t>(std::min(first, last));
     if (route_of_mb_[lo] == id && run_end_[lo] >= static_cast<std::size_t>(std::max(first, last)))
       return true;
-    for (std::uint32_t x = 0; x < reps; ++x)
+    for (std::int64_t x = 0; x < n; ++x)
       if (route_of_mb_[static_cast<std::size_t>(first + x * step)] != id) return false;
     return true;
   }
@@ -183,12 +182,12 @@ class PeriodicChecker {
     }
   }
 
-  // Micro-batches first, first + step, ... (n of them) of `chunk` may be computed on rank r:
-  // the chunk is r's, they are in range and they take the chunk's route.
+  // Micro-batches first, first + step, ... (n >= 1 of them) of `chunk` may be computed on rank
+  // r: the chunk is r's, they are in range and they take the chunk's route.
   bool placed(int r, std::uint32_t chunk, std::int64_t first, std::int64_t step,
-              std::uint32_t n) const {
+              std::int64_t n) const {
     if (s_.chunk_rank[chunk] != r) return false;
-    const std::int64_t last = first + static_cast<std::int64_t>(n - 1) * step;
+    const std::int64_t last = first + (n - 1) * step;
     if (std::min(first, last) < 0 || std::max(first, last) >= static_cast<std::int64_t>(M_))
       return false;
     return on_route(chunk, first, step, n);
@@ -233,8 +232,7 @@ class PeriodicChecker {
       if (groups_tile(g)) {
         for (const Group& gr : groups_) {
           const Claim c = claimed(gr, g);
-          if (!placed(r, gr.chunk, c.lo, 1, static_cast<std::uint32_t>(c.hi - c.lo + 1)))
-            return false;
+          if (!placed(r, gr.chunk, c.lo, 1, c.hi - c.lo + 1)) return false;
         }
         return claim(g);
       }
