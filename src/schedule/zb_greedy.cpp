@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <queue>
 #include <stdexcept>
@@ -17,6 +18,41 @@
 namespace bb {
 
 namespace {
+// 32-bit words read as actions (make_action's layout): a vector of actions appends a range of
+// them in one pass, each action written once.
+struct WordsAsActions {
+  using iterator_category = std::random_access_iterator_tag;
+  using value_type = Action;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const Action*;
+  using reference = Action;
+  const std::uint32_t* p;
+  Action operator*() const { return std::bit_cast<Action>(*p); }
+  Action operator[](difference_type i) const { return std::bit_cast<Action>(p[i]); }
+  WordsAsActions& operator++() {
+    ++p;
+    return *this;
+  }
+  WordsAsActions operator++(int) { return {p++}; }
+  WordsAsActions& operator--() {
+    --p;
+    return *this;
+  }
+  WordsAsActions operator--(int) { return {p--}; }
+  WordsAsActions& operator+=(difference_type i) {
+    p += i;
+    return *this;
+  }
+  WordsAsActions& operator-=(difference_type i) {
+    p -= i;
+    return *this;
+  }
+  friend WordsAsActions operator+(WordsAsActions a, difference_type i) { return {a.p + i}; }
+  friend WordsAsActions operator-(WordsAsActions a, difference_type i) { return {a.p - i}; }
+  friend difference_type operator-(WordsAsActions a, WordsAsActions b) { return a.p - b.p; }
+  friend auto operator<=>(WordsAsActions, WordsAsActions) = default;
+};
+
 ScheduleError stuck(const char* name) {
   return ScheduleError(std::string(name) +
                        ": the F/B order gets stuck (a warm-up that grows towards the last rank, "
@@ -192,26 +228,27 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
     }
     return acted;
   };
-  // Appends each rank's actions since `len[r]` J more times, micro-batches moved by d each time.
-  std::vector<Action> block;
+  // Appends each rank's actions since `len[r]` J more times, micro-batches moved by d each time:
+  // the last period as words (mb: the low 16 bits), the J after it by doubling (each pass copies
+  // all periods held so far, moved by as many: a loop the compiler vectorizes), then appended to
+  // the list in one pass.
+  std::vector<std::uint32_t> block;
   const auto jump = [&](const std::vector<std::size_t>& len, int J, int d) {
     for (int r = 0; r < P; ++r) {
       auto& out = s.ranks[r];
       const std::size_t L = out.size() - len[r], total = (static_cast<std::size_t>(J) + 1) * L;
-      // The last period, then by doubling the J after it: each pass copies all periods held so
-      // far, moved by as many periods (a loop without a carried dependency).
-      block.assign(out.begin() + static_cast<std::ptrdiff_t>(len[r]), out.end());
       block.resize(total);
+      for (std::size_t i = 0; i < L; ++i) block[i] = std::bit_cast<std::uint32_t>(out[len[r] + i]);
       for (std::size_t have = L; have < total;) {
         const std::size_t take = std::min(have, total - have);
         const auto delta = static_cast<std::uint32_t>(have / L) * static_cast<std::uint32_t>(d);
-        for (std::size_t i = 0; i < take; ++i) {
-          const auto word = std::bit_cast<std::uint32_t>(block[i]);  // mb: the low 16 bits
-          block[have + i] = std::bit_cast<Action>((word & ~0xFFFFu) | ((word + delta) & 0xFFFFu));
-        }
+        const std::uint32_t* from = block.data();
+        std::uint32_t* to = block.data() + have;
+        for (std::size_t i = 0; i < take; ++i)
+          to[i] = (from[i] & ~0xFFFFu) | ((from[i] + delta) & 0xFFFFu);
         have += take;
       }
-      out.insert(out.end(), block.begin() + static_cast<std::ptrdiff_t>(L), block.end());
+      out.insert(out.end(), WordsAsActions{block.data() + L}, WordsAsActions{block.data() + total});
       n[r].f += J * d;
       n[r].b += J * d;
       n[r].w += J * d;
