@@ -44,6 +44,7 @@
 #include "common/error.hpp"
 #include "schedule/dualpipe_steps.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/parallel.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace bb {
@@ -156,15 +157,16 @@ Schedule generate_dualpipe(const ScheduleParams& p) {
 
   const int K = P / 2;
   const int N = M / 2;
-  for (int r = 0; r < P; ++r) {
+  // F, B and W of N micro-batches in each direction.
+  build_rank_lists(s, 6 * static_cast<std::size_t>(N), [&](int r, std::vector<Action>& out) {
     const int k = std::min(r, P - 1 - r);
     // Direction 0: chunk r, micro-batches [0, N). Direction 1: chunk 2P-1-r, [N, M).
     const detail::DualPipePhase dir0{r, 0};
     const detail::DualPipePhase dir1{2 * P - 1 - r, N};
     const bool second_half = r >= K;
-    detail::append_dualpipe_steps(s.ranks[r], K, k, N, second_half ? dir1 : dir0,
+    detail::append_dualpipe_steps(out, K, k, N, second_half ? dir1 : dir0,
                                   second_half ? dir0 : dir1);
-  }
+  });
   return s;
 }
 

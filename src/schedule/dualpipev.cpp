@@ -17,6 +17,7 @@
 
 #include "schedule/dualpipe_steps.hpp"
 #include "schedule/generators.hpp"
+#include "schedule/parallel.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace bb {
@@ -32,10 +33,11 @@ Schedule generate_dualpipev(const ScheduleParams& p) {
   s.M = M;
   set_v_placement(s);  // sets v = 2, routes over all 2P chunks, empty rank lists
 
-  for (int r = 0; r < P; ++r) {
-    detail::append_dualpipe_steps(s.ranks[r], P, r, M, detail::DualPipePhase{r, 0},
+  // F, B and W of M micro-batches on each of a rank's two chunks.
+  build_rank_lists(s, 6 * static_cast<std::size_t>(M), [&](int r, std::vector<Action>& out) {
+    detail::append_dualpipe_steps(out, P, r, M, detail::DualPipePhase{r, 0},
                                   detail::DualPipePhase{2 * P - 1 - r, 0});
-  }
+  });
   return s;
 }
 

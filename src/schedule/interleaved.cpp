@@ -38,27 +38,21 @@ Schedule generate_interleaved(const ScheduleParams& p) {
     for (int cl = 0; cl < s.v; ++cl)
       for (int m = g0; m < g0 + K; ++m) order.emplace_back(cl, m);
   const int total = static_cast<int>(order.size());
-  // Every rank's list on its own (two threads on a large schedule: each writes its ranks').
-  const std::size_t per_rank = 2 * order.size();
-  for_each_rank_of(
-      s.P, per_rank * s.P, 2, [per_rank](int) { return per_rank; },
-      [&](int, int r) {
-        auto& out = s.ranks[r];
-        out.reserve(per_rank);
-        auto fwd = [&](int k) {
-          out.push_back(make_action(Op::F, order[k].first * s.P + r, order[k].second));
-        };
-        auto bwd = [&](int k) {
-          out.push_back(make_action(Op::BW, (s.v - 1 - order[k].first) * s.P + r, order[k].second));
-        };
-        const int warmup = std::min((s.P - r - 1) * 2 + (s.v - 1) * K, total);
-        for (int k = 0; k < warmup; ++k) fwd(k);
-        for (int i = 0; i + warmup < total; ++i) {
-          fwd(warmup + i);
-          bwd(i);
-        }
-        for (int k = std::max(0, total - warmup); k < total; ++k) bwd(k);
-      });
+  build_rank_lists(s, 2 * order.size(), [&](int r, std::vector<Action>& out) {
+    auto fwd = [&](int k) {
+      out.push_back(make_action(Op::F, order[k].first * s.P + r, order[k].second));
+    };
+    auto bwd = [&](int k) {
+      out.push_back(make_action(Op::BW, (s.v - 1 - order[k].first) * s.P + r, order[k].second));
+    };
+    const int warmup = std::min((s.P - r - 1) * 2 + (s.v - 1) * K, total);
+    for (int k = 0; k < warmup; ++k) fwd(k);
+    for (int i = 0; i + warmup < total; ++i) {
+      fwd(warmup + i);
+      bwd(i);
+    }
+    for (int k = std::max(0, total - warmup); k < total; ++k) bwd(k);
+  });
   return s;
 }
 

@@ -81,4 +81,17 @@ void for_each_rank(const Schedule& s, int max_workers, Body&& body) {
       std::forward<Body>(body));
 }
 
+// A generator's lists, built rank by rank: build(rank, list) appends rank's actions to its
+// (empty) list, reserved for per_rank of them. Each list depends on its rank alone, so a large
+// schedule's are built on two threads, each writing only its ranks' lists.
+template <class Build>
+void build_rank_lists(Schedule& s, std::size_t per_rank, Build&& build) {
+  for_each_rank_of(
+      s.P, per_rank * static_cast<std::size_t>(s.P), 2, [per_rank](int) { return per_rank; },
+      [&](int, int r) {
+        s.ranks[r].reserve(per_rank);
+        build(r, s.ranks[r]);
+      });
+}
+
 }  // namespace bb

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "schedule/generators.hpp"
+#include "schedule/parallel.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace bb {
@@ -78,8 +79,9 @@ Schedule generate_zb_v(const ScheduleParams& p) {
   set_v_placement(s);  // sets v = 2, routes over all 2P chunks, empty rank lists
 
   const int slots = std::max(M, 2 * P - 1);
-  for (int r = 0; r < P; ++r) {
-    ZbvRankBuilder a(s.ranks[r], M, r, 2 * P - 1 - r);
+  // F, B and W of M micro-batches on each of a rank's two chunks.
+  build_rank_lists(s, 6 * static_cast<std::size_t>(M), [&](int r, std::vector<Action>& out) {
+    ZbvRankBuilder a(out, M, r, 2 * P - 1 - r);
     for (int i = 0; i < 2 * (P - r) - 1; ++i) a.f(0);  // 1
     for (int i = 0; i < r; ++i) {                      // 2
       a.f(1);
@@ -108,7 +110,7 @@ Schedule generate_zb_v(const ScheduleParams& p) {
     }
     while (a.w_count(1) < a.b_count(1)) a.w(1);  // 7
     while (a.w_count(0) < a.b_count(0)) a.w(0);
-  }
+  });
   return s;
 }
 
