@@ -135,6 +135,151 @@ class MessageSlots {
   int shift_ = 64;
 };
 
+// Messages in flight by channel (a chunk's activation out, or its gradient in) and
+// micro-batch: each channel a ring of its recent micro-batches, a message at slot mb mod the
+// ring's size. A channel holds one or two messages almost always (a producer runs a message or
+// two ahead of its consumer: 80-90 % of messages at P=512), and the ring finds them with one
+// load and no probing; a channel whose messages pile up (a warm-up's staircase) doubles its
+// ring up to kMaxRing, and what still collides goes to a MessageSlots. Keys: micro-batch in
+// the high 32 bits, channel in the low.
+class ChannelSlots {
+ public:
+  static constexpr std::size_t kMaxRing = 512;
+  struct Where {
+    std::size_t i = MessageSlots::kAbsent;  // ring entry (channel·stride + slot), or overflow
+    bool ring = true;
+  };
+  static std::uint64_t key(std::uint32_t channel, std::uint32_t mb) {
+    return (static_cast<std::uint64_t>(mb) << 32) | channel;
+  }
+  static std::uint32_t mb_of(std::uint64_t k) { return static_cast<std::uint32_t>(k >> 32); }
+  static std::uint32_t channel_of(std::uint64_t k) { return static_cast<std::uint32_t>(k); }
+
+  void reset(std::size_t channels) {
+    rings_.assign(channels, Ring{});
+    overflow_.clear();
+    size_ = 0;
+  }
+  std::size_t size() const { return size_; }
+
+  Where locate(std::uint64_t k) const {
+    const Ring& r = rings_[channel_of(k)];
+    const std::uint32_t mb = mb_of(k);
+    if (!r.e.empty()) {
+      const Entry& e = r.e[mb & (r.e.size() - 1)];
+      if (e.used && e.mb == mb) return {static_cast<std::size_t>(&e - r.e.data()), true};
+    }
+    if (overflow_.size() == 0) return {};
+    return {overflow_.locate(k), false};
+  }
+  bool found(const Where& w) const { return w.i != MessageSlots::kAbsent; }
+  // The time at w (found) of the message k.
+  double time_at(std::uint64_t k, const Where& w) const {
+    return w.ring ? rings_[channel_of(k)].e[w.i].time : overflow_.time_at(w.i);
+  }
+  const double* find(std::uint64_t k) const {
+    const Where w = locate(k);
+    return !found(w) ? nullptr : w.ring ? &rings_[channel_of(k)].e[w.i].time : overflow_.find(k);
+  }
+  void erase_at(std::uint64_t k, const Where& w) {
+    if (w.ring)
+      rings_[channel_of(k)].e[w.i].used = 0;
+    else
+      overflow_.erase_at(w.i);
+    --size_;
+  }
+  void erase(std::uint64_t k) {
+    if (const Where w = locate(k); found(w)) erase_at(k, w);
+  }
+  void put(std::uint64_t k, double t) {
+    const std::uint32_t mb = mb_of(k);
+    Ring& r = rings_[channel_of(k)];
+    if (r.e.empty()) r.e.assign(kMinRing, Entry{});
+    for (;;) {
+      Entry& e = r.e[mb & (r.e.size() - 1)];
+      if (e.used && e.mb == mb) {
+        e.time = t;
+        return;
+      }
+      if (!e.used) {
+        // The key may sit in the overflow from when this slot was taken.
+        if (overflow_.size() != 0) {
+          if (const std::size_t i = overflow_.locate(k); i != MessageSlots::kAbsent) {
+            overflow_.put(k, t);
+            return;
+          }
+        }
+        e = {mb, 1, t};
+        ++size_;
+        return;
+      }
+      if (r.e.size() >= kMaxRing) break;
+      grow(r);
+    }
+    if (overflow_.find(k) == nullptr) ++size_;
+    overflow_.put(k, t);
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t c = 0; c < rings_.size(); ++c)
+      for (const Entry& e : rings_[c].e)
+        if (e.used) f(key(static_cast<std::uint32_t>(c), e.mb), e.time);
+    overflow_.for_each(f);
+  }
+  void clear() {
+    for (Ring& r : rings_)
+      for (Entry& e : r.e) e.used = 0;
+    overflow_.clear();
+    size_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kMinRing = 4;
+  struct Entry {
+    std::uint32_t mb = 0;
+    std::uint32_t used = 0;
+    double time = 0;
+  };
+  struct Ring {
+    std::vector<Entry> e;  // a power of two entries, or none yet
+  };
+  // Twice the slots, the entries placed again (until none collide, or kMaxRing: those that
+  // still collide go to the overflow).
+  void grow(Ring& r) {
+    std::vector<Entry> old;
+    old.swap(r.e);
+    std::size_t n = old.size() * 2;
+    for (;; n *= 2) {
+      r.e.assign(n, Entry{});
+      bool clash = false;
+      for (const Entry& e : old) {
+        if (!e.used) continue;
+        Entry& to = r.e[e.mb & (n - 1)];
+        if (to.used) {
+          clash = true;
+          break;
+        }
+        to = e;
+      }
+      if (!clash || n >= kMaxRing) break;
+    }
+    if (r.e.size() < n) return;
+    // At kMaxRing with a clash: place what fits, the rest to the overflow.
+    r.e.assign(n, Entry{});
+    for (const Entry& e : old) {
+      if (!e.used) continue;
+      Entry& to = r.e[e.mb & (n - 1)];
+      if (!to.used)
+        to = e;
+      else
+        overflow_.put(key(static_cast<std::uint32_t>(&r - rings_.data()), e.mb), e.time);
+    }
+  }
+  std::vector<Ring> rings_;
+  MessageSlots overflow_;
+  std::size_t size_ = 0;
+};
+
 // Policy: as DataflowEngine's, with Time = double (record() gets index 0: the periodic engine
 // does not number actions).
 template <class Policy>
@@ -164,6 +309,7 @@ class PeriodicEngine {
     if (steps_ > kMaxSteps || !routes_by_chunk() || !pairs_whole(L_)) return Outcome::no_period;
     if (!choose_periodic_parts()) return Outcome::no_period;
     st_.assign(P, RankState{});
+    msgs_.reset(2 * chunks_);
     step_end_.assign(P, 0.0);
     step_start_.assign(P, 0.0);
     for (int r = P - 1; r >= 0; --r) ready_.push_back(r);
@@ -246,20 +392,17 @@ class PeriodicEngine {
   };
 
   // The slot of a message in direction dir (0 activation, 1 gradient), named by the chunk that
-  // sends the activation / receives the gradient, and micro-batch mb. Steps share slots: a
-  // message of the next step cannot be produced before this step's has been used (the
-  // producer's rank has finished this step, which needs its consumer's backward first).
-  // Micro-batch-major, as a wave through the ranks touches them.
+  // sends the activation / receives the gradient, and micro-batch mb: its channel (chunk, dir)
+  // and micro-batch (ChannelSlots). Steps share slots: a message of the next step cannot be
+  // produced before this step's has been used (the producer's rank has finished this step,
+  // which needs its consumer's backward first).
   std::size_t key(int, int dir, std::uint32_t chunk, std::uint32_t mb) const {
-    return (static_cast<std::size_t>(mb) * chunks_ + chunk) * 2 + static_cast<std::size_t>(dir);
+    return ChannelSlots::key(chunk * 2 + static_cast<std::uint32_t>(dir), mb);
   }
-  std::uint32_t key_mb(std::size_t k) const {
-    return static_cast<std::uint32_t>(k / (2 * static_cast<std::size_t>(s_.num_chunks())));
-  }
+  std::uint32_t key_mb(std::size_t k) const { return ChannelSlots::mb_of(k); }
   // The slot of the same message dmb micro-batches on.
   std::size_t moved(std::size_t k, std::int64_t dmb) const {
-    return static_cast<std::size_t>(static_cast<std::int64_t>(k) +
-                                    dmb * 2 * static_cast<std::int64_t>(s_.num_chunks()));
+    return static_cast<std::size_t>(static_cast<std::int64_t>(k) + dmb * (std::int64_t{1} << 32));
   }
 
   // Every chunk's route (route_of_), where each chunk lies on one route only: one route for
@@ -568,8 +711,8 @@ class PeriodicEngine {
   // A slot's place in the dense array.
   std::size_t dense_index(std::size_t k) const {
     const std::size_t C = static_cast<std::size_t>(s_.num_chunks());
-    const std::size_t dir = k & 1, chunk = (k >> 1) % C, mb = (k >> 1) / C;
-    return (dir * C + chunk) * static_cast<std::size_t>(s_.M) + mb;
+    const std::size_t ch = ChannelSlots::channel_of(k), mb = ChannelSlots::mb_of(k);
+    return ((ch & 1) * C + (ch >> 1)) * static_cast<std::size_t>(s_.M) + mb;
   }
 
   // The times of the messages the jump's J repetitions produce: each the time of the same
@@ -604,17 +747,17 @@ class PeriodicEngine {
   // Raises *t to a's input's arrival; false (and the key in *wait) if it has not arrived.
   // *used: the input's key (kNone: none); *where: its place in the table.
   bool input(const Action& a, int step, double* t, std::size_t* wait, std::size_t* used,
-             std::size_t* where) {
+             ChannelSlots::Where* where) {
     *used = kNone;
     const MessageName in = message_in(a, route_of(a));
     if (in.dir < 0) return true;
     const std::size_t k = key(step, in.dir, in.chunk, a.mb);
     *where = msgs_.locate(k);
-    if (*where == MessageSlots::kAbsent) {
+    if (!msgs_.found(*where)) {
       *wait = k;
       return false;
     }
-    *t = std::max(*t, msgs_.time_at(*where));
+    *t = std::max(*t, msgs_.time_at(k, *where));
     *used = k;
     return true;
   }
@@ -677,7 +820,8 @@ class PeriodicEngine {
         const std::uint32_t n = u[0].overlap_next() && k + 1 < g.length ? 2 : 1;
         if (n == 2) u[1] = L_.at(g, rep, k + 1);
         double arrival = -std::numeric_limits<double>::infinity();  // of the inputs, if any
-        std::size_t used[2] = {kNone, kNone}, where[2] = {0, 0};
+        std::size_t used[2] = {kNone, kNone};
+        ChannelSlots::Where where[2];
         for (std::uint32_t i = 0; i < n; ++i)
           if (!input(u[i], step, &arrival, &st.waiting, &used[i], &where[i])) {
             st.k = k;
@@ -688,10 +832,10 @@ class PeriodicEngine {
         if (step == 0 && st.first < 0) first_action(st, start, arrival);
         // The first input where it was found; a second by its key (the first's removal may
         // have moved it).
-        if (used[0] != kNone) msgs_.erase_at(where[0]);
+        if (used[0] != kNone) msgs_.erase_at(used[0], where[0]);
         if (used[1] != kNone) {
           if (used[0] == kNone)
-            msgs_.erase_at(where[1]);
+            msgs_.erase_at(used[1], where[1]);
           else
             msgs_.erase(used[1]);
         }
@@ -725,7 +869,7 @@ class PeriodicEngine {
   std::int32_t mb_step_ = 0;
   std::vector<RankState> st_;
   std::vector<int> ready_;
-  MessageSlots msgs_;
+  ChannelSlots msgs_;
   int finished_ = 0, parked_ = 0;
   bool fence_on_ = false, have_prev_ = false;
   int fence_step_ = 0, tries_ = 0;

@@ -13,6 +13,7 @@
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/periodic.hpp"
+#include "schedule/periodic_engine.hpp"
 #include "schedule/validate.hpp"
 #include "schedule_cases.hpp"
 #include "sim/sim.hpp"
@@ -109,6 +110,58 @@ struct CostCase {
 
 // The periodic engine against the plain one, bit for bit, on every built-in schedule (compute
 // lists and lowered ones), with costs that make pipelines uneven and link and optimizer times.
+// The engine's messages in flight: the rings (grown, and past kMaxRing the overflow) hold what a
+// map holds, through puts, overwrites, erases by place and by key, and clears.
+TEST(Periodic, ChannelSlotsHoldWhatAMapHolds) {
+  std::mt19937 rng(7);
+  ChannelSlots slots;
+  slots.reset(6);
+  std::map<std::uint64_t, double> ref;
+  const auto check_all = [&] {
+    ASSERT_EQ(slots.size(), ref.size());
+    std::map<std::uint64_t, double> seen;
+    slots.for_each([&](std::uint64_t k, double t) { EXPECT_TRUE(seen.emplace(k, t).second); });
+    EXPECT_EQ(seen, ref);
+  };
+  for (int round = 0; round < 4; ++round) {
+    // Micro-batch windows from 2 (the rings' own) to 3000 (past kMaxRing: the overflow).
+    const std::uint32_t window = round == 0 ? 2 : round == 1 ? 40 : round == 2 ? 700 : 3000;
+    for (int op = 0; op < 20000; ++op) {
+      const auto ch = static_cast<std::uint32_t>(rng() % 6);
+      const auto mb = static_cast<std::uint32_t>(rng() % window);
+      const std::uint64_t k = ChannelSlots::key(ch, mb);
+      ASSERT_EQ(ChannelSlots::channel_of(k), ch);
+      ASSERT_EQ(ChannelSlots::mb_of(k), mb);
+      const int what = static_cast<int>(rng() % 3);
+      if (what == 0) {
+        const double t = static_cast<double>(op);
+        slots.put(k, t);
+        ref[k] = t;
+      } else {
+        const ChannelSlots::Where w = slots.locate(k);
+        const auto it = ref.find(k);
+        ASSERT_EQ(slots.found(w), it != ref.end()) << "channel " << ch << " mb " << mb;
+        const double* f = slots.find(k);
+        ASSERT_EQ(f != nullptr, it != ref.end());
+        if (it == ref.end()) continue;
+        EXPECT_EQ(slots.time_at(k, w), it->second);
+        EXPECT_EQ(*f, it->second);
+        if (what == 1)
+          slots.erase_at(k, w);
+        else
+          slots.erase(k);
+        ref.erase(it);
+      }
+    }
+    check_all();
+    if (round == 2) {
+      slots.clear();
+      ref.clear();
+      check_all();
+    }
+  }
+}
+
 TEST(Periodic, SimulatorMatchesThePlainEngine) {
   const std::vector<CostCase> cases = {{1, 2, 0, -1, 0, 0, 2},
                                        {1, 1, 1, -1, 0, 0, 3},
