@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,44 @@ TEST(ZbGreedy, JumpsOverMostOfTheSteadyStateAtLargeSizes) {
           << o.name << " P=" << c.P << " M=" << c.M << " period " << st.period << " shift "
           << st.shift << " from " << st.start;
     }
+}
+
+// Every cap from 1 to 2P+1 under ZB-H1's and ZB-H2's warm-ups cut below it and under half of
+// ZB-H1's (not cut: some get stuck, refused by both): steady states of 3 to 6 time units
+// per period (a rank idle in some of them).
+TEST(ZbGreedy, SameListsAndRefusalsForEveryCap) {
+  std::map<int, int> periods;  // jumps taken, by period
+  int refused = 0;
+  for (int P = 1; P <= 8; ++P)
+    for (int cap = 1; cap <= 2 * P + 1; ++cap)
+      for (const int kind : {0, 1, 2})
+        for (const int M : {1, P, 3 * P + 1, 12 * P + 5}) {
+          const auto warm = [&](int r) {
+            return kind == 2 ? (P - r - 1) / 2
+                             : std::min(cap - 1, kind == 1 ? 2 * (P - r) - 2 : P - r - 1);
+          };
+          ZeroBubbleOrder ord;
+          ord.cap = cap;
+          for (int r = 0; r < P; ++r) ord.warmup.push_back(warm(r));
+          const std::vector<double> one(static_cast<std::size_t>(P), 1.0);
+          const std::string what = "order " + std::to_string(kind) + " P=" + std::to_string(P) +
+                                   " M=" + std::to_string(M) + " cap=" + std::to_string(cap);
+          Schedule list;
+          try {
+            list = zero_bubble_list("x", P, M, ord, {one, one, one});
+          } catch (const ScheduleError&) {
+            EXPECT_THROW(zero_bubble_greedy("x", P, M, warm, cap), ScheduleError) << what;
+            ++refused;
+            continue;
+          }
+          ZeroBubbleGreedyStats st;
+          EXPECT_EQ(zero_bubble_greedy("x", P, M, warm, cap, &st), list) << what;
+          if (st.jumped_units > 0) ++periods[st.period];
+        }
+  EXPECT_GT(periods[3], 0);
+  EXPECT_GT(periods[4], 0);
+  EXPECT_GT(periods[5], 0);
+  EXPECT_GT(refused, 0);
 }
 
 TEST(ZbGreedy, OneRankAndOneMicroBatch) {
