@@ -138,15 +138,16 @@ class MessageSlots {
 // Messages in flight by channel (a chunk's activation out, or its gradient in) and
 // micro-batch: each channel a ring of its recent micro-batches, a message at slot mb mod the
 // ring's size. A channel holds one or two messages almost always (a producer runs a message or
-// two ahead of its consumer: 80-90 % of messages at P=512), and the ring finds them with one
-// load and no probing; a channel whose messages pile up (a warm-up's staircase) doubles its
-// ring up to kMaxRing, and what still collides goes to a MessageSlots. Keys: micro-batch in
-// the high 32 bits, channel in the low.
+// two ahead of its consumer: 80-90 % of messages at P=512), so every channel starts with a ring
+// of kLine slots in one cache line of a shared array, found with one load and no probing; a
+// channel whose messages pile up (a warm-up's staircase) moves to a ring of its own, doubled
+// up to kMaxRing, and what still collides goes to a MessageSlots. Keys: micro-batch in the
+// high 32 bits, channel in the low.
 class ChannelSlots {
  public:
-  static constexpr std::size_t kMaxRing = 512;
+  static constexpr std::size_t kLine = 4, kMaxRing = 512;
   struct Where {
-    std::size_t i = MessageSlots::kAbsent;  // ring entry (channel·stride + slot), or overflow
+    std::size_t i = MessageSlots::kAbsent;  // slot in the channel's ring, or in the overflow
     bool ring = true;
   };
   static std::uint64_t key(std::uint32_t channel, std::uint32_t mb) {
@@ -156,34 +157,33 @@ class ChannelSlots {
   static std::uint32_t channel_of(std::uint64_t k) { return static_cast<std::uint32_t>(k); }
 
   void reset(std::size_t channels) {
-    rings_.assign(channels, Ring{});
+    lines_.assign(channels, Line{});
+    own_.assign(channels, {});
     overflow_.clear();
     size_ = 0;
   }
   std::size_t size() const { return size_; }
 
-  Where locate(std::uint64_t k) const {
-    const Ring& r = rings_[channel_of(k)];
-    const std::uint32_t mb = mb_of(k);
-    if (!r.e.empty()) {
-      const Entry& e = r.e[mb & (r.e.size() - 1)];
-      if (e.used && e.mb == mb) return {static_cast<std::size_t>(&e - r.e.data()), true};
-    }
+  Where locate(std::uint64_t k) {
+    const std::uint32_t c = channel_of(k), mb = mb_of(k);
+    const Ring r = ring(c);
+    const std::size_t i = mb & (r.n - 1);
+    if (r.e[i].used && r.e[i].mb == mb) return {i, true};
     if (overflow_.size() == 0) return {};
     return {overflow_.locate(k), false};
   }
   bool found(const Where& w) const { return w.i != MessageSlots::kAbsent; }
   // The time at w (found) of the message k.
-  double time_at(std::uint64_t k, const Where& w) const {
-    return w.ring ? rings_[channel_of(k)].e[w.i].time : overflow_.time_at(w.i);
+  double time_at(std::uint64_t k, const Where& w) {
+    return w.ring ? ring(channel_of(k)).e[w.i].time : overflow_.time_at(w.i);
   }
-  const double* find(std::uint64_t k) const {
+  const double* find(std::uint64_t k) {
     const Where w = locate(k);
-    return !found(w) ? nullptr : w.ring ? &rings_[channel_of(k)].e[w.i].time : overflow_.find(k);
+    return !found(w) ? nullptr : w.ring ? &ring(channel_of(k)).e[w.i].time : overflow_.find(k);
   }
   void erase_at(std::uint64_t k, const Where& w) {
     if (w.ring)
-      rings_[channel_of(k)].e[w.i].used = 0;
+      ring(channel_of(k)).e[w.i].used = 0;
     else
       overflow_.erase_at(w.i);
     --size_;
@@ -192,90 +192,101 @@ class ChannelSlots {
     if (const Where w = locate(k); found(w)) erase_at(k, w);
   }
   void put(std::uint64_t k, double t) {
-    const std::uint32_t mb = mb_of(k);
-    Ring& r = rings_[channel_of(k)];
-    if (r.e.empty()) r.e.assign(kMinRing, Entry{});
+    const std::uint32_t c = channel_of(k), mb = mb_of(k);
     for (;;) {
-      Entry& e = r.e[mb & (r.e.size() - 1)];
+      const Ring r = ring(c);
+      Entry& e = r.e[mb & (r.n - 1)];
       if (e.used && e.mb == mb) {
         e.time = t;
         return;
       }
       if (!e.used) {
         // The key may sit in the overflow from when this slot was taken.
-        if (overflow_.size() != 0) {
-          if (const std::size_t i = overflow_.locate(k); i != MessageSlots::kAbsent) {
-            overflow_.put(k, t);
-            return;
-          }
+        if (overflow_.size() != 0 && overflow_.locate(k) != MessageSlots::kAbsent) {
+          overflow_.put(k, t);
+          return;
         }
         e = {mb, 1, t};
         ++size_;
         return;
       }
-      if (r.e.size() >= kMaxRing) break;
-      grow(r);
+      if (r.n >= kMaxRing) break;
+      grow(c);
     }
     if (overflow_.find(k) == nullptr) ++size_;
     overflow_.put(k, t);
   }
   template <class F>
-  void for_each(F&& f) const {
-    for (std::size_t c = 0; c < rings_.size(); ++c)
-      for (const Entry& e : rings_[c].e)
-        if (e.used) f(key(static_cast<std::uint32_t>(c), e.mb), e.time);
+  void for_each(F&& f) {
+    for (std::size_t c = 0; c < lines_.size(); ++c) {
+      const Ring r = ring(static_cast<std::uint32_t>(c));
+      for (std::size_t i = 0; i < r.n; ++i)
+        if (r.e[i].used) f(key(static_cast<std::uint32_t>(c), r.e[i].mb), r.e[i].time);
+    }
     overflow_.for_each(f);
   }
   void clear() {
-    for (Ring& r : rings_)
-      for (Entry& e : r.e) e.used = 0;
+    for (Line& l : lines_)
+      for (Entry& e : l.e) e.used = 0;
+    for (auto& o : own_)
+      for (Entry& e : o) e.used = 0;
     overflow_.clear();
     size_ = 0;
   }
 
  private:
-  static constexpr std::size_t kMinRing = 4;
   struct Entry {
     std::uint32_t mb = 0;
     std::uint32_t used = 0;
     double time = 0;
   };
-  struct Ring {
-    std::vector<Entry> e;  // a power of two entries, or none yet
+  struct alignas(64) Line {
+    Entry e[kLine];
   };
-  // Twice the slots, the entries placed again (until none collide, or kMaxRing: those that
-  // still collide go to the overflow).
-  void grow(Ring& r) {
-    std::vector<Entry> old;
-    old.swap(r.e);
-    std::size_t n = old.size() * 2;
-    for (;; n *= 2) {
-      r.e.assign(n, Entry{});
+  struct Ring {
+    Entry* e;
+    std::size_t n;  // a power of two
+  };
+  Ring ring(std::uint32_t c) {
+    std::vector<Entry>& o = own_[c];
+    if (!o.empty()) return {o.data(), o.size()};
+    return {lines_[c].e, kLine};
+  }
+  // Channel c's ring twice as large (its own), the entries placed again, until none collide or
+  // kMaxRing (those that still collide go to the overflow).
+  void grow(std::uint32_t c) {
+    const Ring r = ring(c);
+    const std::vector<Entry> old(r.e, r.e + r.n);
+    for (Entry& e : lines_[c].e) e.used = 0;
+    std::vector<Entry>& to = own_[c];
+    for (std::size_t n = 2 * r.n;; n *= 2) {
+      to.assign(n, Entry{});
       bool clash = false;
       for (const Entry& e : old) {
         if (!e.used) continue;
-        Entry& to = r.e[e.mb & (n - 1)];
-        if (to.used) {
+        Entry& slot = to[e.mb & (n - 1)];
+        if (slot.used) {
           clash = true;
           break;
         }
-        to = e;
+        slot = e;
       }
-      if (!clash || n >= kMaxRing) break;
+      if (!clash) return;
+      if (n >= kMaxRing) break;
     }
-    if (r.e.size() < n) return;
     // At kMaxRing with a clash: place what fits, the rest to the overflow.
-    r.e.assign(n, Entry{});
+    to.assign(kMaxRing, Entry{});
     for (const Entry& e : old) {
       if (!e.used) continue;
-      Entry& to = r.e[e.mb & (n - 1)];
-      if (!to.used)
-        to = e;
+      Entry& slot = to[e.mb & (kMaxRing - 1)];
+      if (!slot.used)
+        slot = e;
       else
-        overflow_.put(key(static_cast<std::uint32_t>(&r - rings_.data()), e.mb), e.time);
+        overflow_.put(key(c, e.mb), e.time);
     }
   }
-  std::vector<Ring> rings_;
+  std::vector<Line> lines_;              // per channel: its ring until it grows
+  std::vector<std::vector<Entry>> own_;  // per channel: its grown ring (empty: none)
   MessageSlots overflow_;
   std::size_t size_ = 0;
 };
