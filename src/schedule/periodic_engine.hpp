@@ -2,7 +2,7 @@
 // once the whole pipeline repeats itself, it skips the repetitions instead of running them.
 //
 // Every rank runs its list as soon as its inputs have arrived, exactly as DataflowEngine does
-// (same policy, same times), with the messages in flight in a hash map (MessageSlots). In each
+// (same policy, same times), with the messages in flight by channel (ChannelSlots). In each
 // step, every rank's longest segment is its periodic part (1F1B: the F/B pair). The engine holds
 // every rank at the start of repetition f of that segment (a fence), takes the state there — each
 // rank's clock and every message produced but not yet consumed — and does the same at f+1. (Where a
@@ -45,12 +45,11 @@
 
 namespace bb {
 
-// Messages in flight, by slot key (direction, chunk, micro-batch; see PeriodicEngine::key):
-// an open-addressing hash table (linear probing, deletion by backward shift) that holds only
-// the messages produced and not yet used. Those are few (about what the pipeline holds at
-// once), so the table stays in cache, where one slot per possible message (2·C·M of them,
-// 200 MB of address space at P=512, v=2, M=8192) cost a cache miss and, for the first touch of
-// a page, a page fault on every message the engine ran.
+// Messages by key: an open-addressing hash table (linear probing, deletion by backward shift)
+// that holds only the messages produced and not yet used, where one slot per possible message
+// (2·C·M of them, 200 MB of address space at P=512, v=2, M=8192) cost a cache miss and, for the
+// first touch of a page, a page fault on every message the engine ran. ChannelSlots below keeps
+// most messages in per-channel rings and only what collides there in one of these.
 class MessageSlots {
  public:
   MessageSlots() { rehash(kMinCapacity); }
