@@ -14,18 +14,24 @@ costs3=("--t-f 1 --t-b 1 --t-w 1" "--t-f 1 --t-b 2 --t-w 1" "--t-f 1.3 --t-b 0.7
 costs5=("${costs3[@]}" "--t-f 2 --t-b 1 --t-w 0.5 --t-fb 2.5"
         "--t-f 1 --t-b 1 --t-w 1 --latency 0.25 --steps 6")
 grid() {  # calls "$@" with every case's arguments appended
-  local s v pm c
+  local s v pm c cost P M
   for s in $scheds; do
     local vs=1
     [ "$s" = interleaved ] && vs="2 3"
     for v in $vs; do
       for pm in "4 8" "8 64" "16 256" "64 1024" "6 7" "5 20" "3 12"; do
         read -r P M <<< "$pm"
-        for c in "${costs3[@]}"; do "$@" --schedule "$s" -v "$v" -P "$P" -M "$M" $c; done
+        for c in "${costs3[@]}"; do
+          read -ra cost <<< "$c"
+          "$@" --schedule "$s" -v "$v" -P "$P" -M "$M" "${cost[@]}"
+        done
       done
       for pm in "128 4096" "96 6000" "256 2048" "64 16384"; do
         read -r P M <<< "$pm"
-        for c in "${costs5[@]}"; do "$@" --schedule "$s" -v "$v" -P "$P" -M "$M" $c; done
+        for c in "${costs5[@]}"; do
+          read -ra cost <<< "$c"
+          "$@" --schedule "$s" -v "$v" -P "$P" -M "$M" "${cost[@]}"
+        done
       done
       "$@" --schedule "$s" -v "$v" -P 512 -M 8192 --t-f 1 --t-b 1 --t-w 1
       "$@" --schedule "$s" -v "$v" -P 512 -M 8192 --t-f 1 --t-b 2 --t-w 1 --steps 3
@@ -59,7 +65,7 @@ one() {  # one BINARY OUT_DIR args...
 mkdir -p "$WORK/old" "$WORK/new"
 grid one "$1" "$WORK/old"
 grid one "$2" "$WORK/new"
-n=$(ls "$WORK/new" | wc -l)
+n=$(find "$WORK/new" -name '*.txt' | wc -l)
 if diff -r "$WORK/old" "$WORK/new" > "$WORK/diff.txt"; then
   echo "sim-compare: $n cases, identical ($WORK)"
 else
