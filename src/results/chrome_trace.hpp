@@ -59,6 +59,7 @@ class ChromeTraceWriter {
   int num_processes_;
   bool created_ = false, first_ = true, closed_ = false;
   std::ofstream f_;
+  std::string event_;  // add()'s scratch: one event's text
   // Per (rank, lane): the latest start, and the end of the last slice on each of its threads.
   struct Lane {
     double last_start = -1e300;

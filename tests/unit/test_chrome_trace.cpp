@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "results/chrome_trace.hpp"
 #include "schedule/message.hpp"
@@ -27,6 +31,77 @@ TraceSlice message(int pid, TraceLane lane, double start, double end, std::int64
   t.bytes = 1024;
   t.flow = flow;
   return t;
+}
+
+// Each event is written member by member: the bytes are those of the same event built as a
+// json value and dumped (keys sorted, strings escaped, bytes that are not UTF-8 as U+FFFD,
+// doubles in nlohmann's shortest form), for plain and awkward names, whole and fractional
+// bytes, and both ends of a flow.
+TEST(ChromeTrace, EventsAreWhatAJsonDumpGives) {
+  const auto dump = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const std::string names[] = {"0F3",     "say \"hi\"",  "back\\slash",   "tab\there",
+                               "\x01ctl", "caf\xc3\xa9", "bad \xff byte", "del\x7f"};
+  const double bytes[] = {-1, 0, 1024, 1000.5, 1e20};
+  std::vector<std::string> expected;
+  const std::string path = ::testing::TempDir() + "bb_trace_events_" + std::to_string(getpid());
+  {
+    ChromeTraceWriter w(path, 1, "t", "1 us");
+    double t = 0;
+    int k = 0;
+    for (const std::string& name : names)
+      for (double b : bytes) {
+        const bool send = k % 2 == 0;
+        TraceSlice s{
+            .pid = 0, .lane = send ? TraceLane::send : TraceLane::recv, .name = name, .kind = name};
+        s.start_us = t;
+        s.end_us = t + 0.1 * (k + 1);
+        t = s.end_us + 1.0 / 3;
+        s.chunk = k;
+        s.mb = 2 * k;
+        s.stage = 0;
+        s.bytes = b;
+        s.flow = k;
+        nlohmann::json args = {{"kind", name}, {"chunk", k}, {"micro_batch", 2 * k}, {"stage", 0}};
+        if (b >= 0 && b == std::floor(b) && b < 0x1p53)
+          args["bytes"] = static_cast<std::uint64_t>(b);
+        else if (b >= 0)
+          args["bytes"] = b;
+        expected.push_back(dump({{"name", name},
+                                 {"cat", send ? "send" : "recv"},
+                                 {"ph", "X"},
+                                 {"pid", 0},
+                                 {"tid", send ? 2 : 3},
+                                 {"ts", s.start_us},
+                                 {"dur", s.end_us - s.start_us},
+                                 {"args", args}}));
+        nlohmann::json flow = {
+            {"name", "message"},
+            {"cat", "message"},
+            {"ph", send ? "s" : "f"},
+            {"id", k},
+            {"pid", 0},
+            {"tid", send ? 2 : 3},
+            {"ts", send ? s.start_us : s.start_us + (s.end_us - s.start_us) / 2}};
+        if (!send) flow["bp"] = "e";
+        expected.push_back(dump(flow));
+        w.add(s);
+        ++k;
+      }
+    w.close();
+  }
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::remove(path);
+  std::size_t at = text.find("\"traceEvents\":[");
+  ASSERT_NE(at, std::string::npos);
+  at += 15;
+  for (const std::string& e : expected) {
+    ASSERT_EQ(text.compare(at, e.size(), e), 0)
+        << "expected " << e << "\nat " << text.substr(at, e.size() + 20);
+    at += e.size() + 1;  // and the comma
+  }
 }
 
 TEST(ChromeTrace, MessagesInFlightGetThreadsOfTheirOwn) {
