@@ -10,28 +10,29 @@ set -uo pipefail
 for b in "$1" "$2"; do [ -x "$b" ] || { echo "sim-compare: $b is not executable" >&2; exit 2; }; done
 WORK=${3:-$(mktemp -d)}
 scheds="naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe dualpipev"
-costs3=("--t-f 1 --t-b 1 --t-w 1" "--t-f 1 --t-b 2 --t-w 1" "--t-f 1.3 --t-b 0.7 --t-w 0.2")
-costs5=("${costs3[@]}" "--t-f 2 --t-b 1 --t-w 0.5 --t-fb 2.5"
-        "--t-f 1 --t-b 1 --t-w 1 --latency 0.25 --steps 6")
+costs=("--t-f 1 --t-b 1 --t-w 1" "--t-f 1 --t-b 2 --t-w 1" "--t-f 1.3 --t-b 0.7 --t-w 0.2"
+       "--t-f 2 --t-b 1 --t-w 0.5 --t-fb 2.5" "--t-f 1 --t-b 1 --t-w 1 --latency 0.25 --steps 6")
+each_cost() {  # each_cost N CMD...: CMD with each of the first N cost sets appended
+  local n=$1 c cost
+  shift
+  for c in "${costs[@]:0:n}"; do
+    read -ra cost <<< "$c"
+    "$@" "${cost[@]}"
+  done
+}
 grid() {  # calls "$@" with every case's arguments appended
-  local s v pm c cost P M
+  local s v pm P M
   for s in $scheds; do
     local vs=1
     [ "$s" = interleaved ] && vs="2 3"
     for v in $vs; do
       for pm in "4 8" "8 64" "16 256" "64 1024" "6 7" "5 20" "3 12"; do
         read -r P M <<< "$pm"
-        for c in "${costs3[@]}"; do
-          read -ra cost <<< "$c"
-          "$@" --schedule "$s" -v "$v" -P "$P" -M "$M" "${cost[@]}"
-        done
+        each_cost 3 "$@" --schedule "$s" -v "$v" -P "$P" -M "$M"
       done
       for pm in "128 4096" "96 6000" "256 2048" "64 16384"; do
         read -r P M <<< "$pm"
-        for c in "${costs5[@]}"; do
-          read -ra cost <<< "$c"
-          "$@" --schedule "$s" -v "$v" -P "$P" -M "$M" "${cost[@]}"
-        done
+        each_cost 5 "$@" --schedule "$s" -v "$v" -P "$P" -M "$M"
       done
       "$@" --schedule "$s" -v "$v" -P 512 -M 8192 --t-f 1 --t-b 1 --t-w 1
       "$@" --schedule "$s" -v "$v" -P 512 -M 8192 --t-f 1 --t-b 2 --t-w 1 --steps 3

@@ -49,8 +49,6 @@ struct Verified {
   std::string why;
 };
 
-// The median of V (0 when empty).
-
 // advise_print.cpp: "zb-h1 M=8 v=1 [rc]"; the whole result as JSON (--format json); the CSV
 // (--format csv); the ranked table (the first TOP rows) and the families left out.
 std::string config_text(const advise::Candidate& c);
