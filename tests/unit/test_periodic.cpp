@@ -13,7 +13,7 @@
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/periodic.hpp"
-#include "schedule/periodic_engine.hpp"
+#include "schedule/message_slots.hpp"
 #include "schedule/validate.hpp"
 #include "schedule_cases.hpp"
 #include "sim/sim.hpp"
