@@ -24,10 +24,10 @@ class SingleRankTransport final : public bb::Transport {
   std::string_view name() const override { return "none"; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  bb::Request isend(const float*, std::size_t, int, int) override {
+  bb::Request isend(bb::ConstTensorPtr, std::size_t, int, int) override {
     throw std::logic_error("single rank: no sends");
   }
-  bb::Request irecv(float*, std::size_t, int, int) override {
+  bb::Request irecv(bb::TensorPtr, std::size_t, int, int) override {
     throw std::logic_error("single rank: no receives");
   }
   bool test(bb::Request&) override { return true; }

@@ -290,9 +290,9 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   // recompute its input only; per stage the former over the chunk fraction.
   ExecutorConfig ec = harness::executor_config(s, vm.hidden, layers, in.mb_size);
   ec.recompute = false;
-  in.act_bytes = 4.0 * static_cast<double>(chunk_forward_floats(ec)) / frac;
+  in.act_bytes = static_cast<double>(chunk_forward_bytes(ec)) / frac;
   ec.recompute = true;
-  in.input_bytes = 4.0 * static_cast<double>(chunk_forward_floats(ec));
+  in.input_bytes = static_cast<double>(chunk_forward_bytes(ec));
   // Parameters of a stage: each rank's bytes over its chunks' stage-equivalents.
   std::vector<double> per_stage;
   for (const RankRecord& rk : r.ranks) {

@@ -383,7 +383,9 @@ int set_up(Launch& L, int argc, char** argv) {
       L.skip[i] = L.results->has_complete(L.configs[i].key) ? 1 : 0;
   if (o.resume) mpi::broadcast(L.skip, 0, L.coll, o.timeout);
   // The transport (collective; NCCL connects its peers here).
-  L.attempt([&] { L.transport = make_transport(L.settings.transport, L.p2p, *L.backend); });
+  L.attempt([&] {
+    L.transport = make_transport(L.settings.transport, L.p2p, *L.backend, L.settings.timeout);
+  });
   L.transport = with_debug_link_delay(std::move(L.transport), L.settings, L.me);
   if (const int code = L.agree(); code != 0) {
     L.transport.reset();

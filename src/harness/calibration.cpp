@@ -20,7 +20,7 @@ void calibrate_sweep(RunContext& ctx, const std::vector<RunConfig>& configs,
     for (const auto& p : pipeline_pairs(*configs[i].lowered)) pairs.insert(p);
     const ExecutorConfig ec =
         executor_config(ctx.o, configs[i].hidden, configs[i].layers, configs[i].mb_size);
-    largest = std::max(largest, activation_count(ec) * sizeof(float));
+    largest = std::max(largest, message_bytes(ec));
   }
   if (pairs.empty()) return;
   CalibrationOptions co;

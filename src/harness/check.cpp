@@ -63,16 +63,18 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const
     rc.num_layers = ex.num_layers_total();
     rc.num_microbatches = c.lowered->M;
     rc.seed = o.seed;
-    // The reference runs on this rank's backend, so with --dtype bf16 it rounds the same GEMM
-    // operands to bf16 as the pipeline: what differs is only the order in which the fp32
-    // accumulators sum the micro-batches' weight gradients (~1e-7), and any error in the
-    // pipeline's math or data movement shows at O(1). bf16 gets 1e-4 for that margin.
+    // The reference runs on this rank's backend in the run's dtype, so with --dtype bf16 it
+    // stores and rounds the same activations to bf16 as the pipeline: what differs is the
+    // order in which the fp32 accumulators sum the micro-batches' weight gradients, and bf16
+    // roundings that this order flips (check_tolerance), while any error in the pipeline's
+    // math or data movement shows at O(1/M) or more.
     const ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+    rc.dtype = ec.dtype;
     const GradientSet ref =
         ec.transformer ? run_transformer_reference(backend, transformer_chunk_config(ec, 0),
                                                    rc.num_layers, rc.num_microbatches)
                        : run_reference(backend, rc);
-    CompareResult cmp = compare(ref, got, o.dtype == "bf16" ? 1e-4 : 1e-5);
+    CompareResult cmp = compare(ref, got, check_tolerance(ec.dtype));
     // The model's ends (embedding, head) arrive as two more gradient sets.
     const int expected = rc.num_layers + (ec.transformer && ec.transformer->vocab > 0 ? 2 : 0);
     if (cmp.pass && static_cast<int>(got.layers.size()) != expected) {

@@ -15,7 +15,7 @@
 namespace bb::harness {
 namespace {
 
-constexpr double kFloat = 4;  // bytes; bf16 runs keep fp32 master copies too
+constexpr double kFloat = 4;  // bytes of a parameter: bf16 runs keep fp32 master copies too
 
 // The first number in a file ("max" and unreadable files: nullopt).
 std::optional<double> number_in(const std::string& path) {
@@ -66,8 +66,8 @@ MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank) {
   ExecutorConfig ec =
       widest_chunk(executor_config(o, c.hidden, c.layers, c.mb_size), model_stages(s));
   ec.recompute = c.recompute;
-  const double message = kFloat * static_cast<double>(activation_count(ec));
-  const double footprint = kFloat * static_cast<double>(chunk_forward_floats(ec));
+  const double message = static_cast<double>(message_bytes(ec));
+  const double footprint = static_cast<double>(chunk_forward_bytes(ec));
   const double params = kFloat * static_cast<double>(chunk_param_count(ec));
   double local = 0;
   for (int r : s.chunk_rank) local += r == rank ? 1 : 0;

@@ -161,7 +161,7 @@ void start_writing(RunContext& ctx, const RunConfig& c, const RunSummary& s,
   if (!ctx.trace_dir.empty() && n > 0) {
     trace_path = (std::filesystem::path(ctx.trace_dir) / trace_file_name(c.key)).string();
     const double bytes = static_cast<double>(
-        activation_count(executor_config(ctx.o, c.hidden, c.layers, c.mb_size)) * sizeof(float));
+        message_bytes(executor_config(ctx.o, c.hidden, c.layers, c.mb_size)));
     slices = trace_slices(*c.lowered, ranks, m.shift, n - 1, bytes);
   }
   if (record || !trace_path.empty())
@@ -191,9 +191,9 @@ void RunContext::finish_writing() {
   }
 }
 
-BufferPool& RunContext::pool(std::size_t count) {
-  auto& p = pools[count];
-  if (!p) p = std::make_unique<BufferPool>(backend, count);
+BufferPool& RunContext::pool(std::size_t count, Dtype dtype) {
+  auto& p = pools[{count, dtype}];
+  if (!p) p = std::make_unique<BufferPool>(backend, count, dtype);
   return *p;
 }
 
@@ -228,7 +228,7 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   ec.drop_sends = o.drop_sends_rank == ctx.transport.rank();
   ec.debug_delay_s = o.debug_delay_rank == ctx.transport.rank() ? o.debug_delay_s : 0.0;
   ctx.backend.reset_peak_allocated();  // peak_device_bytes: this configuration's
-  Executor ex(*c.lowered, ctx.backend, ctx.transport, ctx.pool(activation_count(ec)), ec);
+  Executor ex(*c.lowered, ctx.backend, ctx.transport, ctx.pool(activation_count(ec), ec.dtype), ec);
   CheckOutcome check;
   if (o.check) check = run_check(ex, ctx.backend, c, o, ctx.comm);
   RunOutcome out;

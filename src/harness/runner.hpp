@@ -44,8 +44,8 @@ struct RunContext {
   // Rank 0: the launch's link calibration (harness/calibration.hpp) and its settings.
   std::vector<LinkFit> links;
   Attrs links_attrs;
-  // Activation buffers, one pool per tensor size (activation_count), kept across runs.
-  std::map<std::size_t, std::unique_ptr<BufferPool>> pools;
+  // Activation buffers, one pool per tensor size (activation_count) and dtype, kept across runs.
+  std::map<std::pair<std::size_t, Dtype>, std::unique_ptr<BufferPool>> pools;
   // --partition auto: the model's profile per (hidden, micro-batch size, recompute), measured
   // once per launch (harness/auto_partition.hpp; the ranks' medians on rank 0).
   std::map<std::tuple<int, int, bool>, std::shared_ptr<const PartitionCosts>> partition_profiles;
@@ -58,7 +58,7 @@ struct RunContext {
   std::function<void()> after_writing;
 
   void finish_writing();
-  BufferPool& pool(std::size_t count);
+  BufferPool& pool(std::size_t count, Dtype dtype);
 };
 
 // Gathers every rank's placement into ctx.where (rank 0) and decides the clock.

@@ -73,6 +73,7 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
   s.model_layers = model_layer_count(ec, stages);
   s.partition = partition_text(stage_layers(ec, stages));
   s.model_params = static_cast<std::int64_t>(model_param_count(ec, stages));
+  s.message_bytes = static_cast<std::int64_t>(message_bytes(ec));
   s.warmup = o.warmup;
   s.iters = o.iters;
   s.seed = o.seed;
@@ -148,13 +149,13 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
   const double t_f = k.f.value_or(0), t_b = k.b.value_or(0), t_w = k.w.value_or(0);
   const double t_fb = k.fb.value_or(-1);
   // The model's activation bytes of one micro-batch-stage: the F-time footprint of a chunk
-  // (chunk_forward_floats: 9·L·b·h floats for the MLP, the chunk input with recompute),
+  // (chunk_forward_bytes: 9·L·b·h elements for the MLP, the chunk input with recompute),
   // divided by the chunk's fraction of a stage. (After B a chunk holds more until W: the
   // runtime's peak lies between.)
   ExecutorConfig ec =
       widest_chunk(executor_config(o, c.hidden, c.layers, c.mb_size), model_stages(sched));
   ec.recompute = c.recompute;
-  const double chunk_bytes = 4.0 * static_cast<double>(chunk_forward_floats(ec));
+  const double chunk_bytes = static_cast<double>(chunk_forward_bytes(ec));
   SimConfig sc;
   sc.t_f = {t_f};
   sc.t_b = {t_b};

@@ -29,6 +29,8 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
   c.timeout_s = s.timeout;
   c.model_layers = s.model_layers;
   c.partition = s.partition;
+  if (!parse_dtype(s.dtype, &c.dtype))
+    throw ConfigError("--dtype " + s.dtype + ": unknown (fp32 or bf16)");
   if (s.stage == "transformer")
     c.transformer = TransformerConfig{
         .heads = s.heads, .seq = s.seq, .ffn = s.ffn, .causal = s.causal, .vocab = s.vocab};

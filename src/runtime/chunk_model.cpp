@@ -5,26 +5,23 @@
 
 namespace bb {
 
-void make_seeded_input(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* x) {
+void make_seeded_input(Backend& backend, std::uint64_t seed, int mb, std::size_t count,
+                       TensorPtr x) {
   backend.seeded_uniform(x, count, seed,
                          seed_stream(SeedKind::kInput, static_cast<std::uint64_t>(mb)), 1.0f);
 }
 
-void make_seeded_target(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* t) {
+void make_seeded_target(Backend& backend, std::uint64_t seed, int mb, std::size_t count,
+                        TensorPtr t) {
   backend.seeded_uniform(t, count, seed,
                          seed_stream(SeedKind::kTarget, static_cast<std::uint64_t>(mb)), 1.0f);
 }
 
 void make_seeded_tokens(Backend& backend, std::uint64_t seed, SeedKind kind, int mb,
-                        std::size_t count, int vocab, float* ids) {
+                        std::size_t count, int vocab, std::int32_t* ids) {
   if (vocab <= 0 || vocab >= (1 << 24))
     throw std::invalid_argument("make_seeded_tokens: vocab must be 1..2^24-1");
-  const std::uint64_t key = seeded_key(seed, seed_stream(kind, static_cast<std::uint64_t>(mb)));
-  std::vector<float> host(count);
-  for (std::size_t i = 0; i < count; ++i)
-    host[i] = static_cast<float>(splitmix64(key + i * 0x9E3779B97F4A7C15ull) %
-                                 static_cast<std::uint64_t>(vocab));
-  backend.from_host(host.data(), ids, count);
+  backend.seeded_tokens(ids, count, seed, seed_stream(kind, static_cast<std::uint64_t>(mb)), vocab);
 }
 
 ChunkModel::ChunkModel(Backend& backend, const ChunkShape& shape, ActivationMeter* shared_meter)
@@ -37,7 +34,7 @@ ChunkModel::ChunkModel(Backend& backend, const ChunkShape& shape, ActivationMete
   backend.note_parameters(params_.data(), shape.param_count);
   grads_ = backend.allocate(shape.param_count);
   backend.fill(grads_.data(), 0.0f, shape.param_count);
-  scratch_ = backend.allocate(shape.activation_count);
+  scratch_ = backend.allocate(shape.activation_count, shape.dtype);
   loss_ = backend.allocate(1);
   backend.fill(loss_.data(), 0.0f, 1);
 }
@@ -59,8 +56,8 @@ ChunkModel::Slot& ChunkModel::find(int mb, const char* action) {
                          " without its forward");
 }
 
-Buffer ChunkModel::take(std::vector<Buffer>& pool, std::size_t count) {
-  if (pool.empty()) return backend_->allocate(count);
+Buffer ChunkModel::take(std::vector<Buffer>& pool, std::size_t bytes) {
+  if (pool.empty()) return allocate_bytes(bytes);
   Buffer b = std::move(pool.back());
   pool.pop_back();
   return b;
@@ -83,15 +80,15 @@ void ChunkModel::reserve(int forward_in_flight, int backward_in_flight) {
   if (shape_.synthetic) return;
   const int saved = shape_.recompute ? backward_in_flight : forward_in_flight;
   while (static_cast<int>(free_inputs_.size() + in_flight_.size()) < forward_in_flight)
-    free_inputs_.push_back(backend_->allocate(activation_count()));
+    free_inputs_.push_back(allocate_bytes(activation_bytes()));
   int have_saved = static_cast<int>(free_saved_.size());
   for (const Slot& s : in_flight_) have_saved += s.saved.empty() ? 0 : 1;
-  for (; have_saved < saved; ++have_saved) free_saved_.push_back(backend_->allocate(sizes().saved));
+  for (; have_saved < saved; ++have_saved) free_saved_.push_back(allocate_bytes(sizes().saved));
 }
 
 // --- Work items ----------------------------------------------------------------------------
 
-void ChunkModel::forward(int mb, const float* x, float* y) {
+void ChunkModel::forward(int mb, ConstTensorPtr x, TensorPtr y) {
   for (const Slot& s : in_flight_)
     if (s.mb == mb)
       throw std::logic_error("Stage: forward of micro-batch " + std::to_string(mb) +
@@ -99,20 +96,20 @@ void ChunkModel::forward(int mb, const float* x, float* y) {
   Slot slot;
   slot.mb = mb;
   if (!shape_.synthetic) {
-    slot.input = take(free_inputs_, activation_count());
+    slot.input = take(free_inputs_, activation_bytes());
     if (!shape_.recompute) slot.saved = take(free_saved_, sizes().saved);
   }
   Slot& s = in_flight_.emplace_back(std::move(slot));
-  count(s, (shape_.recompute ? activation_count() : sizes().forward) * sizeof(float));
+  count(s, shape_.recompute ? activation_bytes() : sizes().forward);
   if (shape_.synthetic) {
     wait(shape_.synthetic->forward);
     return;
   }
-  backend_->copy(x, s.input.data(), activation_count());
+  backend_->copy(x, s.input.ptr(), activation_count());
   if (shape_.recompute)
-    run_forward_transient(s.input.data(), y);  // keeps X0 only
+    run_forward_transient(s.input.ptr(), y);  // keeps X0 only
   else
-    run_forward(s.input.data(), s.saved.data(), y);
+    run_forward(s.input.ptr(), s.saved.ptr(), y);
 }
 
 ChunkModel::Slot& ChunkModel::start_backward(int mb) {
@@ -120,16 +117,16 @@ ChunkModel::Slot& ChunkModel::start_backward(int mb) {
   if (s.backward_done)
     throw std::logic_error("Stage: backward_input of micro-batch " + std::to_string(mb) + " twice");
   s.backward_done = true;
-  count(s, sizes().backward * sizeof(float) - s.counted);
+  count(s, sizes().backward - s.counted);
   return s;
 }
 
-void ChunkModel::compute_backward(Slot& s, const float* dy, float* dx) {
+void ChunkModel::compute_backward(Slot& s, ConstTensorPtr dy, TensorPtr dx) {
   if (shape_.recompute) {
     s.saved = take(free_saved_, sizes().saved);
-    run_forward(s.input.data(), s.saved.data(), scratch_.data());
+    run_forward(s.input.ptr(), s.saved.ptr(), scratch_.ptr());
   }
-  run_backward(s.input.data(), s.saved.data(), dy, dx != nullptr ? dx : scratch_.data());
+  run_backward(s.input.ptr(), s.saved.ptr(), dy, dx ? dx : scratch_.ptr());
 }
 
 void ChunkModel::retire(Slot& s) {
@@ -143,11 +140,11 @@ void ChunkModel::retire(Slot& s) {
 }
 
 void ChunkModel::weight(Slot& s) {
-  run_weight(s.input.data(), s.saved.data());
-  if (!s.kept.empty()) run_loss_weight(s.kept.data());
+  run_weight(s.input.ptr(), s.saved.ptr());
+  if (!s.kept.empty()) run_loss_weight(s.kept.ptr());
 }
 
-void ChunkModel::backward_input(int mb, const float* dy, float* dx) {
+void ChunkModel::backward_input(int mb, ConstTensorPtr dy, TensorPtr dx) {
   Slot& s = start_backward(mb);
   if (shape_.synthetic)
     wait(shape_.synthetic->backward);
@@ -167,7 +164,7 @@ void ChunkModel::backward_weight(int mb) {
   retire(s);
 }
 
-void ChunkModel::backward_full(int mb, const float* dy, float* dx) {
+void ChunkModel::backward_full(int mb, ConstTensorPtr dy, TensorPtr dx) {
   Slot& s = start_backward(mb);
   if (shape_.synthetic) {
     wait(shape_.synthetic->backward + shape_.synthetic->weight);
@@ -180,35 +177,35 @@ void ChunkModel::backward_full(int mb, const float* dy, float* dx) {
 
 // --- Loss, gradients, optimizer --------------------------------------------------------------
 
-void ChunkModel::make_input(int mb, float* x) {
+void ChunkModel::make_input(int mb, TensorPtr x) {
   if (!shape_.synthetic) run_make_input(mb, x);
 }
 
-void ChunkModel::run_make_input(int mb, float* x) {
+void ChunkModel::run_make_input(int mb, TensorPtr x) {
   make_seeded_input(*backend_, shape_.seed, mb, activation_count(), x);
 }
 
-void ChunkModel::loss(int mb, int num_microbatches, const float* y, float* dy) {
+void ChunkModel::loss(int mb, int num_microbatches, ConstTensorPtr y, TensorPtr dy) {
   if (shape_.synthetic) return;
-  float* kept = nullptr;
-  if (loss_count() > 0) {
+  TensorPtr kept;
+  if (loss_bytes() > 0) {
     Slot& s = find(mb, "loss");
     if (!s.kept.empty() || s.backward_done)
       throw std::logic_error("Stage: loss of micro-batch " + std::to_string(mb) + " twice");
-    s.kept = take(free_kept_, loss_count());
-    count(s, loss_count() * sizeof(float));
-    kept = s.kept.data();
+    s.kept = take(free_kept_, loss_bytes());
+    count(s, loss_bytes());
+    kept = s.kept.ptr();
   }
   run_loss(mb, num_microbatches, y, dy, kept, loss_.data());
 }
 
-void ChunkModel::run_loss(int mb, int num_microbatches, const float* y, float* dy, float* kept,
-                          float* loss_sum) {
+void ChunkModel::run_loss(int mb, int num_microbatches, ConstTensorPtr y, TensorPtr dy,
+                          TensorPtr kept, float* loss_sum) {
   (void)kept;
-  make_seeded_target(*backend_, shape_.seed, mb, activation_count(), scratch_.data());
+  make_seeded_target(*backend_, shape_.seed, mb, activation_count(), scratch_.ptr());
   const float scale = static_cast<float>(
       1.0 / (static_cast<double>(num_microbatches) * static_cast<double>(activation_count())));
-  backend_->mse_loss(y, scratch_.data(), dy, activation_count(), scale, loss_sum);
+  backend_->mse_loss(y, scratch_.ptr(), dy, activation_count(), scale, loss_sum);
 }
 
 double ChunkModel::loss_sum() {

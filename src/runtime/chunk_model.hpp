@@ -9,9 +9,10 @@
 // and gradient arrays, loss and optimizer — and asks the model only for its math (run_*) and
 // the sizes of what it keeps.
 //
-// Every activation pointer is a device pointer to activation_count() floats owned by the
-// caller; the chunk copies what it keeps, so caller buffers may be reused (and input/output
-// may alias) as soon as a call returns.
+// Every activation pointer is a device pointer to activation_count() elements of the chunk's
+// activation dtype (ChunkShape::dtype: the run's --dtype) owned by the caller; the chunk copies
+// what it keeps, so caller buffers may be reused (and input/output may alias) as soon as a
+// call returns. Parameters, gradients and optimizer state are fp32 whatever that dtype.
 //
 // Activation accounting (per micro-batch in flight): after F, the model's sizes().forward
 // (with recompute: the chunk input only); after B, sizes().backward (both modes: the re-run
@@ -44,13 +45,50 @@ constexpr std::uint64_t seed_stream(SeedKind kind, std::uint64_t index) {
   return (static_cast<std::uint64_t>(kind) << 56) | index;
 }
 
-// Synthetic input and MSE target of micro-batch `mb` (`count` floats), uniform in ±1.
-void make_seeded_input(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* x);
-void make_seeded_target(Backend& backend, std::uint64_t seed, int mb, std::size_t count, float* t);
-// Token ids of micro-batch `mb` (`count` of them, uniform in [0, vocab), as exact floats) of
-// the stream `kind` (kTokens: the input, kTokenTargets: the targets), made on the host.
+// Synthetic input and MSE target of micro-batch `mb` (`count` elements), uniform in ±1.
+void make_seeded_input(Backend& backend, std::uint64_t seed, int mb, std::size_t count,
+                       TensorPtr x);
+void make_seeded_target(Backend& backend, std::uint64_t seed, int mb, std::size_t count,
+                        TensorPtr t);
+// Token ids of micro-batch `mb` (`count` of them, int32, uniform in [0, vocab)) of the stream
+// `kind` (kTokens: the input, kTokenTargets: the targets), made on the device.
 void make_seeded_tokens(Backend& backend, std::uint64_t seed, SeedKind kind, int mb,
-                        std::size_t count, int vocab, float* ids);
+                        std::size_t count, int vocab, std::int32_t* ids);
+
+// Tensors of mixed dtypes in one buffer (a micro-batch's saved area, a workspace): add() gives
+// each its byte offset. fp32 layouts are dense, as the element counts add up; layouts of bf16
+// activations start every tensor on 16 bytes (the tensor-core GEMMs' alignment), which keeps
+// the fp32 statistics among them aligned too.
+class TensorLayout {
+ public:
+  explicit TensorLayout(Dtype activation) : act_(activation) {}
+  std::size_t add(std::size_t count, Dtype dtype) {
+    const std::size_t at = size();
+    bytes_ = at + count * dtype_size(dtype);
+    return at;
+  }
+  std::size_t act(std::size_t count) { return add(count, act_); }        // activation-typed
+  std::size_t f32(std::size_t count) { return add(count, Dtype::kF32); }  // statistics
+  // The bytes so far, rounded up to the alignment: where a following layout may start.
+  std::size_t size() const { return (bytes_ + align() - 1) / align() * align(); }
+  Dtype activation() const { return act_; }
+
+ private:
+  std::size_t align() const { return act_ == Dtype::kF32 ? 4 : 16; }
+
+  Dtype act_;
+  std::size_t bytes_ = 0;
+};
+// The tensor at byte `offset` of `base` (a buffer of activation dtype holding a TensorLayout).
+inline TensorPtr tensor_at(TensorPtr base, std::size_t offset, Dtype dtype) {
+  return {static_cast<unsigned char*>(base.get()) + offset, dtype};
+}
+inline TensorPtr act_at(TensorPtr base, std::size_t offset) {
+  return tensor_at(base, offset, base.dtype());
+}
+inline float* f32_at(TensorPtr base, std::size_t offset) {
+  return tensor_at(base, offset, Dtype::kF32).f32();
+}
 
 // Live and peak bytes. A chunk keeps one of its own and also reports into an optional
 // shared one (e.g. per rank, so the rank's peak is exact rather than a sum of peaks).
@@ -89,29 +127,30 @@ struct OptimizerConfig {
 
 // What the shared machinery needs to know of a model.
 struct ChunkShape {
-  std::size_t activation_count = 0;  // floats of the chunk's input, output and their gradients
-  std::size_t param_count = 0;       // floats of all its parameters
+  std::size_t activation_count = 0;  // elements of the chunk's input, output and their gradients
+  std::size_t param_count = 0;       // floats of all its parameters (fp32)
   int first_layer = 0;               // global index of its first block
   int num_layers = 1;                // blocks
   std::uint64_t seed = 0;
   bool recompute = false;
   std::optional<SyntheticTimes> synthetic;  // unset: real compute
   std::size_t end_param_count = 0;          // floats of param_count after the blocks (model ends)
+  Dtype dtype = Dtype::kF32;                // of activations, their gradients and messages
 };
 
-// What a model keeps per micro-batch (floats) and its own workspace: one micro-batch's saved
-// buffer (its forward tensors and B's outputs for W), the floats counted live after F (the
+// What a model keeps per micro-batch (bytes) and its own workspace: one micro-batch's saved
+// buffer (its forward tensors and B's outputs for W), the bytes counted live after F (the
 // chunk input included) and after B, and the bytes of the model's workspace.
 struct ChunkSizes {
   std::size_t saved = 0, forward = 0, backward = 0, workspace_bytes = 0;
 };
 
 // A model's shape: its sizes, and the fields every model's config has (first_layer,
-// num_layers, seed, recompute, synthetic).
+// num_layers, seed, recompute, synthetic, dtype).
 template <class Config>
 ChunkShape chunk_shape(const Config& c, std::size_t activation_count, std::size_t param_count) {
-  return {activation_count, param_count, c.first_layer, c.num_layers,
-          c.seed,           c.recompute, c.synthetic};
+  return {activation_count, param_count, c.first_layer, c.num_layers, c.seed,
+          c.recompute,      c.synthetic, 0,             c.dtype};
 }
 
 class ChunkModel {
@@ -123,17 +162,17 @@ class ChunkModel {
   ChunkModel& operator=(const ChunkModel&) = delete;
 
   // --- Work items (throw std::logic_error when out of order for `mb`) -------------------
-  void forward(int mb, const float* x, float* y);
+  void forward(int mb, ConstTensorPtr x, TensorPtr y);
   // dx may be null (first chunk): it is still computed, into scratch.
-  void backward_input(int mb, const float* dy, float* dx);
+  void backward_input(int mb, ConstTensorPtr dy, TensorPtr dx);
   void backward_weight(int mb);
-  void backward_full(int mb, const float* dy, float* dx);
+  void backward_full(int mb, ConstTensorPtr dy, TensorPtr dx);
 
   // First chunk: the seeded input of micro-batch mb. Last chunk: adds the MSE loss of y
   // against mb's seeded target, scaled by 1/num_microbatches, to loss_sum(), and writes
   // its gradient to dy (which may alias y).
-  void make_input(int mb, float* x);
-  void loss(int mb, int num_microbatches, const float* y, float* dy);
+  void make_input(int mb, TensorPtr x);
+  void loss(int mb, int num_microbatches, ConstTensorPtr y, TensorPtr dy);
   double loss_sum();  // synchronises
   void reset_loss();
 
@@ -144,6 +183,10 @@ class ChunkModel {
 
   // --- Shape ----------------------------------------------------------------------------
   std::size_t activation_count() const { return shape_.activation_count; }
+  Dtype activation_dtype() const { return shape_.dtype; }
+  std::size_t activation_bytes() const {
+    return shape_.activation_count * dtype_size(shape_.dtype);
+  }
   int first_layer() const { return shape_.first_layer; }
   int num_layers() const { return shape_.num_layers; }
   bool synthetic() const { return shape_.synthetic.has_value(); }
@@ -197,25 +240,32 @@ class ChunkModel {
 
   // --- The model's part ---------------------------------------------------------------
   virtual ChunkSizes sizes() const = 0;
-  // Forward of micro-batch input x0 keeping what B and W need in `saved`; y gets the output.
-  virtual void run_forward(const float* x0, float* saved, float* y) = 0;
+  // Forward of micro-batch input x0 keeping what B and W need in `saved` (sizes().saved bytes,
+  // of activation dtype); y gets the output.
+  virtual void run_forward(ConstTensorPtr x0, TensorPtr saved, TensorPtr y) = 0;
   // Forward keeping nothing (recompute mode's F). May use scratch().
-  virtual void run_forward_transient(const float* x0, float* y) = 0;
+  virtual void run_forward_transient(ConstTensorPtr x0, TensorPtr y) = 0;
   // Input gradient dx (never null here) from the output gradient dy; keeps what W needs.
-  virtual void run_backward(const float* x0, float* saved, const float* dy, float* dx) = 0;
+  virtual void run_backward(ConstTensorPtr x0, TensorPtr saved, ConstTensorPtr dy,
+                            TensorPtr dx) = 0;
   // Weight gradients, accumulated into grads().
-  virtual void run_weight(const float* x0, float* saved) = 0;
+  virtual void run_weight(ConstTensorPtr x0, TensorPtr saved) = 0;
   // The route's first chunk's input of micro-batch mb (default: make_seeded_input).
-  virtual void run_make_input(int mb, float* x);
+  virtual void run_make_input(int mb, TensorPtr x);
   // The route's last chunk: adds micro-batch mb's loss (scaled by 1/num_microbatches) to
-  // *loss_sum and writes its gradient to dy (may alias y). `kept` holds loss_count() floats
+  // *loss_sum and writes its gradient to dy (may alias y). `kept` holds loss_bytes() bytes
   // kept for run_loss_weight (W). Default: MSE against make_seeded_target, nothing kept.
-  virtual std::size_t loss_count() const { return 0; }
-  virtual void run_loss(int mb, int num_microbatches, const float* y, float* dy, float* kept,
-                        float* loss_sum);
-  virtual void run_loss_weight(float* kept) { (void)kept; }
+  virtual std::size_t loss_bytes() const { return 0; }
+  virtual void run_loss(int mb, int num_microbatches, ConstTensorPtr y, TensorPtr dy,
+                        TensorPtr kept, float* loss_sum);
+  virtual void run_loss_weight(TensorPtr kept) { (void)kept; }
 
-  float* scratch() { return scratch_.data(); }  // activation_count() floats
+  TensorPtr scratch() { return scratch_.ptr(); }  // activation_count() elements
+  // A buffer of activation dtype holding at least `bytes` bytes.
+  Buffer allocate_bytes(std::size_t bytes) const {
+    const std::size_t size = dtype_size(shape_.dtype);
+    return backend_->allocate((bytes + size - 1) / size, shape_.dtype);
+  }
   const ChunkShape& shape() const { return shape_; }
 
  private:
@@ -225,15 +275,15 @@ class ChunkModel {
     std::size_t counted = 0;  // bytes reported to the meters
     Buffer input;             // X0
     Buffer saved;
-    Buffer kept;  // the loss's tensors for W (loss_count() floats)
+    Buffer kept;  // the loss's tensors for W (loss_bytes() bytes)
   };
 
   Slot& find(int mb, const char* action);
-  Buffer take(std::vector<Buffer>& pool, std::size_t count);
+  Buffer take(std::vector<Buffer>& pool, std::size_t bytes);
   void count(Slot& s, std::size_t bytes);
   void wait(double seconds);
   Slot& start_backward(int mb);  // B's checks and accounting
-  void compute_backward(Slot& s, const float* dy, float* dx);
+  void compute_backward(Slot& s, ConstTensorPtr dy, TensorPtr dx);
   void weight(Slot& s);  // W's math: the chunk's, then the loss's
   void retire(Slot& s);  // W done: release and recycle
 

@@ -34,23 +34,23 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options) {
   if (options.blas_threads > 0) openblas_set_num_threads(options.blas_threads);
 }
 
-float* CpuBackend::raw_allocate(std::size_t bytes) {
+void* CpuBackend::raw_allocate(std::size_t bytes) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  return static_cast<float*>(p);
+  return p;
 }
 
-void CpuBackend::raw_free(float* p, std::size_t /*bytes*/) noexcept {
+void CpuBackend::raw_free(void* p, std::size_t /*bytes*/) noexcept {
   std::free(p);
 }
 
-void CpuBackend::to_host(const float* device_src, float* host_dst, std::size_t count) {
-  if (count > 0) std::memcpy(host_dst, device_src, count * sizeof(float));
+void CpuBackend::copy_to_host(const void* device_src, void* host_dst, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(host_dst, device_src, bytes);
 }
 
-void CpuBackend::from_host(const float* host_src, float* device_dst, std::size_t count) {
-  if (count > 0) std::memcpy(device_dst, host_src, count * sizeof(float));
+void CpuBackend::copy_from_host(const void* host_src, void* device_dst, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(device_dst, host_src, bytes);
 }
 
 namespace {
@@ -59,24 +59,24 @@ namespace {
 // own. Every CPU call is synchronous, so a send's copy is complete when stage_send() returns.
 class CpuHostStaging final : public HostStaging {
  public:
-  Ticket stage_send(const float* device_src, std::size_t count) override {
-    Entry e = take(count);
+  Ticket stage_send(ConstTensorPtr device_src, std::size_t count) override {
+    Entry e = take(device_src.bytes(count));
     e.send = true;
-    if (count > 0) std::memcpy(e.host.data(), device_src, count * sizeof(float));
+    if (e.bytes > 0) std::memcpy(e.host.data(), device_src.get(), e.bytes);
     return add(std::move(e));
   }
-  const float* send_ready(const Ticket& ticket) override { return find(ticket, true).host.data(); }
+  const void* send_ready(const Ticket& ticket) override { return find(ticket, true).host.data(); }
   void release(Ticket& ticket) override { give_back(ticket, true); }
 
-  Ticket stage_recv(float* device_dst, std::size_t count) override {
-    Entry e = take(count);
-    e.device = device_dst;
+  Ticket stage_recv(TensorPtr device_dst, std::size_t count) override {
+    Entry e = take(device_dst.bytes(count));
+    e.device = device_dst.get();
     return add(std::move(e));
   }
-  float* recv_buffer(const Ticket& ticket) override { return find(ticket, false).host.data(); }
+  void* recv_buffer(const Ticket& ticket) override { return find(ticket, false).host.data(); }
   void deliver(Ticket& ticket) override {
     const Entry& e = find(ticket, false);
-    if (e.count > 0) std::memcpy(e.device, e.host.data(), e.count * sizeof(float));
+    if (e.bytes > 0) std::memcpy(e.device, e.host.data(), e.bytes);
     give_back(ticket, false);
   }
 
@@ -86,27 +86,25 @@ class CpuHostStaging final : public HostStaging {
  private:
   struct Entry {
     bool send = false;
-    std::vector<float> host;  // size(): the block's capacity in floats
-    std::size_t count = 0;
-    float* device = nullptr;  // receive: where deliver() puts the data
+    std::vector<std::byte> host;  // size(): the block's capacity in bytes
+    std::size_t bytes = 0;
+    void* device = nullptr;  // receive: where deliver() puts the data
   };
 
-  static std::size_t bytes_of(const std::vector<float>& v) { return v.size() * sizeof(float); }
-
-  // A free block of at least `count` floats and at most a quarter more, else a new one.
-  Entry take(std::size_t count) {
+  // A free block of at least `bytes` bytes and at most a quarter more, else a new one.
+  Entry take(std::size_t bytes) {
     Entry e;
-    e.count = count;
-    const std::size_t size = count == 0 ? 1 : count;
+    e.bytes = bytes;
+    const std::size_t size = bytes == 0 ? 1 : bytes;
     const auto it = free_.lower_bound(size);
     if (it != free_.end() && it->first - size <= size / 4) {
       e.host = std::move(it->second);
       free_.erase(it);
     } else {
       e.host.resize(size);
-      held_ += bytes_of(e.host);
+      held_ += e.host.size();
     }
-    in_use_ += bytes_of(e.host);
+    in_use_ += e.host.size();
     return e;
   }
   Ticket add(Entry e) {
@@ -122,7 +120,7 @@ class CpuHostStaging final : public HostStaging {
   }
   void give_back(Ticket& ticket, bool send) {
     Entry& e = find(ticket, send);
-    in_use_ -= bytes_of(e.host);
+    in_use_ -= e.host.size();
     const std::size_t size = e.host.size();
     free_.emplace(size, std::move(e.host));
     entries_.erase(ticket.id);
@@ -130,10 +128,39 @@ class CpuHostStaging final : public HostStaging {
   }
 
   std::unordered_map<std::int64_t, Entry> entries_;
-  std::multimap<std::size_t, std::vector<float>> free_;  // by capacity in floats
+  std::multimap<std::size_t, std::vector<std::byte>> free_;  // by capacity in bytes
   std::size_t held_ = 0, in_use_ = 0;
   std::int64_t next_id_ = 0;
 };
+
+// Calls f(T{}) with T the element type of `dtype` (float or bf16).
+template <class F>
+void with_type(Dtype dtype, F&& f) {
+  if (dtype == Dtype::kBF16)
+    f(bf16{});
+  else
+    f(float{});
+}
+
+template <class T>
+const T* as(ConstTensorPtr p) {
+  return static_cast<const T*>(p.get());
+}
+template <class T>
+T* as(TensorPtr p) {
+  return static_cast<T*>(p.get());
+}
+
+// The kernels' TensorPtr arguments share one dtype (backend.hpp).
+void same_dtype(const char* kernel, ConstTensorPtr a, ConstTensorPtr b,
+                ConstTensorPtr c = nullptr) {
+  if (a.dtype() != b.dtype() || (c && c.dtype() != a.dtype()))
+    throw std::invalid_argument(std::string("CpuBackend::") + kernel +
+                                ": tensors of different dtypes");
+}
+
+using math::load;
+using math::store;
 
 }  // namespace
 
@@ -141,9 +168,9 @@ std::unique_ptr<HostStaging> CpuBackend::make_host_staging() {
   return std::make_unique<CpuHostStaging>();
 }
 
-void CpuBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
-                      const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                      int ldc) {
+void CpuBackend::sgemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
+                       const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                       int ldc) {
   const auto ta = trans_a ? CblasTrans : CblasNoTrans;
   const auto tb = trans_b ? CblasTrans : CblasNoTrans;
   const double flops = 2.0 * m * n * k;
@@ -169,176 +196,284 @@ void CpuBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float a
   }
 }
 
-void CpuBackend::fill(float* x, float value, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) x[i] = value;
+const float* CpuBackend::widened(ConstTensorPtr x, int rows, int cols, int ld,
+                                 std::vector<float>& ws) {
+  const auto r = static_cast<std::size_t>(rows), n = static_cast<std::size_t>(cols);
+  if (ws.size() < r * n) ws.resize(r * n);
+  with_type(x.dtype(), [&](auto t) {
+    const auto* p = as<decltype(t)>(x);
+    for (std::size_t i = 0; i < r; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        ws[i * n + j] = math::round_bf16(load(p, i * static_cast<std::size_t>(ld) + j));
+  });
+  return ws.data();
 }
 
-void CpuBackend::copy(const float* src, float* dst, std::size_t count) {
-  if (count > 0 && src != dst) std::memmove(dst, src, count * sizeof(float));
+void CpuBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
+                      ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
+                      TensorPtr c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  const bool bf16_math = a.dtype() == Dtype::kBF16 || b.dtype() == Dtype::kBF16 ||
+                         c.dtype() == Dtype::kBF16;
+  if (!bf16_math) {
+    sgemm(trans_a, trans_b, m, n, k, alpha, a.f32(), lda, b.f32(), ldb, beta, c.f32(), ldc);
+    return;
+  }
+  const int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  const float* a32 = widened(a, a_rows, a_cols, lda, ws_a_);
+  const float* b32 = widened(b, b_rows, b_cols, ldb, ws_b_);
+  if (c.dtype() == Dtype::kF32) {
+    sgemm(trans_a, trans_b, m, n, k, alpha, a32, a_cols, b32, b_cols, beta, c.f32(), ldc);
+    return;
+  }
+  // bf16 C: computed in fp32, rounded once.
+  const auto rows = static_cast<std::size_t>(m), cols = static_cast<std::size_t>(n);
+  const auto ld = static_cast<std::size_t>(ldc);
+  bf16* c16 = c.bf();
+  if (ws_c_.size() < rows * cols) ws_c_.resize(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j)
+      ws_c_[i * cols + j] = beta != 0.0f ? load(c16, i * ld + j) : 0.0f;
+  sgemm(trans_a, trans_b, m, n, k, alpha, a32, a_cols, b32, b_cols, beta, ws_c_.data(), n);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) store(c16, i * ld + j, ws_c_[i * cols + j]);
+}
+
+void CpuBackend::gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
+                              ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
+                              TensorPtr c, int ldc, const GemmBatch& g) {
+  for (int i = 0; i < g.outer; ++i)
+    for (int j = 0; j < g.inner; ++j) {
+      const auto at = [&](std::int64_t outer, std::int64_t inner) {
+        return static_cast<std::size_t>(i * outer + j * inner);
+      };
+      gemm(trans_a, trans_b, m, n, k, alpha, a + at(g.outer_a, g.inner_a), lda,
+           b + at(g.outer_b, g.inner_b), ldb, beta, c + at(g.outer_c, g.inner_c), ldc);
+    }
+}
+
+void CpuBackend::fill(TensorPtr x, float value, std::size_t count) {
+  with_type(x.dtype(), [&](auto t) {
+    auto* p = as<decltype(t)>(x);
+    for (std::size_t i = 0; i < count; ++i) store(p, i, value);
+  });
+}
+
+void CpuBackend::copy(ConstTensorPtr src, TensorPtr dst, std::size_t count) {
+  if (count == 0 || src.get() == dst.get()) return;
+  if (src.dtype() == dst.dtype()) {
+    std::memmove(dst.get(), src.get(), src.bytes(count));
+    return;
+  }
+  with_type(src.dtype(), [&](auto s) {
+    with_type(dst.dtype(), [&](auto d) {
+      const auto* from = as<decltype(s)>(src);
+      auto* to = as<decltype(d)>(dst);
+      for (std::size_t i = 0; i < count; ++i) store(to, i, load(from, i));
+    });
+  });
 }
 
 void CpuBackend::axpy(float alpha, const float* x, float* y, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) y[i] += alpha * x[i];
+  for (std::size_t i = 0; i < count; ++i) y[i] = math::add(y[i], math::mul(alpha, x[i]));
 }
 
-void CpuBackend::gelu(const float* z, float* a, std::size_t count) {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = z[i];
-    a[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
-  }
+void CpuBackend::gelu(ConstTensorPtr z, TensorPtr a, std::size_t count) {
+  same_dtype("gelu", z, a);
+  with_type(z.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (std::size_t i = 0; i < count; ++i) store(as<T>(a), i, math::gelu(load(as<T>(z), i)));
+  });
 }
 
-void CpuBackend::gelu_backward(const float* z, const float* da, float* dz, std::size_t count) {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
-  constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = z[i];
-    const float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
-    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-    dz[i] = da[i] * (cdf + v * pdf);
-  }
+void CpuBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr dz,
+                               std::size_t count) {
+  same_dtype("gelu_backward", z, da, dz);
+  with_type(z.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (std::size_t i = 0; i < count; ++i)
+      store(as<T>(dz), i, math::gelu_backward(load(as<T>(z), i), load(as<T>(da), i)));
+  });
 }
 
-void CpuBackend::mse_loss(const float* y, const float* target, float* dy, std::size_t count,
+void CpuBackend::mse_loss(ConstTensorPtr y, ConstTensorPtr target, TensorPtr dy, std::size_t count,
                           float scale, float* loss_sum) {
+  same_dtype("mse_loss", y, target, dy);
   double sum = 0.0;
   const float two_scale = 2.0f * scale;
-  for (std::size_t i = 0; i < count; ++i) {
-    const float d = y[i] - target[i];
-    sum += static_cast<double>(d) * d;
-    dy[i] = two_scale * d;
-  }
+  with_type(y.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (std::size_t i = 0; i < count; ++i) {
+      const float yi = load(as<T>(y), i), ti = load(as<T>(target), i);
+      const float d = math::sub(yi, ti);
+      sum += static_cast<double>(d) * d;
+      store(as<T>(dy), i, math::mse_grad(yi, ti, two_scale));
+    }
+  });
   *loss_sum += static_cast<float>(static_cast<double>(scale) * sum);
 }
 
 void CpuBackend::sgd_update(float* p, const float* g, std::size_t count, float lr) {
-  for (std::size_t i = 0; i < count; ++i) p[i] -= lr * g[i];
+  for (std::size_t i = 0; i < count; ++i) p[i] = math::sgd(p[i], g[i], lr);
 }
 
 void CpuBackend::adam_update(float* p, const float* g, float* m, float* v, std::size_t count,
                              const AdamParams& params, std::int64_t step) {
   const double t = static_cast<double>(step);
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta2), t));
-  const float b1 = params.beta1, b2 = params.beta2;
-  for (std::size_t i = 0; i < count; ++i) {
-    const float gi = g[i];
-    m[i] = b1 * m[i] + (1.0f - b1) * gi;
-    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-    const float m_hat = m[i] / bc1;
-    const float v_hat = v[i] / bc2;
-    p[i] -= params.lr * m_hat / (std::sqrt(v_hat) + params.eps);
-  }
+  const math::AdamStep s{params.lr,
+                         params.beta1,
+                         params.beta2,
+                         params.eps,
+                         static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta1), t)),
+                         static_cast<float>(1.0 - std::pow(static_cast<double>(params.beta2), t))};
+  for (std::size_t i = 0; i < count; ++i) math::adam(s, g[i], p[i], m[i], v[i]);
 }
 
-void CpuBackend::seeded_uniform(float* x, std::size_t count, std::uint64_t seed,
+void CpuBackend::seeded_uniform(TensorPtr x, std::size_t count, std::uint64_t seed,
                                 std::uint64_t stream, float scale) {
   const std::uint64_t key = seeded_key(seed, stream);
-  for (std::size_t i = 0; i < count; ++i) x[i] = scale * seeded_uniform_value(key, i);
+  with_type(x.dtype(), [&](auto t) {
+    auto* p = as<decltype(t)>(x);
+    for (std::size_t i = 0; i < count; ++i)
+      store(p, i, math::mul(scale, seeded_uniform_value(key, i)));
+  });
 }
 
-void CpuBackend::gemm_strided_batched(Trans trans_a, Trans trans_b, int m, int n, int k,
-                                      float alpha, const float* a, int lda, std::int64_t stride_a,
-                                      const float* b, int ldb, std::int64_t stride_b, float beta,
-                                      float* c, int ldc, std::int64_t stride_c, int batch) {
-  for (int i = 0; i < batch; ++i)
-    gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-         c + i * stride_c, ldc);
+void CpuBackend::seeded_tokens(std::int32_t* ids, std::size_t count, std::uint64_t seed,
+                               std::uint64_t stream, std::int32_t vocab) {
+  const std::uint64_t key = seeded_key(seed, stream);
+  for (std::size_t i = 0; i < count; ++i) ids[i] = seeded_token_value(key, i, vocab);
 }
 
-void CpuBackend::softmax(const float* x, float* y, int rows, int cols, bool causal) {
+void CpuBackend::softmax(ConstTensorPtr x, TensorPtr y, int rows, int cols, bool causal) {
+  same_dtype("softmax", x, y);
   const auto n = static_cast<std::size_t>(cols);
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + static_cast<std::size_t>(r) * n;
-    float* yr = y + static_cast<std::size_t>(r) * n;
-    const std::size_t valid = causal ? static_cast<std::size_t>(r % cols) + 1 : n;
-    float mx = xr[0];
-    for (std::size_t j = 1; j < valid; ++j) mx = std::max(mx, xr[j]);
-    float sum = 0.0f;
-    for (std::size_t j = 0; j < valid; ++j) {
-      yr[j] = std::exp(xr[j] - mx);
-      sum += yr[j];
+  with_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * n;
+      const std::size_t valid = causal ? static_cast<std::size_t>(r % cols) + 1 : n;
+      float mx = load(as<T>(x), o);
+      for (std::size_t j = 1; j < valid; ++j) mx = std::max(mx, load(as<T>(x), o + j));
+      float sum = 0.0f;
+      for (std::size_t j = 0; j < valid; ++j) sum += math::softmax_exp(load(as<T>(x), o + j), mx);
+      const float inv = 1.0f / sum;
+      for (std::size_t j = 0; j < valid; ++j)
+        store(as<T>(y), o + j, math::mul(math::softmax_exp(load(as<T>(x), o + j), mx), inv));
+      for (std::size_t j = valid; j < n; ++j) store(as<T>(y), o + j, 0.0f);
     }
-    const float inv = 1.0f / sum;
-    for (std::size_t j = 0; j < valid; ++j) yr[j] *= inv;
-    for (std::size_t j = valid; j < n; ++j) yr[j] = 0.0f;
-  }
+  });
 }
 
-void CpuBackend::softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) {
+void CpuBackend::softmax_backward(ConstTensorPtr y, ConstTensorPtr dy, TensorPtr dx, int rows,
+                                  int cols) {
+  same_dtype("softmax_backward", y, dy, dx);
   const auto n = static_cast<std::size_t>(cols);
-  for (int r = 0; r < rows; ++r) {
-    const std::size_t o = static_cast<std::size_t>(r) * n;
-    float dot = 0.0f;
-    for (std::size_t j = 0; j < n; ++j) dot += y[o + j] * dy[o + j];
-    for (std::size_t j = 0; j < n; ++j) dx[o + j] = y[o + j] * (dy[o + j] - dot);
-  }
+  with_type(y.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * n;
+      float dot = 0.0f;
+      for (std::size_t j = 0; j < n; ++j)
+        dot += math::mul(load(as<T>(y), o + j), load(as<T>(dy), o + j));
+      for (std::size_t j = 0; j < n; ++j)
+        store(as<T>(dx), o + j,
+              math::softmax_backward(load(as<T>(y), o + j), load(as<T>(dy), o + j), dot));
+    }
+  });
 }
 
-void CpuBackend::layernorm(const float* x, const float* gamma, const float* beta, float* y,
+void CpuBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* beta, TensorPtr y,
                            float* mean, float* rstd, int rows, int cols, float eps) {
+  same_dtype("layernorm", x, y);
   const auto n = static_cast<std::size_t>(cols);
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + static_cast<std::size_t>(r) * n;
-    float* yr = y + static_cast<std::size_t>(r) * n;
-    float sum = 0.0f;
-    for (std::size_t j = 0; j < n; ++j) sum += xr[j];
-    const float mu = sum / static_cast<float>(cols);
-    float var = 0.0f;
-    for (std::size_t j = 0; j < n; ++j) var += (xr[j] - mu) * (xr[j] - mu);
-    const float rs = 1.0f / std::sqrt(var / static_cast<float>(cols) + eps);
-    for (std::size_t j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
-    mean[r] = mu;
-    rstd[r] = rs;
-  }
-}
-
-void CpuBackend::layernorm_backward_input(const float* x, const float* gamma, const float* mean,
-                                          const float* rstd, const float* dy, float* dx, int rows,
-                                          int cols) {
-  const auto n = static_cast<std::size_t>(cols);
-  for (int r = 0; r < rows; ++r) {
-    const std::size_t o = static_cast<std::size_t>(r) * n;
-    const float mu = mean[r], rs = rstd[r];
-    float sum_g = 0.0f, sum_gx = 0.0f;
-    for (std::size_t j = 0; j < n; ++j) {
-      const float g = dy[o + j] * gamma[j];
-      sum_g += g;
-      sum_gx += g * (x[o + j] - mu) * rs;
+  with_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * n;
+      float sum = 0.0f;
+      for (std::size_t j = 0; j < n; ++j) sum += load(as<T>(x), o + j);
+      const float mu = sum / static_cast<float>(cols);
+      float var = 0.0f;
+      for (std::size_t j = 0; j < n; ++j) {
+        const float d = load(as<T>(x), o + j) - mu;
+        var += d * d;
+      }
+      const float rs = math::layernorm_rstd(var, cols, eps);
+      for (std::size_t j = 0; j < n; ++j)
+        store(as<T>(y), o + j, math::layernorm_out(load(as<T>(x), o + j), mu, rs, gamma[j], beta[j]));
+      mean[r] = mu;
+      rstd[r] = rs;
     }
-    const float mean_g = sum_g / static_cast<float>(cols);
-    const float mean_gx = sum_gx / static_cast<float>(cols);
-    for (std::size_t j = 0; j < n; ++j) {
-      const float xhat = (x[o + j] - mu) * rs;
-      dx[o + j] += rs * (dy[o + j] * gamma[j] - mean_g - xhat * mean_gx);
+  });
+}
+
+void CpuBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma, const float* mean,
+                                          const float* rstd, ConstTensorPtr dy, TensorPtr dx,
+                                          int rows, int cols) {
+  same_dtype("layernorm_backward_input", x, dy, dx);
+  const auto n = static_cast<std::size_t>(cols);
+  with_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * n;
+      const float mu = mean[r], rs = rstd[r];
+      float sum_g = 0.0f, sum_gx = 0.0f;
+      for (std::size_t j = 0; j < n; ++j) {
+        const float g = math::layernorm_g(load(as<T>(dy), o + j), gamma[j]);
+        sum_g += g;
+        sum_gx += math::layernorm_gx(g, load(as<T>(x), o + j), mu, rs);
+      }
+      const float mean_g = sum_g / static_cast<float>(cols);
+      const float mean_gx = sum_gx / static_cast<float>(cols);
+      for (std::size_t j = 0; j < n; ++j)
+        store(as<T>(dx), o + j,
+              math::add(load(as<T>(dx), o + j),
+                        math::layernorm_input_grad(load(as<T>(x), o + j), mu, rs,
+                                                   load(as<T>(dy), o + j), gamma[j], mean_g,
+                                                   mean_gx)));
     }
-  }
+  });
 }
 
-void CpuBackend::layernorm_backward_params(const float* x, const float* mean, const float* rstd,
-                                           const float* dy, float* dgamma, float* dbeta, int rows,
-                                           int cols) {
+void CpuBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean, const float* rstd,
+                                           ConstTensorPtr dy, float* dgamma, float* dbeta,
+                                           int rows, int cols) {
+  same_dtype("layernorm_backward_params", x, dy);
   const auto n = static_cast<std::size_t>(cols);
-  for (int r = 0; r < rows; ++r) {
-    const std::size_t o = static_cast<std::size_t>(r) * n;
-    for (std::size_t j = 0; j < n; ++j) {
-      dgamma[j] += dy[o + j] * (x[o + j] - mean[r]) * rstd[r];
-      dbeta[j] += dy[o + j];
+  with_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * n;
+      for (std::size_t j = 0; j < n; ++j) {
+        const float d = load(as<T>(dy), o + j);
+        dgamma[j] += math::layernorm_dgamma(d, load(as<T>(x), o + j), mean[r], rstd[r]);
+        dbeta[j] += d;
+      }
     }
-  }
+  });
 }
 
-void CpuBackend::add_bias(float* y, const float* bias, int rows, int cols) {
+void CpuBackend::add_bias(TensorPtr y, const float* bias, int rows, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  for (int r = 0; r < rows; ++r)
-    for (std::size_t j = 0; j < n; ++j) y[static_cast<std::size_t>(r) * n + j] += bias[j];
+  with_type(y.dtype(), [&](auto t) {
+    auto* p = as<decltype(t)>(y);
+    for (int r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t i = static_cast<std::size_t>(r) * n + j;
+        store(p, i, math::add(load(p, i), bias[j]));
+      }
+  });
 }
 
-void CpuBackend::column_sums(const float* x, float* out, int rows, int cols) {
+void CpuBackend::column_sums(ConstTensorPtr x, float* out, int rows, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  for (int r = 0; r < rows; ++r)
-    for (std::size_t j = 0; j < n; ++j) out[j] += x[static_cast<std::size_t>(r) * n + j];
+  with_type(x.dtype(), [&](auto t) {
+    const auto* p = as<decltype(t)>(x);
+    for (int r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < n; ++j) out[j] += load(p, static_cast<std::size_t>(r) * n + j);
+  });
 }
 
 double CpuBackend::now() {
@@ -359,49 +494,60 @@ void CpuBackend::spin_for(double seconds) {
 
 // --- Model ends --------------------------------------------------------------------------
 
-void CpuBackend::embedding(const float* ids, const float* table, const float* positions, float* out,
-                           int tokens, int seq, int cols) {
+void CpuBackend::embedding(const std::int32_t* ids, const float* table, const float* positions,
+                           TensorPtr out, int tokens, int seq, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  for (int t = 0; t < tokens; ++t) {
-    const float* e = table + static_cast<std::size_t>(ids[t]) * n;
-    const float* p = positions + static_cast<std::size_t>(t % seq) * n;
-    float* o = out + static_cast<std::size_t>(t) * n;
-    for (std::size_t j = 0; j < n; ++j) o[j] = e[j] + p[j];
-  }
+  with_type(out.dtype(), [&](auto t) {
+    auto* o = as<decltype(t)>(out);
+    for (int k = 0; k < tokens; ++k) {
+      const float* e = table + static_cast<std::size_t>(ids[k]) * n;
+      const float* p = positions + static_cast<std::size_t>(k % seq) * n;
+      for (std::size_t j = 0; j < n; ++j)
+        store(o, static_cast<std::size_t>(k) * n + j, math::add(e[j], p[j]));
+    }
+  });
 }
 
-void CpuBackend::embedding_backward(const float* ids, const float* dout, float* dtable,
+void CpuBackend::embedding_backward(const std::int32_t* ids, ConstTensorPtr dout, float* dtable,
                                     float* dpositions, int tokens, int seq, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  for (int t = 0; t < tokens; ++t) {
-    const float* d = dout + static_cast<std::size_t>(t) * n;
-    float* e = dtable + static_cast<std::size_t>(ids[t]) * n;
-    float* p = dpositions + static_cast<std::size_t>(t % seq) * n;
-    for (std::size_t j = 0; j < n; ++j) {
-      e[j] += d[j];
-      p[j] += d[j];
+  with_type(dout.dtype(), [&](auto t) {
+    const auto* d = as<decltype(t)>(dout);
+    for (int k = 0; k < tokens; ++k) {
+      float* e = dtable + static_cast<std::size_t>(ids[k]) * n;
+      float* p = dpositions + static_cast<std::size_t>(k % seq) * n;
+      for (std::size_t j = 0; j < n; ++j) {
+        const float v = load(d, static_cast<std::size_t>(k) * n + j);
+        e[j] += v;
+        p[j] += v;
+      }
     }
-  }
+  });
 }
 
-void CpuBackend::cross_entropy(const float* logits, const float* targets, float* dlogits, int rows,
-                               int cols, float scale, float* loss_sum) {
+void CpuBackend::cross_entropy(ConstTensorPtr logits, const std::int32_t* targets,
+                               TensorPtr dlogits, int rows, int cols, float scale,
+                               float* loss_sum) {
+  same_dtype("cross_entropy", logits, dlogits);
   const auto n = static_cast<std::size_t>(cols);
   double sum = 0.0;
-  for (int r = 0; r < rows; ++r) {
-    const float* x = logits + static_cast<std::size_t>(r) * n;
-    float* d = dlogits + static_cast<std::size_t>(r) * n;
-    const auto target = static_cast<std::size_t>(targets[r]);
-    float mx = x[0];
-    for (std::size_t j = 1; j < n; ++j) mx = std::max(mx, x[j]);
-    double z = 0.0;
-    for (std::size_t j = 0; j < n; ++j) z += std::exp(static_cast<double>(x[j] - mx));
-    sum += std::log(z) + static_cast<double>(mx) - static_cast<double>(x[target]);
-    const double inv = 1.0 / z;
-    for (std::size_t j = 0; j < n; ++j)
-      d[j] = scale * static_cast<float>(std::exp(static_cast<double>(x[j] - mx)) * inv);
-    d[target] -= scale;
-  }
+  with_type(logits.dtype(), [&](auto t) {
+    using T = decltype(t);
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t o = static_cast<std::size_t>(r) * n;
+      const auto target = static_cast<std::size_t>(targets[r]);
+      float mx = load(as<T>(logits), o);
+      for (std::size_t j = 1; j < n; ++j) mx = std::max(mx, load(as<T>(logits), o + j));
+      double z = 0.0;
+      for (std::size_t j = 0; j < n; ++j)
+        z += std::exp(static_cast<double>(load(as<T>(logits), o + j) - mx));
+      sum += math::cross_entropy_loss(z, mx, load(as<T>(logits), o + target));
+      const double inv = 1.0 / z;
+      for (std::size_t j = 0; j < n; ++j)
+        store(as<T>(dlogits), o + j,
+              math::cross_entropy_grad(load(as<T>(logits), o + j), mx, inv, scale, j == target));
+    }
+  });
   *loss_sum += static_cast<float>(static_cast<double>(scale) * sum);
 }
 

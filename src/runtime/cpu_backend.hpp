@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "runtime/backend.hpp"
 
@@ -20,8 +21,6 @@ class CpuBackend : public Backend {
 
   std::string_view name() const override { return "cpu"; }
 
-  void to_host(const float* device_src, float* host_dst, std::size_t count) override;
-  void from_host(const float* host_src, float* device_dst, std::size_t count) override;
   bool device_is_host() const override { return true; }
   // Plain host buffers, pooled; a staged message is one memcpy each way.
   std::unique_ptr<HostStaging> make_host_staging() override;
@@ -33,15 +32,11 @@ class CpuBackend : public Backend {
   void set_progress_poll(std::function<void()> poll) override { poll_ = std::move(poll); }
   static constexpr double kSliceFlops = 4e6;
 
-  // The kernels of Backend both backends define (backend.hpp says what each computes).
+  // The kernels of Backend both backends define (backend.hpp says what each computes). A bf16
+  // GEMM converts its operands (rounded to bf16) to fp32 and calls OpenBLAS's sgemm: the
+  // products of bf16 values are exact in fp32, so this is the GPU's bf16 arithmetic up to the
+  // order of the fp32 sums.
 #include "runtime/backend_kernels.inc"
-  // The model's ends (CPU only for now).
-  void embedding(const float* ids, const float* table, const float* positions, float* out,
-                 int tokens, int seq, int cols) override;
-  void embedding_backward(const float* ids, const float* dout, float* dtable, float* dpositions,
-                          int tokens, int seq, int cols) override;
-  void cross_entropy(const float* logits, const float* targets, float* dlogits, int rows, int cols,
-                     float scale, float* loss_sum) override;
 
   void synchronize() override {}
   double now() override;
@@ -49,11 +44,19 @@ class CpuBackend : public Backend {
   void spin_for(double seconds) override;
 
  protected:
-  float* raw_allocate(std::size_t bytes) override;
-  void raw_free(float* p, std::size_t bytes) noexcept override;
+  void* raw_allocate(std::size_t bytes) override;
+  void raw_free(void* p, std::size_t bytes) noexcept override;
 
  private:
+  // C = alpha·op(A)·op(B) + beta·C in fp32, sliced with polls between slices (kSliceFlops).
+  void sgemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
+             int lda, const float* b, int ldb, float beta, float* c, int ldc);
+  // A bf16 operand (or an fp32 one of a bf16 GEMM) as the fp32 values of its bf16 rounding,
+  // dense (leading dimension cols), in the workspace `ws`.
+  const float* widened(ConstTensorPtr x, int rows, int cols, int ld, std::vector<float>& ws);
+
   std::function<void()> poll_;
+  std::vector<float> ws_a_, ws_b_, ws_c_;  // bf16 GEMMs' fp32 operands, grown as needed
 };
 
 }  // namespace bb

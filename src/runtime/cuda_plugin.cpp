@@ -143,13 +143,14 @@ std::unique_ptr<Backend> make_backend(int local_rank, bool bf16) {
   return std::unique_ptr<Backend>(out);
 }
 
-std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend) {
+std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend,
+                                               double timeout_s) {
   std::string why;
   if (!available(&why)) throw ConfigError("--transport nccl: " + why);
   std::array<char, 512> err{};
   Transport* out = nullptr;
   const int status =
-      plugin().entries.make_nccl_transport(comm, &backend, &out, err.data(), err.size());
+      plugin().entries.make_nccl_transport(comm, &backend, timeout_s, &out, err.data(), err.size());
   if (status != 0 || out == nullptr) raise(status, "--transport nccl: ", err.data());
   return std::unique_ptr<Transport>(out);
 }

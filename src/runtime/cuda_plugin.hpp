@@ -32,9 +32,10 @@ int bb_cuda_plugin_abi(void);
 // A CudaBackend on GPU local_rank mod the node's device count; bf16 != 0: bf16 GEMM operands.
 int bb_cuda_make_backend(int local_rank, int bf16, bb::Backend** out, char* err,
                          std::size_t err_len);
-// An NCCL transport over `comm` (collective) for a backend this plugin made.
-int bb_cuda_make_nccl_transport(MPI_Comm comm, bb::Backend* backend, bb::Transport** out, char* err,
-                                std::size_t err_len);
+// An NCCL transport over `comm` (collective) for a backend this plugin made; its setup fails
+// after timeout_s seconds instead of waiting for a peer that never comes.
+int bb_cuda_make_nccl_transport(MPI_Comm comm, bb::Backend* backend, double timeout_s,
+                                bb::Transport** out, char* err, std::size_t err_len);
 // The device of a backend this plugin made; -1 for any other backend.
 int bb_cuda_device_of(bb::Backend* backend);
 // What a backend this plugin made measured (CudaBackend::runtime_bytes: the context and
@@ -49,7 +50,9 @@ void bb_cuda_versions(char* runtime, char* driver, char* nccl, std::size_t len);
 namespace bb::cuda_plugin {
 
 // Raised whenever an entry point or its meaning changes.
-inline constexpr int kCudaPluginAbi = 2;  // 2: bb_cuda_runtime_bytes, bb_cuda_device_name
+// 2: bb_cuda_runtime_bytes, bb_cuda_device_name; 3: bf16 tensors (TensorPtr kernels), the NCCL
+// setup's timeout.
+inline constexpr int kCudaPluginAbi = 3;
 inline constexpr const char* kFileName = "libbb_cuda.so";
 
 // Whether the plugin is loaded (loading it at the first call); when not, `why` gets one line
@@ -59,7 +62,8 @@ bool available(std::string* why = nullptr);
 // Throw ConfigError ("--backend cuda: ...", "--transport nccl: ...") when the plugin is
 // missing or says so (no device, ...), std::runtime_error for a CUDA failure.
 std::unique_ptr<Backend> make_backend(int local_rank, bool bf16);
-std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend);
+std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend,
+                                               double timeout_s);
 
 // -1 without the plugin or for a backend it did not make. Never loads the plugin: a backend
 // it made means it is loaded.

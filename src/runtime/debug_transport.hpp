@@ -67,16 +67,17 @@ class DelayedLinkTransport final : public Transport {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
 
-  Request isend(const float* buf, std::size_t count, int peer, int tag) override {
+  Request isend(ConstTensorPtr buf, std::size_t count, int peer, int tag) override {
     if (peer != peer_) return wrap(inner_.isend(buf, count, peer, tag));
     const std::int64_t id = next_++;
     held_.push_back({id, Clock::now() + std::chrono::duration_cast<Clock::duration>(delay_), buf,
                      count, peer, tag});
     return Request{id};
   }
-  Request irecv(float* buf, std::size_t count, int peer, int tag) override {
+  Request irecv(TensorPtr buf, std::size_t count, int peer, int tag) override {
     return wrap(inner_.irecv(buf, count, peer, tag));
   }
+  void check_errors() override { inner_.check_errors(); }
   bool test(Request& request) override {
     post_due();
     auto it = posted_.find(request.id);
@@ -97,7 +98,7 @@ class DelayedLinkTransport final : public Transport {
   struct Held {
     std::int64_t id;
     Clock::time_point due;
-    const float* buf;
+    ConstTensorPtr buf;
     std::size_t count;
     int peer, tag;
   };

@@ -58,9 +58,9 @@ int BufferPool::acquire() {
     free_.pop_back();
     return id;
   }
-  buffers_.push_back(backend_->allocate(count_));
+  buffers_.push_back(backend_->allocate(count_, dtype_));
   // Deterministic content for buffers that synthetic mode sends without computing them.
-  backend_->fill(buffers_.back().data(), 0.0f, count_);
+  backend_->fill(buffers_.back().ptr(), 0.0f, count_);
   return static_cast<int>(buffers_.size() - 1);
 }
 
@@ -71,6 +71,10 @@ std::size_t activation_count(const ExecutorConfig& config) {
       static_cast<std::size_t>(config.mb_size) *
       (config.transformer ? static_cast<std::size_t>(config.transformer->seq) : 1);
   return rows * static_cast<std::size_t>(config.hidden);
+}
+
+std::size_t message_bytes(const ExecutorConfig& config) {
+  return activation_count(config) * dtype_size(config.dtype);
 }
 
 namespace {
@@ -92,6 +96,7 @@ ChunkConfig with_chunk_fields(ChunkConfig c, const ExecutorConfig& config, int s
   }
   c.seed = config.seed;
   c.recompute = config.recompute;
+  c.dtype = config.dtype;
   if (config.synthetic) c.synthetic = SyntheticTimes{};  // accounting only: the executor sleeps
   return c;
 }
@@ -169,12 +174,12 @@ TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int sta
   return tc;
 }
 
-std::size_t chunk_forward_floats(const ExecutorConfig& config) {
-  if (config.recompute) return activation_count(config);
+std::size_t chunk_forward_bytes(const ExecutorConfig& config) {
+  if (config.recompute) return message_bytes(config);
   const auto L = static_cast<std::size_t>(config.layers);
   if (config.transformer)
-    return L * transformer_block_forward_floats(transformer_chunk_config(config, 0));
-  return 9 * L * activation_count(config);  // Z, A and the next input per block (stage.hpp)
+    return L * transformer_block_forward_bytes(transformer_chunk_config(config, 0));
+  return 9 * L * message_bytes(config);  // Z, A and the next input per block (stage.hpp)
 }
 
 std::size_t chunk_param_count(const ExecutorConfig& config) {
@@ -206,8 +211,8 @@ Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transpo
                                 " ranks, the schedule " + std::to_string(lowered.P));
   if (config.hidden <= 0 || (config.layers <= 0 && config.model_layers <= 0) || config.mb_size <= 0)
     throw std::invalid_argument("Executor: hidden, layers and mb_size must be positive");
-  if (pool.count() != activation_count(config))
-    throw std::invalid_argument("Executor: buffer pool of the wrong tensor size");
+  if (pool.count() != activation_count(config) || pool.dtype() != config.dtype)
+    throw std::invalid_argument("Executor: buffer pool of the wrong tensor size or dtype");
   rank_ = transport.rank();
   const int C = lowered.num_chunks();
   num_stages_ = model_stages(lowered);
@@ -368,6 +373,8 @@ void Executor::await_input(Tensor& t, const Action& consumer, int dir) {
     missing(consumer, dir == 0 ? "no input activation (no RECV_F and no local producer)"
                                : "no output gradient (no RECV_B and no local producer)");
   if (!t.request.valid()) return;
+  // NCCL: the compute stream waits for the receive on the device; the host goes on.
+  if (transport_.consume(t.request)) return;
   wait_until([&] { return transport_.test(t.request); }, [&] { progress_all(); }, config_.timeout_s,
              [&] {
                const MessageName in =
@@ -433,7 +440,7 @@ void Executor::compute_backward(const Action& a) {
   g = Tensor{};
   const MessageName out = message_out(a, route);
   const int dx = out.none() ? -1 : pool_.acquire();  // none at the route's first chunk
-  float* dx_ptr = dx >= 0 ? pool_.data(dx) : nullptr;
+  const TensorPtr dx_ptr = dx >= 0 ? pool_.data(dx) : TensorPtr();
   if (a.op == Op::B)
     st.backward_input(m, pool_.data(dy), dx_ptr);
   else
@@ -521,7 +528,6 @@ void Executor::run_step(StepRecord* record) {
     comm_origin_ = origin;
   }
   comm_time_ = 0;
-  double wait_total = 0;
   double comm_at_last_end = 0;  // comm_time_ when the last compute so far ended
   for (std::size_t i = 0; i < acts.size();) {
     const Action& a = acts[i];
@@ -557,7 +563,6 @@ void Executor::run_step(StepRecord* record) {
     }
     const double wait_end = backend_.now();
     const double waited = wait_end - ready;
-    wait_total += waited;
     for (const int rc : received)
       if (rc >= 0) (*comm_records_)[static_cast<std::size_t>(rc)].end = wait_end - origin;
     const std::size_t start_mark = record != nullptr ? backend_.mark() : 0;
@@ -605,7 +610,12 @@ void Executor::run_step(StepRecord* record) {
   // The device may still be working through the step, or waiting for a receive that never
   // completes (NCCL receives the compute stream waits on, with no host wait of their own): a
   // bare synchronize would outlast the watchdog. Poll it under the deadline first.
-  wait_until([&] { return backend_.queue_done(); }, config_.timeout_s,
+  wait_until(
+      [&] {
+        transport_.check_errors();
+        return backend_.queue_done();
+      },
+      config_.timeout_s,
              [&] {
                return "rank " + std::to_string(rank_) +
                       ": waiting for the device to finish the step (a receive it waits for never "
@@ -617,7 +627,7 @@ void Executor::run_step(StepRecord* record) {
   rec.origin = origin;
   rec.actions.clear();
   rec.busy = 0;
-  rec.wait = wait_total;
+  rec.wait = 0;
   rec.comm = comm_time_;
   rec.comm_tail = comm_time_ - comm_at_last_end;
   rec.first_start = 0;
@@ -628,6 +638,7 @@ void Executor::run_step(StepRecord* record) {
     p.rec.start = backend_.mark_seconds(p.start_mark);
     p.rec.end = backend_.mark_seconds(p.end_mark);
     rec.busy += p.rec.end - p.rec.start;
+    rec.wait += p.rec.start - p.rec.ready;
     rec.last_end = std::max(rec.last_end, p.rec.end);
     rec.actions.push_back(p.rec);
   }

@@ -43,21 +43,24 @@
 
 namespace bb {
 
-// Device buffers of one size (an activation of one micro-batch), reused across actions,
-// steps and configurations of one run.
+// Device buffers of one size (an activation of one micro-batch, `count` elements of `dtype`),
+// reused across actions, steps and configurations of one run.
 class BufferPool {
  public:
-  BufferPool(Backend& backend, std::size_t count) : backend_(&backend), count_(count) {}
+  BufferPool(Backend& backend, std::size_t count, Dtype dtype = Dtype::kF32)
+      : backend_(&backend), count_(count), dtype_(dtype) {}
   int acquire();
   void release(int id) { free_.push_back(id); }
-  float* data(int id) const { return buffers_[static_cast<std::size_t>(id)].data(); }
+  TensorPtr data(int id) const { return buffers_[static_cast<std::size_t>(id)].ptr(); }
   std::size_t count() const { return count_; }
+  Dtype dtype() const { return dtype_; }
   std::size_t allocated() const { return buffers_.size(); }
   std::size_t in_use() const { return buffers_.size() - free_.size(); }
 
  private:
   Backend* backend_;
   std::size_t count_;
+  Dtype dtype_;
   std::vector<Buffer> buffers_;
   std::vector<int> free_;
 };
@@ -72,6 +75,9 @@ struct ExecutorConfig {
   std::vector<int> partition;
   int mb_size = 4;  // rows of a micro-batch
   std::uint64_t seed = 1234;
+  // Activations, their gradients and the messages (--dtype); parameters, gradients and the
+  // optimizer's state stay fp32.
+  Dtype dtype = Dtype::kF32;
   bool recompute = false;
   bool synthetic = false;
   // Synthetic times of one stage for one micro-batch, seconds.
@@ -88,8 +94,10 @@ struct ExecutorConfig {
   double debug_delay_s = 0;
 };
 
-// Floats of one activation message (the BufferPool's tensor size) under `config`.
+// Elements of one activation message (the BufferPool's tensor size) under `config`, and its
+// bytes (in config.dtype).
 std::size_t activation_count(const ExecutorConfig& config);
+std::size_t message_bytes(const ExecutorConfig& config);
 // Model stages of a schedule: the route's chunks (DualPipe's two copies of a stage count once).
 int model_stages(const Schedule& schedule);
 // Blocks of each of `num_stages` stages along the route: `layers` each without model_layers;
@@ -102,7 +110,7 @@ int model_layer_count(const ExecutorConfig& config, int num_stages);
 // Floats of the whole model's parameters (each stage once, the ends included).
 std::size_t model_param_count(const ExecutorConfig& config, int num_stages);
 // `config` with `layers` set to the largest stage's blocks (what per-chunk estimates that assume
-// equal chunks, such as chunk_forward_floats, should see).
+// equal chunks, such as chunk_forward_bytes, should see).
 ExecutorConfig widest_chunk(ExecutorConfig config, int num_stages);
 // The transformer chunk of stage `stage` (config.transformer set): its shape, and hidden,
 // mb_size sequences, layers, seed, recompute and synthetic mode from `config`. With a vocab,
@@ -111,8 +119,8 @@ ExecutorConfig widest_chunk(ExecutorConfig config, int num_stages);
 // stage·layers.
 TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int stage,
                                            int num_stages = 0);
-// Floats one micro-batch keeps in a chunk after its F (only the chunk input with recompute).
-std::size_t chunk_forward_floats(const ExecutorConfig& config);
+// Bytes one micro-batch keeps in a chunk after its F (only the chunk input with recompute).
+std::size_t chunk_forward_bytes(const ExecutorConfig& config);
 // Floats of one chunk's parameters (as many again for its gradients).
 std::size_t chunk_param_count(const ExecutorConfig& config);
 // The model of chunk `stage` (its global layers from stage_layers) under `config`.
@@ -131,7 +139,8 @@ struct ActionRecord {
   double fraction = 1;  // stage-equivalents of the action's chunk (P / route length)
   // Seconds from the step's origin, from compute-stream marks (Backend::mark): ready = the
   // executor reached the action, start/end = its compute. start - ready is the time the
-  // compute stream waited for the inputs (on a GPU the wait may happen on the device).
+  // compute stream waited for the inputs (on a GPU the wait happens on the device when the
+  // transport consumes receives there: NCCL).
   double ready = 0, start = 0, end = 0;
   double wait = 0;  // host seconds spent polling for the inputs (host clock)
 };
@@ -153,7 +162,7 @@ struct StepRecord {
   std::vector<ActionRecord> actions;
   std::vector<CommRecord> comms;  // in the order of the lowered list
   double busy = 0;                // sum of compute (end - start)
-  double wait = 0;                // sum of (start - ready)
+  double wait = 0;                // sum of (start - ready): on the compute stream's clock
   double comm = 0;                // host time posting SEND/RECV and completing sends
   double comm_tail = 0;           // the part of comm after the last compute end (sends posted
                                   // after it, the end-of-step wait for sends to complete)

@@ -15,18 +15,20 @@
 
 namespace bb {
 
-// Throws ConfigError with one line, e.g. "--backend cuda: no CUDA device (...)",
-// "--dtype bf16: backend cpu computes in fp32 only". `local_rank` (the rank's index on its node)
-// selects the GPU: device local_rank mod the node's device count, so ranks beyond the device
-// count share GPUs round-robin (MPI transport only: NCCL refuses two ranks on one GPU); the CPU
-// backend ignores it. `dtype`: fp32, or bf16 (CUDA: bf16 GEMM operands, fp32 accumulate).
+// Throws ConfigError with one line, e.g. "--backend cuda: no CUDA device (...)". `local_rank`
+// (the rank's index on its node) selects the GPU: device local_rank mod the node's device
+// count, so ranks beyond the device count share GPUs round-robin (MPI transport only: NCCL
+// refuses two ranks on one GPU); the CPU backend ignores it. `dtype`: fp32, or bf16 (the
+// activations, their gradients and messages in bf16; fp32 master weights and accumulation).
 std::unique_ptr<Backend> make_backend(const std::string& name, int local_rank,
                                       const std::string& dtype = "fp32");
 
 // `comm` carries the pipeline's point-to-point traffic (the transport does not free it).
 // Throws ConfigError for an unknown name or a transport this build lacks. The MPI transport
-// stages device buffers through pinned host memory when the backend is CUDA.
-std::unique_ptr<Transport> make_transport(const std::string& name, MPI_Comm comm, Backend& backend);
+// stages device buffers through pinned host memory when the backend is CUDA. The NCCL
+// transport's setup gives up after `timeout_s` (a peer that never joins).
+std::unique_ptr<Transport> make_transport(const std::string& name, MPI_Comm comm, Backend& backend,
+                                          double timeout_s = 600);
 
 // The transport that goes with a backend when none is asked for: mpi for cpu, nccl for cuda.
 std::string default_transport(const std::string& backend);

@@ -14,9 +14,13 @@ namespace {
 int message_count(std::size_t count, int peer) {
   if (count > static_cast<std::size_t>(INT_MAX))
     throw mpi::MpiError("mpi transport: message of " + std::to_string(count) +
-                        " floats to/from rank " + std::to_string(peer) +
+                        " elements to/from rank " + std::to_string(peer) +
                         " exceeds MPI's int count");
   return static_cast<int>(count);
+}
+
+MPI_Datatype mpi_type(Dtype dtype) {
+  return dtype == Dtype::kBF16 ? MPI_UINT16_T : MPI_FLOAT;
 }
 
 }  // namespace
@@ -58,10 +62,11 @@ Request MpiTransport::hold(const Slot& slot) {
   return Request{id};
 }
 
-Request MpiTransport::isend(const float* buf, std::size_t count, int peer, int tag) {
+Request MpiTransport::isend(ConstTensorPtr buf, std::size_t count, int peer, int tag) {
   Slot s;
   s.send = true;
   s.count = message_count(count, peer);
+  s.type = mpi_type(buf.dtype());
   s.peer = peer;
   s.tag = tag;
   if (staging_) {
@@ -72,22 +77,23 @@ Request MpiTransport::isend(const float* buf, std::size_t count, int peer, int t
     post_staged_sends();
     return r;
   }
-  BB_CHECK_MPI(MPI_Isend(buf, s.count, MPI_FLOAT, peer, tag, comm_, &s.request));
+  BB_CHECK_MPI(MPI_Isend(buf.get(), s.count, s.type, peer, tag, comm_, &s.request));
   return hold(s);
 }
 
-Request MpiTransport::irecv(float* buf, std::size_t count, int peer, int tag) {
+Request MpiTransport::irecv(TensorPtr buf, std::size_t count, int peer, int tag) {
   Slot s;
   s.count = message_count(count, peer);
+  s.type = mpi_type(buf.dtype());
   s.peer = peer;
   s.tag = tag;
-  float* dst = buf;
+  void* dst = buf.get();
   if (staging_) {
     const HostStaging::Ticket t = staging_->stage_recv(buf, count);
     s.ticket = t.id;
     dst = staging_->recv_buffer(t);
   }
-  BB_CHECK_MPI(MPI_Irecv(dst, s.count, MPI_FLOAT, peer, tag, comm_, &s.request));
+  BB_CHECK_MPI(MPI_Irecv(dst, s.count, s.type, peer, tag, comm_, &s.request));
   const Request r = hold(s);
   if (staging_) staged_recvs_.push_back(r.id);
   return r;
@@ -96,9 +102,9 @@ Request MpiTransport::irecv(float* buf, std::size_t count, int peer, int tag) {
 void MpiTransport::post_staged_sends() {
   while (!staged_.empty()) {
     Slot& s = slots_[static_cast<std::size_t>(staged_.front())];
-    const float* host = staging_->send_ready(HostStaging::Ticket{s.ticket});
+    const void* host = staging_->send_ready(HostStaging::Ticket{s.ticket});
     if (host == nullptr) return;
-    BB_CHECK_MPI(MPI_Isend(host, s.count, MPI_FLOAT, s.peer, s.tag, comm_, &s.request));
+    BB_CHECK_MPI(MPI_Isend(host, s.count, s.type, s.peer, s.tag, comm_, &s.request));
     s.waiting_copy = false;
     staged_.pop_front();
   }

@@ -37,8 +37,8 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  Request isend(const float* buf, std::size_t count, int peer, int tag) override;
-  Request irecv(float* buf, std::size_t count, int peer, int tag) override;
+  Request isend(ConstTensorPtr buf, std::size_t count, int peer, int tag) override;
+  Request irecv(TensorPtr buf, std::size_t count, int peer, int tag) override;
   bool test(Request& request) override;
 
   // Operations posted and not yet completed by test().
@@ -53,6 +53,7 @@ class MpiTransport final : public Transport {
     std::int64_t ticket = -1;   // staging ticket, or -1
     bool delivered = false;     // staged receive: completed and delivered to the device
     int count = 0, peer = 0, tag = 0;
+    MPI_Datatype type = MPI_FLOAT;  // MPI_UINT16_T for bf16 (moved, never reduced)
   };
   Request hold(const Slot& slot);
   void post_staged_sends();

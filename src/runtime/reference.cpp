@@ -32,42 +32,43 @@ GradientSet run_reference(Backend& be, const ReferenceConfig& c,
     be.fill(dw1[l].data(), 0.0f, wsize);
     be.fill(dw2[l].data(), 0.0f, wsize);
   }
-  // X[l] is layer l's input, X[n] the model's output.
+  // X[l] is layer l's input, X[n] the model's output; activations in the pipeline's dtype.
+  const Dtype dt = c.dtype;
   std::vector<Buffer> x, z, a;
-  for (int l = 0; l <= n; ++l) x.push_back(be.allocate(act));
+  for (int l = 0; l <= n; ++l) x.push_back(be.allocate(act, dt));
   for (int l = 0; l < n; ++l) {
-    z.push_back(be.allocate(4 * act));
-    a.push_back(be.allocate(4 * act));
+    z.push_back(be.allocate(4 * act, dt));
+    a.push_back(be.allocate(4 * act, dt));
   }
-  Buffer target = be.allocate(act), g = be.allocate(act), g_prev = be.allocate(act);
-  Buffer da = be.allocate(4 * act), dz = be.allocate(4 * act), loss = be.allocate(1);
+  Buffer target = be.allocate(act, dt), g = be.allocate(act, dt), g_prev = be.allocate(act, dt);
+  Buffer da = be.allocate(4 * act, dt), dz = be.allocate(4 * act, dt), loss = be.allocate(1);
   be.fill(loss.data(), 0.0f, 1);
   const float scale = static_cast<float>(
       1.0 / (static_cast<double>(c.num_microbatches) * static_cast<double>(act)));
 
   for (int mb = 0; mb < c.num_microbatches; ++mb) {
-    make_input(be, c.seed, mb, b, h, x[0].data());
+    make_input(be, c.seed, mb, b, h, x[0].ptr());
     for (int l = 0; l < n; ++l) {
-      be.gemm(kNoTrans, kNoTrans, b, 4 * h, h, 1.0f, x[l].data(), h, w1[l].data(), 4 * h, 0.0f,
-              z[l].data(), 4 * h);
-      be.gelu(z[l].data(), a[l].data(), 4 * act);
-      be.copy(x[l].data(), x[l + 1].data(), act);
-      be.gemm(kNoTrans, kNoTrans, b, h, 4 * h, 1.0f, a[l].data(), 4 * h, w2[l].data(), h, 1.0f,
-              x[l + 1].data(), h);
+      be.gemm(kNoTrans, kNoTrans, b, 4 * h, h, 1.0f, x[l].ptr(), h, w1[l].data(), 4 * h, 0.0f,
+              z[l].ptr(), 4 * h);
+      be.gelu(z[l].ptr(), a[l].ptr(), 4 * act);
+      be.copy(x[l].ptr(), x[l + 1].ptr(), act);
+      be.gemm(kNoTrans, kNoTrans, b, h, 4 * h, 1.0f, a[l].ptr(), 4 * h, w2[l].data(), h, 1.0f,
+              x[l + 1].ptr(), h);
     }
-    make_target(be, c.seed, mb, b, h, target.data());
-    be.mse_loss(x[n].data(), target.data(), g.data(), act, scale, loss.data());
+    make_target(be, c.seed, mb, b, h, target.ptr());
+    be.mse_loss(x[n].ptr(), target.ptr(), g.ptr(), act, scale, loss.data());
     for (int l = n - 1; l >= 0; --l) {
       // g = dL/dY of layer l; g_prev becomes dL/dX.
-      be.gemm(kNoTrans, kTrans, b, 4 * h, h, 1.0f, g.data(), h, w2[l].data(), h, 0.0f, da.data(),
+      be.gemm(kNoTrans, kTrans, b, 4 * h, h, 1.0f, g.ptr(), h, w2[l].data(), h, 0.0f, da.ptr(),
               4 * h);
-      be.gelu_backward(z[l].data(), da.data(), dz.data(), 4 * act);
-      be.copy(g.data(), g_prev.data(), act);
-      be.gemm(kNoTrans, kTrans, b, h, 4 * h, 1.0f, dz.data(), 4 * h, w1[l].data(), 4 * h, 1.0f,
-              g_prev.data(), h);
-      be.gemm(kTrans, kNoTrans, 4 * h, h, b, 1.0f, a[l].data(), 4 * h, g.data(), h, 1.0f,
+      be.gelu_backward(z[l].ptr(), da.ptr(), dz.ptr(), 4 * act);
+      be.copy(g.ptr(), g_prev.ptr(), act);
+      be.gemm(kNoTrans, kTrans, b, h, 4 * h, 1.0f, dz.ptr(), 4 * h, w1[l].data(), 4 * h, 1.0f,
+              g_prev.ptr(), h);
+      be.gemm(kTrans, kNoTrans, 4 * h, h, b, 1.0f, a[l].ptr(), 4 * h, g.ptr(), h, 1.0f,
               dw2[l].data(), h);
-      be.gemm(kTrans, kNoTrans, h, 4 * h, b, 1.0f, x[l].data(), h, dz.data(), 4 * h, 1.0f,
+      be.gemm(kTrans, kNoTrans, h, 4 * h, b, 1.0f, x[l].ptr(), h, dz.ptr(), 4 * h, 1.0f,
               dw1[l].data(), 4 * h);
       std::swap(g, g_prev);
     }
@@ -97,12 +98,13 @@ GradientSet run_transformer_reference(Backend& be, const TransformerConfig& mode
   c.synthetic.reset();
   c.embed = c.head = c.vocab > 0;  // the whole model: both ends
   TransformerStage whole(be, c);
-  Buffer x = be.allocate(whole.activation_count()), y = be.allocate(whole.activation_count());
+  Buffer x = be.allocate(whole.activation_count(), c.dtype);
+  Buffer y = be.allocate(whole.activation_count(), c.dtype);
   for (int mb = 0; mb < num_microbatches; ++mb) {
-    whole.make_input(mb, x.data());
-    whole.forward(mb, x.data(), y.data());
-    whole.loss(mb, num_microbatches, y.data(), y.data());
-    whole.backward_full(mb, y.data(), nullptr);
+    whole.make_input(mb, x.ptr());
+    whole.forward(mb, x.ptr(), y.ptr());
+    whole.loss(mb, num_microbatches, y.ptr(), y.ptr());
+    whole.backward_full(mb, y.ptr(), nullptr);
   }
   GradientSet all;
   all.loss = whole.loss_sum();
@@ -129,6 +131,10 @@ void append_gradients(const ChunkModel& chunk, GradientSet& out) {
     out.layers.push_back({e.layer, chunk.backend().download(g, e.split),
                           chunk.backend().download(g + e.split, e.count - e.split)});
   }
+}
+
+double check_tolerance(Dtype dtype) {
+  return dtype == Dtype::kBF16 ? 1e-3 : 1e-5;
 }
 
 double relative_error(const std::vector<float>& ref, const std::vector<float>& got) {

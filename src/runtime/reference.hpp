@@ -37,6 +37,7 @@ struct ReferenceConfig {
   int num_layers = 0;  // the model: global layers [0, num_layers)
   int num_microbatches = 1;
   std::uint64_t seed = 0;
+  Dtype dtype = Dtype::kF32;  // of activations and their gradients (the pipeline's)
 };
 
 // One step's loss and accumulated gradients. `keep_layers` selects the layers whose
@@ -62,6 +63,14 @@ struct CompareResult {
   std::string worst;         // e.g. "layer 3 dW1", "loss"
   std::string message;       // one line: pass/fail, the worst error, or what is missing
 };
+
+// The largest norm-wise relative error a pipeline's gradients may have against the reference of
+// its dtype (run --check): fp32 1e-5; bf16 1e-3. Both sides round the same activations the
+// same way, so they differ only by the order of fp32 sums (weight gradients accumulate the
+// micro-batches in schedule order) and the bf16 roundings such differences flip (one bf16 ulp,
+// 2^-8 relative, in an element); a wrong gradient — one micro-batch's W missing is 1/M
+// relative — lies well above either.
+double check_tolerance(Dtype dtype);
 
 // Norm-wise relative error ||a−b|| / max(||a||, tiny) of each tensor (and |Δloss|/|loss|
 // when both have a loss). `got` may hold a subset of ref's layers; a layer missing from ref

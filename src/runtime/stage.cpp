@@ -15,11 +15,11 @@ void init_layer_params(Backend& backend, std::uint64_t seed, int layer, int hidd
                          static_cast<float>(1.0 / std::sqrt(4.0 * static_cast<double>(h))));
 }
 
-void make_input(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, float* x) {
+void make_input(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, TensorPtr x) {
   make_seeded_input(backend, seed, mb, static_cast<std::size_t>(rows) * hidden, x);
 }
 
-void make_target(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, float* t) {
+void make_target(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, TensorPtr t) {
   make_seeded_target(backend, seed, mb, static_cast<std::size_t>(rows) * hidden, t);
 }
 
@@ -43,7 +43,7 @@ Stage::Stage(Backend& backend, const StageConfig& config, ActivationMeter* share
   for (int i = 0; i < config.num_layers; ++i)
     init_layer_params(backend, config.seed, config.first_layer + i, config.hidden,
                       params() + 2 * w1_count() * i, params() + 2 * w1_count() * i + w1_count());
-  da_ = backend.allocate(4 * act());
+  da_ = backend.allocate(4 * act(), config.dtype);
 }
 
 std::size_t Stage::act() const {
@@ -58,19 +58,20 @@ std::size_t Stage::w1_count() const {
 // After F: every block's Z, A and next input (9·L·b·h, X0 counted); after B, dY too.
 ChunkSizes Stage::sizes() const {
   const auto L = static_cast<std::size_t>(config_.num_layers);
-  return {(10 * L - 1) * act(), 9 * L * act(), 10 * L * act(), da_.bytes()};
+  const std::size_t size = dtype_size(config_.dtype);
+  return {(10 * L - 1) * act() * size, 9 * L * act() * size, 10 * L * act() * size, da_.bytes()};
 }
-float* Stage::z_of(float* saved, int block) const {
-  return saved + 10 * act() * block;
+TensorPtr Stage::z_of(TensorPtr saved, int block) const {
+  return saved + 10 * act() * static_cast<std::size_t>(block);
 }
-float* Stage::a_of(float* saved, int block) const {
+TensorPtr Stage::a_of(TensorPtr saved, int block) const {
   return z_of(saved, block) + 4 * act();
 }
-float* Stage::dy_of(float* saved, int block) const {
+TensorPtr Stage::dy_of(TensorPtr saved, int block) const {
   return z_of(saved, block) + 8 * act();
 }
-const float* Stage::x_of(const float* x0, float* saved, int block) const {
-  return block == 0 ? x0 : z_of(saved, block - 1) + 9 * act();
+ConstTensorPtr Stage::x_of(ConstTensorPtr x0, TensorPtr saved, int block) const {
+  return block == 0 ? x0 : ConstTensorPtr(z_of(saved, block - 1) + 9 * act());
 }
 
 const float* Stage::w1(int block) const {
@@ -88,14 +89,14 @@ const float* Stage::dw2(int block) const {
 
 // --- Math ----------------------------------------------------------------------------------
 
-void Stage::run_forward(const float* x0, float* saved, float* y) {
+void Stage::run_forward(ConstTensorPtr x0, TensorPtr saved, TensorPtr y) {
   Backend& be = backend();
   const int b = config_.rows, h = config_.hidden, L = config_.num_layers;
   for (int i = 0; i < L; ++i) {
-    const float* x = x_of(x0, saved, i);
-    float* z = z_of(saved, i);
-    float* a = a_of(saved, i);
-    float* out = i + 1 < L ? z_of(saved, i) + 9 * act() : y;
+    const ConstTensorPtr x = x_of(x0, saved, i);
+    const TensorPtr z = z_of(saved, i);
+    const TensorPtr a = a_of(saved, i);
+    const TensorPtr out = i + 1 < L ? z_of(saved, i) + 9 * act() : y;
     be.gemm(kNoTrans, kNoTrans, b, 4 * h, h, 1.0f, x, h, w1(i), 4 * h, 0.0f, z, 4 * h);
     be.gelu(z, a, 4 * act());
     be.copy(x, out, act());
@@ -105,13 +106,13 @@ void Stage::run_forward(const float* x0, float* saved, float* y) {
 
 // Forward without keeping anything (recompute mode's F): Z and A share the dA workspace,
 // and the blocks' outputs alternate between scratch and y so that the last lands in y.
-void Stage::run_forward_transient(const float* x0, float* y) {
+void Stage::run_forward_transient(ConstTensorPtr x0, TensorPtr y) {
   Backend& be = backend();
   const int b = config_.rows, h = config_.hidden, L = config_.num_layers;
-  const float* x = x0;
+  ConstTensorPtr x = x0;
   for (int i = 0; i < L; ++i) {
-    float* za = da_.data();
-    float* out = (L - 1 - i) % 2 == 0 ? y : scratch();
+    const TensorPtr za = da_.ptr();
+    const TensorPtr out = (L - 1 - i) % 2 == 0 ? y : scratch();
     be.gemm(kNoTrans, kNoTrans, b, 4 * h, h, 1.0f, x, h, w1(i), 4 * h, 0.0f, za, 4 * h);
     be.gelu(za, za, 4 * act());
     be.copy(x, out, act());
@@ -120,22 +121,22 @@ void Stage::run_forward_transient(const float* x0, float* y) {
   }
 }
 
-void Stage::run_backward(const float* /*x0*/, float* saved, const float* dy, float* dx) {
+void Stage::run_backward(ConstTensorPtr /*x0*/, TensorPtr saved, ConstTensorPtr dy, TensorPtr dx) {
   Backend& be = backend();
   const int b = config_.rows, h = config_.hidden, L = config_.num_layers;
   be.copy(dy, dy_of(saved, L - 1), act());
   for (int i = L - 1; i >= 0; --i) {
-    const float* g = dy_of(saved, i);
-    float* z = z_of(saved, i);  // becomes dZ
-    be.gemm(kNoTrans, kTrans, b, 4 * h, h, 1.0f, g, h, w2(i), h, 0.0f, da_.data(), 4 * h);
-    be.gelu_backward(z, da_.data(), z, 4 * act());
-    float* out = i > 0 ? dy_of(saved, i - 1) : dx;
+    const ConstTensorPtr g = dy_of(saved, i);
+    const TensorPtr z = z_of(saved, i);  // becomes dZ
+    be.gemm(kNoTrans, kTrans, b, 4 * h, h, 1.0f, g, h, w2(i), h, 0.0f, da_.ptr(), 4 * h);
+    be.gelu_backward(z, da_.ptr(), z, 4 * act());
+    const TensorPtr out = i > 0 ? dy_of(saved, i - 1) : dx;
     be.copy(g, out, act());
     be.gemm(kNoTrans, kTrans, b, h, 4 * h, 1.0f, z, 4 * h, w1(i), 4 * h, 1.0f, out, h);
   }
 }
 
-void Stage::run_weight(const float* x0, float* saved) {
+void Stage::run_weight(ConstTensorPtr x0, TensorPtr saved) {
   Backend& be = backend();
   const int b = config_.rows, h = config_.hidden, L = config_.num_layers;
   for (int i = 0; i < L; ++i) {

@@ -2,9 +2,10 @@
 // on micro-batches of b rows. Block l:  Z = X·W1 (b×h · h×4h),  A = gelu(Z),  Y = A·W2 + X.
 //
 // A ChunkModel (runtime/chunk_model.hpp: the work items F, B, W, BW, loss, optimizer and the
-// shared bookkeeping); activations are b×h floats.
+// shared bookkeeping); activations are b×h elements of the run's dtype.
 //
-// Activation accounting (bytes, per micro-batch in flight; sizes in floats):
+// Activation accounting (bytes, per micro-batch in flight; sizes in elements, times the
+// activation dtype's size):
 //   after F:  the chunk input X0 (b·h) and, unless recompute, every block's Z and A
 //             (4·b·h each) and the inputs of blocks 1..L−1       = 9·L·b·h
 //             with recompute: X0 only                            = b·h
@@ -28,8 +29,8 @@ namespace bb {
 void init_layer_params(Backend& backend, std::uint64_t seed, int layer, int hidden, float* w1,
                        float* w2);
 // Synthetic input and MSE target of micro-batch `mb` (rows×hidden), uniform in ±1.
-void make_input(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, float* x);
-void make_target(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, float* t);
+void make_input(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, TensorPtr x);
+void make_target(Backend& backend, std::uint64_t seed, int mb, int rows, int hidden, TensorPtr t);
 
 struct StageConfig {
   int hidden = 0;       // h
@@ -39,6 +40,7 @@ struct StageConfig {
   std::uint64_t seed = 0;
   bool recompute = false;
   std::optional<SyntheticTimes> synthetic;  // unset: GEMM mode
+  Dtype dtype = Dtype::kF32;                // of activations, their gradients and messages
 };
 
 class Stage final : public ChunkModel {
@@ -60,15 +62,15 @@ class Stage final : public ChunkModel {
  private:
   std::size_t act() const;  // b·h
   ChunkSizes sizes() const override;
-  void run_forward(const float* x0, float* saved, float* y) override;
-  void run_forward_transient(const float* x0, float* y) override;
-  void run_backward(const float* x0, float* saved, const float* dy, float* dx) override;
-  void run_weight(const float* x0, float* saved) override;
+  void run_forward(ConstTensorPtr x0, TensorPtr saved, TensorPtr y) override;
+  void run_forward_transient(ConstTensorPtr x0, TensorPtr y) override;
+  void run_backward(ConstTensorPtr x0, TensorPtr saved, ConstTensorPtr dy, TensorPtr dx) override;
+  void run_weight(ConstTensorPtr x0, TensorPtr saved) override;
 
-  const float* x_of(const float* x0, float* saved, int block) const;
-  float* z_of(float* saved, int block) const;
-  float* a_of(float* saved, int block) const;
-  float* dy_of(float* saved, int block) const;
+  ConstTensorPtr x_of(ConstTensorPtr x0, TensorPtr saved, int block) const;
+  TensorPtr z_of(TensorPtr saved, int block) const;
+  TensorPtr a_of(TensorPtr saved, int block) const;
+  TensorPtr dy_of(TensorPtr saved, int block) const;
 
   StageConfig config_;
   Buffer da_;  // dA (b×4h), also Z/A of the transient forward

@@ -33,6 +33,9 @@ ChunkShape transformer_shape(const TransformerConfig& c) {
         "TransformerStage: hidden, heads, seq, rows and num_layers must be positive");
   if ((c.embed || c.head) && (c.vocab <= 0 || c.vocab >= (1 << 24)))
     throw std::invalid_argument("TransformerStage: the model's ends need a vocab of 1..2^24-1");
+  if ((c.embed || c.head) && static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype) < 4)
+    throw std::invalid_argument("TransformerStage: the model's ends need hidden >= 2 (token ids "
+                                "are kept in activation buffers)");
   if (c.hidden % c.heads != 0)
     throw std::invalid_argument("TransformerStage: heads (" + std::to_string(c.heads) +
                                 ") must divide hidden (" + std::to_string(c.hidden) + ")");
@@ -78,11 +81,82 @@ std::size_t transformer_end_param_count(const TransformerConfig& c) {
   return (c.embed ? V * h + static_cast<std::size_t>(c.seq) * h : 0) + (c.head ? 2 * h + h * V : 0);
 }
 
-std::size_t transformer_block_forward_floats(const TransformerConfig& c) {
+namespace {
+
+using ForwardPart = TransformerStage::ForwardPart;
+using BackwardPart = TransformerStage::BackwardPart;
+using WorkPart = TransformerStage::WorkPart;
+using HeadPart = TransformerStage::HeadPart;
+
+std::size_t probs_count(const TransformerConfig& c) {
+  return static_cast<std::size_t>(c.rows) * static_cast<std::size_t>(c.heads) *
+         static_cast<std::size_t>(c.seq) * static_cast<std::size_t>(c.seq);
+}
+
+ForwardPart forward_part(const TransformerConfig& c) {
   const std::size_t T = c.tokens(), h = static_cast<std::size_t>(c.hidden);
-  const std::size_t probs = static_cast<std::size_t>(c.rows) * static_cast<std::size_t>(c.heads) *
-                            static_cast<std::size_t>(c.seq) * static_cast<std::size_t>(c.seq);
-  return 8 * T * h + 2 * T * static_cast<std::size_t>(c.ffn_width()) + probs + 4 * T;
+  const auto f = static_cast<std::size_t>(c.ffn_width());
+  TensorLayout l(c.dtype);
+  ForwardPart p{};
+  p.ln1 = l.act(T * h);
+  p.mean1 = l.f32(T);
+  p.rstd1 = l.f32(T);
+  p.qkv = l.act(3 * T * h);
+  p.probs = l.act(probs_count(c));
+  p.ctx = l.act(T * h);
+  p.x1 = l.act(T * h);
+  p.ln2 = l.act(T * h);
+  p.mean2 = l.f32(T);
+  p.rstd2 = l.f32(T);
+  p.z = l.act(T * f);
+  p.a = l.act(T * f);
+  p.out = l.act(T * h);  // the next block's input (unused in the last block: X0 counts instead)
+  p.size = l.size();
+  return p;
+}
+
+BackwardPart backward_part(const TransformerConfig& c) {
+  const std::size_t T = c.tokens(), h = static_cast<std::size_t>(c.hidden);
+  TensorLayout l(c.dtype);
+  BackwardPart p{};
+  p.dy = l.act(T * h);
+  p.dx1 = l.act(T * h);
+  p.dqkv = l.act(3 * T * h);
+  p.dln1 = l.act(T * h);
+  p.dln2 = l.act(T * h);
+  p.size = l.size();
+  return p;
+}
+
+WorkPart work_part(const TransformerConfig& c) {
+  const std::size_t T = c.tokens(), h = static_cast<std::size_t>(c.hidden);
+  TensorLayout l(c.dtype);
+  WorkPart p{};
+  p.dprobs = l.act(probs_count(c));
+  p.dctx = l.act(T * h);
+  p.da = l.act(T * static_cast<std::size_t>(c.ffn_width()));
+  p.size = l.size();
+  return p;
+}
+
+HeadPart head_part(const TransformerConfig& c) {
+  const std::size_t T = c.tokens(), h = static_cast<std::size_t>(c.hidden);
+  TensorLayout l(c.dtype);
+  HeadPart p{};
+  p.x = l.act(T * h);  // the head's input (the last block's output)
+  p.ln = l.act(T * h);
+  p.mean = l.f32(T);
+  p.rstd = l.f32(T);
+  p.dln = l.act(T * h);
+  p.dlogits = l.act(T * static_cast<std::size_t>(c.vocab));
+  p.size = l.size();
+  return p;
+}
+
+}  // namespace
+
+std::size_t transformer_block_forward_bytes(const TransformerConfig& c) {
+  return forward_part(c).size;
 }
 
 std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn) {
@@ -124,50 +198,12 @@ TransformerStage::TransformerStage(Backend& backend, const TransformerConfig& co
                                    ActivationMeter* shared_meter)
     : ChunkModel(backend, transformer_shape(config), shared_meter),
       config_(config),
-      tensors_(transformer_param_tensors(config.hidden, config.ffn_width())) {
-  const std::size_t T = config.tokens(), h = static_cast<std::size_t>(config.hidden);
-  const std::size_t f = static_cast<std::size_t>(config.ffn_width());
-  const std::size_t probs =
-      static_cast<std::size_t>(config.rows) * static_cast<std::size_t>(config.heads) *
-      static_cast<std::size_t>(config.seq) * static_cast<std::size_t>(config.seq);
-  std::size_t o = 0;
-  auto next = [&o](std::size_t n) {
-    const std::size_t at = o;
-    o += n;
-    return at;
-  };
-  f_.ln1 = next(T * h);
-  f_.mean1 = next(T);
-  f_.rstd1 = next(T);
-  f_.qkv = next(3 * T * h);
-  f_.probs = next(probs);
-  f_.ctx = next(T * h);
-  f_.x1 = next(T * h);
-  f_.ln2 = next(T * h);
-  f_.mean2 = next(T);
-  f_.rstd2 = next(T);
-  f_.z = next(T * f);
-  f_.a = next(T * f);
-  f_.out = next(T * h);  // the next block's input (unused in the last block: X0 counts instead)
-  f_.size = o;
-  if (f_.size != transformer_block_forward_floats(config))
-    throw std::logic_error("TransformerStage: layout and transformer_block_forward_floats differ");
-  o = 0;
-  b_.dy = next(T * h);
-  b_.dx1 = next(T * h);
-  b_.dqkv = next(3 * T * h);
-  b_.dln1 = next(T * h);
-  b_.dln2 = next(T * h);
-  b_.size = o;
-  o = 0;
-  head_.x = next(T * h);  // the head's input (the last block's output)
-  head_.ln = next(T * h);
-  head_.mean = next(T);
-  head_.rstd = next(T);
-  head_.dln = next(T * h);
-  head_.dlogits = next(T * static_cast<std::size_t>(config.vocab));
-  head_.size = o;
-
+      tensors_(transformer_param_tensors(config.hidden, config.ffn_width())),
+      f_(forward_part(config)),
+      b_(backward_part(config)),
+      w_(work_part(config)),
+      head_(head_part(config)) {
+  const auto h = static_cast<std::size_t>(config.hidden);
   if (config.synthetic) return;
   const std::size_t per_layer = layer_param_count();
   for (int i = 0; i < config.num_layers; ++i)
@@ -195,7 +231,7 @@ TransformerStage::TransformerStage(Backend& backend, const TransformerConfig& co
     init(e + h, h, kLnfBeta, 0.1, false);
     init(e + 2 * h, h * V, kHeadWeight, 1.0 / std::sqrt(static_cast<double>(h)), false);
   }
-  work_ = backend.allocate(std::max(f_.size, probs + T * h + T * f));
+  work_ = allocate_bytes(std::max(f_.size, w_.size));
 }
 
 std::size_t TransformerStage::gradient_split() const {
@@ -228,17 +264,17 @@ std::vector<ChunkModel::EndTensors> TransformerStage::end_tensors() const {
 // each; with head, the loss keeps head_ from F to W.
 ChunkSizes TransformerStage::sizes() const {
   const auto L = static_cast<std::size_t>(config_.num_layers);
-  const std::size_t emb = config_.embed ? activation_count() : 0;
+  const std::size_t emb = config_.embed ? activation_bytes() : 0;
   const std::size_t saved = (f_.size + b_.size) * L + 2 * emb;
-  return {saved, f_.size * L + emb, saved + loss_count(), work_.bytes()};
+  return {saved, f_.size * L + emb, saved + loss_bytes(), work_.bytes()};
 }
-std::size_t TransformerStage::loss_count() const {
+std::size_t TransformerStage::loss_bytes() const {
   return config_.head ? head_.size : 0;
 }
 
-const float* TransformerStage::input_of(const float* x0, float* saved, int block) const {
-  if (block == 0) return config_.embed ? embedded(saved) : x0;
-  return area(saved, block - 1) + f_.out;
+ConstTensorPtr TransformerStage::input_of(ConstTensorPtr x0, TensorPtr saved, int block) const {
+  if (block == 0) return config_.embed ? ConstTensorPtr(embedded(saved)) : x0;
+  return act_at(area(saved, block - 1), f_.out);
 }
 const float* TransformerStage::param(int block, std::size_t tensor) const {
   return params() + layer_param_count() * static_cast<std::size_t>(block) + tensors_[tensor].offset;
@@ -249,43 +285,67 @@ float* TransformerStage::grad(int block, std::size_t tensor) {
 
 // --- Math ----------------------------------------------------------------------------------
 
-void TransformerStage::forward_layer(int l, const float* x, float* fw, float* out) {
-  Backend& be = backend();
-  const auto [T, h, f, S, H, d, SS, alpha, act] = layer_dims(config_);
-  float* ln1 = fw + f_.ln1;
-  float* qkv = fw + f_.qkv;
-  float* probs = fw + f_.probs;
-  float* ctx = fw + f_.ctx;
-  float* x1 = fw + f_.x1;
-  float* ln2 = fw + f_.ln2;
-  float* z = fw + f_.z;
-  float* a = fw + f_.a;
+namespace {
 
-  be.layernorm(x, param(l, kLn1Gamma), param(l, kLn1Beta), ln1, fw + f_.mean1, fw + f_.rstd1, T, h,
-               kLayerNormEps);
+// The attention GEMMs' batch: every sequence (outer) and head (inner) of a micro-batch. A
+// sequence's rows of Q, K, V (leading dimension 3h) and of the context (h) start S rows
+// further on, a head's columns d further on; its scores P are a dense S×S block.
+struct AttentionStrides {
+  std::int64_t qkv_seq, qkv_head, ctx_seq, ctx_head, p_seq, p_head;
+};
+
+AttentionStrides attention_strides(const LayerDims& D) {
+  return {static_cast<std::int64_t>(D.S) * 3 * D.h, D.d, static_cast<std::int64_t>(D.S) * D.h,
+          D.d, static_cast<std::int64_t>(D.H) * D.SS, D.SS};
+}
+
+// One batch over (sequence, head) of operands with the given (per-sequence, per-head) strides.
+GemmBatch attention_batch(int rows, int heads, std::int64_t a_seq, std::int64_t a_head,
+                          std::int64_t b_seq, std::int64_t b_head, std::int64_t c_seq,
+                          std::int64_t c_head) {
+  GemmBatch g;
+  g.outer = rows;
+  g.inner = heads;
+  g.outer_a = a_seq;
+  g.inner_a = a_head;
+  g.outer_b = b_seq;
+  g.inner_b = b_head;
+  g.outer_c = c_seq;
+  g.inner_c = c_head;
+  return g;
+}
+
+}  // namespace
+
+void TransformerStage::forward_layer(int l, ConstTensorPtr x, TensorPtr fw, TensorPtr out) {
+  Backend& be = backend();
+  const LayerDims D = layer_dims(config_);
+  const auto [T, h, f, S, H, d, SS, alpha, act] = D;
+  const AttentionStrides st = attention_strides(D);
+  const int B = config_.rows;
+  const TensorPtr ln1 = act_at(fw, f_.ln1), qkv = act_at(fw, f_.qkv), probs = act_at(fw, f_.probs);
+  const TensorPtr ctx = act_at(fw, f_.ctx), x1 = act_at(fw, f_.x1), ln2 = act_at(fw, f_.ln2);
+  const TensorPtr z = act_at(fw, f_.z), a = act_at(fw, f_.a);
+
+  be.layernorm(x, param(l, kLn1Gamma), param(l, kLn1Beta), ln1, f32_at(fw, f_.mean1),
+               f32_at(fw, f_.rstd1), T, h, kLayerNormEps);
   be.gemm(kNoTrans, kNoTrans, T, 3 * h, h, 1.0f, ln1, h, param(l, kWqkv), 3 * h, 0.0f, qkv, 3 * h);
   be.add_bias(qkv, param(l, kBqkv), T, 3 * h);
-  // Per sequence, the heads as one batch: head i's Q, K, V are d columns at i·d of qkv's
-  // three h-wide parts (leading dimension 3h); its scores a dense S×S block of probs.
-  for (int s = 0; s < config_.rows; ++s) {
-    const float* q = qkv + static_cast<std::size_t>(s) * S * 3 * h;
-    float* p = probs + static_cast<std::size_t>(s) * H * SS;
-    be.gemm_strided_batched(kNoTrans, kTrans, S, S, d, alpha, q, 3 * h, d, q + h, 3 * h, d, 0.0f, p,
-                            S, SS, H);
-  }
-  be.softmax(probs, probs, config_.rows * H * S, S, config_.causal);
-  for (int s = 0; s < config_.rows; ++s) {
-    const float* q = qkv + static_cast<std::size_t>(s) * S * 3 * h;
-    const float* p = probs + static_cast<std::size_t>(s) * H * SS;
-    be.gemm_strided_batched(kNoTrans, kNoTrans, S, d, S, 1.0f, p, S, SS, q + 2 * h, 3 * h, d, 0.0f,
-                            ctx + static_cast<std::size_t>(s) * S * h, h, d, H);
-  }
+  // Head i's Q, K, V are d columns at i·d of qkv's three h-wide parts; its scores a dense
+  // S×S block of probs.
+  be.gemm_batched(kNoTrans, kTrans, S, S, d, alpha, qkv, 3 * h, qkv + h, 3 * h, 0.0f, probs, S,
+                  attention_batch(B, H, st.qkv_seq, st.qkv_head, st.qkv_seq, st.qkv_head,
+                                  st.p_seq, st.p_head));
+  be.softmax(probs, probs, B * H * S, S, config_.causal);
+  be.gemm_batched(kNoTrans, kNoTrans, S, d, S, 1.0f, probs, S, qkv + 2 * h, 3 * h, 0.0f, ctx, h,
+                  attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.ctx_seq,
+                                  st.ctx_head));
   be.copy(x, x1, act);
   be.gemm(kNoTrans, kNoTrans, T, h, h, 1.0f, ctx, h, param(l, kWo), h, 1.0f, x1, h);
   be.add_bias(x1, param(l, kBo), T, h);
 
-  be.layernorm(x1, param(l, kLn2Gamma), param(l, kLn2Beta), ln2, fw + f_.mean2, fw + f_.rstd2, T, h,
-               kLayerNormEps);
+  be.layernorm(x1, param(l, kLn2Gamma), param(l, kLn2Beta), ln2, f32_at(fw, f_.mean2),
+               f32_at(fw, f_.rstd2), T, h, kLayerNormEps);
   be.gemm(kNoTrans, kNoTrans, T, f, h, 1.0f, ln2, h, param(l, kW1), f, 0.0f, z, f);
   be.add_bias(z, param(l, kB1), T, f);
   be.gelu(z, a, static_cast<std::size_t>(T) * f);
@@ -295,131 +355,123 @@ void TransformerStage::forward_layer(int l, const float* x, float* fw, float* ou
 }
 
 // bw's dY holds the block's output gradient; dx gets its input gradient.
-void TransformerStage::backward_layer(int l, const float* x, float* fw, float* bw, float* dx) {
+void TransformerStage::backward_layer(int l, ConstTensorPtr x, TensorPtr fw, TensorPtr bw,
+                                      TensorPtr dx) {
   Backend& be = backend();
-  const auto [T, h, f, S, H, d, SS, alpha, act] = layer_dims(config_);
-  const float* g = bw + b_.dy;
-  float* dx1 = bw + b_.dx1;
-  float* dqkv = bw + b_.dqkv;
-  float* z = fw + f_.z;  // becomes dZ
-  const float* qkv = fw + f_.qkv;
-  const float* probs = fw + f_.probs;
-  float* dprobs = work_.data();
-  float* dctx = dprobs + static_cast<std::size_t>(config_.rows) * H * SS;
-  float* da = dctx + act;
+  const LayerDims D = layer_dims(config_);
+  const auto [T, h, f, S, H, d, SS, alpha, act] = D;
+  const AttentionStrides st = attention_strides(D);
+  const int B = config_.rows;
+  const TensorPtr g = act_at(bw, b_.dy), dx1 = act_at(bw, b_.dx1), dqkv = act_at(bw, b_.dqkv);
+  const TensorPtr z = act_at(fw, f_.z);  // becomes dZ
+  const TensorPtr qkv = act_at(fw, f_.qkv), probs = act_at(fw, f_.probs);
+  const TensorPtr dprobs = act_at(work_.ptr(), w_.dprobs), dctx = act_at(work_.ptr(), w_.dctx);
+  const TensorPtr da = act_at(work_.ptr(), w_.da);
 
   // MLP and LN2.
   be.gemm(kNoTrans, kTrans, T, f, h, 1.0f, g, h, param(l, kW2), h, 0.0f, da, f);
   be.gelu_backward(z, da, z, static_cast<std::size_t>(T) * f);
-  be.gemm(kNoTrans, kTrans, T, h, f, 1.0f, z, f, param(l, kW1), f, 0.0f, bw + b_.dln2, h);
+  be.gemm(kNoTrans, kTrans, T, h, f, 1.0f, z, f, param(l, kW1), f, 0.0f, act_at(bw, b_.dln2), h);
   be.copy(g, dx1, act);
-  be.layernorm_backward_input(fw + f_.x1, param(l, kLn2Gamma), fw + f_.mean2, fw + f_.rstd2,
-                              bw + b_.dln2, dx1, T, h);
-  // Output projection and attention.
+  be.layernorm_backward_input(act_at(fw, f_.x1), param(l, kLn2Gamma), f32_at(fw, f_.mean2),
+                              f32_at(fw, f_.rstd2), act_at(bw, b_.dln2), dx1, T, h);
+  // Output projection and attention (dP = dc·Vᵀ, dV = Pᵀ·dc, then dQ = α·dS·K, dK = α·dSᵀ·Q).
   be.gemm(kNoTrans, kTrans, T, h, h, 1.0f, dx1, h, param(l, kWo), h, 0.0f, dctx, h);
-  for (int s = 0; s < config_.rows; ++s) {
-    const std::size_t tok = static_cast<std::size_t>(s) * S;
-    const float* v = qkv + tok * 3 * h + 2 * h;
-    const float* dc = dctx + tok * h;
-    const float* p = probs + static_cast<std::size_t>(s) * H * SS;
-    float* dp = dprobs + static_cast<std::size_t>(s) * H * SS;
-    be.gemm_strided_batched(kNoTrans, kTrans, S, S, d, 1.0f, dc, h, d, v, 3 * h, d, 0.0f, dp, S, SS,
-                            H);
-    be.gemm_strided_batched(kTrans, kNoTrans, S, d, S, 1.0f, p, S, SS, dc, h, d, 0.0f,
-                            dqkv + tok * 3 * h + 2 * h, 3 * h, d, H);
-  }
-  be.softmax_backward(probs, dprobs, dprobs, config_.rows * H * S, S);
-  for (int s = 0; s < config_.rows; ++s) {
-    const std::size_t tok = static_cast<std::size_t>(s) * S;
-    const float* q = qkv + tok * 3 * h;
-    const float* ds = dprobs + static_cast<std::size_t>(s) * H * SS;
-    float* dq = dqkv + tok * 3 * h;
-    be.gemm_strided_batched(kNoTrans, kNoTrans, S, d, S, alpha, ds, S, SS, q + h, 3 * h, d, 0.0f,
-                            dq, 3 * h, d, H);
-    be.gemm_strided_batched(kTrans, kNoTrans, S, d, S, alpha, ds, S, SS, q, 3 * h, d, 0.0f, dq + h,
-                            3 * h, d, H);
-  }
+  be.gemm_batched(kNoTrans, kTrans, S, S, d, 1.0f, dctx, h, qkv + 2 * h, 3 * h, 0.0f, dprobs, S,
+                  attention_batch(B, H, st.ctx_seq, st.ctx_head, st.qkv_seq, st.qkv_head,
+                                  st.p_seq, st.p_head));
+  be.gemm_batched(kTrans, kNoTrans, S, d, S, 1.0f, probs, S, dctx, h, 0.0f, dqkv + 2 * h, 3 * h,
+                  attention_batch(B, H, st.p_seq, st.p_head, st.ctx_seq, st.ctx_head, st.qkv_seq,
+                                  st.qkv_head));
+  be.softmax_backward(probs, dprobs, dprobs, B * H * S, S);
+  be.gemm_batched(kNoTrans, kNoTrans, S, d, S, alpha, dprobs, S, qkv + h, 3 * h, 0.0f, dqkv, 3 * h,
+                  attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.qkv_seq,
+                                  st.qkv_head));
+  be.gemm_batched(kTrans, kNoTrans, S, d, S, alpha, dprobs, S, qkv, 3 * h, 0.0f, dqkv + h, 3 * h,
+                  attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.qkv_seq,
+                                  st.qkv_head));
   // QKV projection and LN1.
   be.gemm(kNoTrans, kTrans, T, h, 3 * h, 1.0f, dqkv, 3 * h, param(l, kWqkv), 3 * h, 0.0f,
-          bw + b_.dln1, h);
+          act_at(bw, b_.dln1), h);
   be.copy(dx1, dx, act);
-  be.layernorm_backward_input(x, param(l, kLn1Gamma), fw + f_.mean1, fw + f_.rstd1, bw + b_.dln1,
-                              dx, T, h);
+  be.layernorm_backward_input(x, param(l, kLn1Gamma), f32_at(fw, f_.mean1), f32_at(fw, f_.rstd1),
+                              act_at(bw, b_.dln1), dx, T, h);
 }
 
-void TransformerStage::weight_layer(int l, const float* x, float* fw, float* bw) {
+void TransformerStage::weight_layer(int l, ConstTensorPtr x, TensorPtr fw, TensorPtr bw) {
   Backend& be = backend();
   const int T = static_cast<int>(config_.tokens()), h = config_.hidden, f = config_.ffn_width();
-  const float* g = bw + b_.dy;
-  const float* dz = fw + f_.z;
-  be.gemm(kTrans, kNoTrans, f, h, T, 1.0f, fw + f_.a, f, g, h, 1.0f, grad(l, kW2), h);
+  const TensorPtr g = act_at(bw, b_.dy), dz = act_at(fw, f_.z);
+  const TensorPtr dx1 = act_at(bw, b_.dx1), dqkv = act_at(bw, b_.dqkv);
+  be.gemm(kTrans, kNoTrans, f, h, T, 1.0f, act_at(fw, f_.a), f, g, h, 1.0f, grad(l, kW2), h);
   be.column_sums(g, grad(l, kB2), T, h);
-  be.gemm(kTrans, kNoTrans, h, f, T, 1.0f, fw + f_.ln2, h, dz, f, 1.0f, grad(l, kW1), f);
+  be.gemm(kTrans, kNoTrans, h, f, T, 1.0f, act_at(fw, f_.ln2), h, dz, f, 1.0f, grad(l, kW1), f);
   be.column_sums(dz, grad(l, kB1), T, f);
-  be.layernorm_backward_params(fw + f_.x1, fw + f_.mean2, fw + f_.rstd2, bw + b_.dln2,
-                               grad(l, kLn2Gamma), grad(l, kLn2Beta), T, h);
-  be.gemm(kTrans, kNoTrans, h, h, T, 1.0f, fw + f_.ctx, h, bw + b_.dx1, h, 1.0f, grad(l, kWo), h);
-  be.column_sums(bw + b_.dx1, grad(l, kBo), T, h);
-  be.gemm(kTrans, kNoTrans, h, 3 * h, T, 1.0f, fw + f_.ln1, h, bw + b_.dqkv, 3 * h, 1.0f,
+  be.layernorm_backward_params(act_at(fw, f_.x1), f32_at(fw, f_.mean2), f32_at(fw, f_.rstd2),
+                               act_at(bw, b_.dln2), grad(l, kLn2Gamma), grad(l, kLn2Beta), T, h);
+  be.gemm(kTrans, kNoTrans, h, h, T, 1.0f, act_at(fw, f_.ctx), h, dx1, h, 1.0f, grad(l, kWo), h);
+  be.column_sums(dx1, grad(l, kBo), T, h);
+  be.gemm(kTrans, kNoTrans, h, 3 * h, T, 1.0f, act_at(fw, f_.ln1), h, dqkv, 3 * h, 1.0f,
           grad(l, kWqkv), 3 * h);
-  be.column_sums(bw + b_.dqkv, grad(l, kBqkv), T, 3 * h);
-  be.layernorm_backward_params(x, fw + f_.mean1, fw + f_.rstd1, bw + b_.dln1, grad(l, kLn1Gamma),
-                               grad(l, kLn1Beta), T, h);
+  be.column_sums(dqkv, grad(l, kBqkv), T, 3 * h);
+  be.layernorm_backward_params(x, f32_at(fw, f_.mean1), f32_at(fw, f_.rstd1), act_at(bw, b_.dln1),
+                               grad(l, kLn1Gamma), grad(l, kLn1Beta), T, h);
 }
 
-void TransformerStage::run_forward(const float* x0, float* saved, float* y) {
+void TransformerStage::embed(ConstTensorPtr ids, TensorPtr out) {
+  const float* table = params() + end_offset(false);
+  backend().embedding(token_ids(ids), table,
+                      table + static_cast<std::size_t>(config_.vocab) * config_.hidden, out,
+                      static_cast<int>(config_.tokens()), config_.seq, config_.hidden);
+}
+
+void TransformerStage::run_forward(ConstTensorPtr x0, TensorPtr saved, TensorPtr y) {
   const int L = config_.num_layers;
-  if (config_.embed)
-    backend().embedding(
-        x0, params() + end_offset(false),
-        params() + end_offset(false) + static_cast<std::size_t>(config_.vocab) * config_.hidden,
-        embedded(saved), static_cast<int>(config_.tokens()), config_.seq, config_.hidden);
+  if (config_.embed) embed(x0, embedded(saved));
   for (int i = 0; i < L; ++i)
     forward_layer(i, input_of(x0, saved, i), area(saved, i),
-                  i + 1 < L ? area(saved, i) + f_.out : y);
+                  i + 1 < L ? act_at(area(saved, i), f_.out) : y);
 }
 
 // Every block's tensors in the workspace; outputs alternate between scratch and y so that
 // the last lands in y.
-void TransformerStage::run_forward_transient(const float* x0, float* y) {
+void TransformerStage::run_forward_transient(ConstTensorPtr x0, TensorPtr y) {
   const int L = config_.num_layers;
-  const float* x = x0;
+  ConstTensorPtr x = x0;
   if (config_.embed) {  // one more output in the alternation, before block 0's
-    float* out = L % 2 == 0 ? y : scratch();
-    backend().embedding(
-        x0, params() + end_offset(false),
-        params() + end_offset(false) + static_cast<std::size_t>(config_.vocab) * config_.hidden,
-        out, static_cast<int>(config_.tokens()), config_.seq, config_.hidden);
+    const TensorPtr out = L % 2 == 0 ? y : scratch();
+    embed(x0, out);
     x = out;
   }
   for (int i = 0; i < L; ++i) {
-    float* out = (L - 1 - i) % 2 == 0 ? y : scratch();
-    forward_layer(i, x, work_.data(), out);
+    const TensorPtr out = (L - 1 - i) % 2 == 0 ? y : scratch();
+    forward_layer(i, x, work_.ptr(), out);
     x = out;
   }
 }
 
-void TransformerStage::run_backward(const float* x0, float* saved, const float* dy, float* dx) {
+void TransformerStage::run_backward(ConstTensorPtr x0, TensorPtr saved, ConstTensorPtr dy,
+                                    TensorPtr dx) {
   const int L = config_.num_layers;
-  backend().copy(dy, area(saved, L - 1) + f_.size + b_.dy, activation_count());
+  backend().copy(dy, act_at(area(saved, L - 1), f_.size + b_.dy), activation_count());
   for (int i = L - 1; i >= 0; --i) {
-    float* fw = area(saved, i);
+    const TensorPtr fw = area(saved, i);
     // With embed, block 0's input gradient is the embedding's output gradient (W's); the
     // token ids have none.
-    float* out =
-        i > 0 ? area(saved, i - 1) + f_.size + b_.dy : (config_.embed ? embedded_grad(saved) : dx);
-    backward_layer(i, input_of(x0, saved, i), fw, fw + f_.size, out);
+    const TensorPtr out = i > 0 ? act_at(area(saved, i - 1), f_.size + b_.dy)
+                                : (config_.embed ? embedded_grad(saved) : dx);
+    backward_layer(i, input_of(x0, saved, i), fw, act_at(fw, f_.size), out);
   }
 }
 
-void TransformerStage::run_weight(const float* x0, float* saved) {
+void TransformerStage::run_weight(ConstTensorPtr x0, TensorPtr saved) {
   for (int i = 0; i < config_.num_layers; ++i) {
-    float* fw = area(saved, i);
-    weight_layer(i, input_of(x0, saved, i), fw, fw + f_.size);
+    const TensorPtr fw = area(saved, i);
+    weight_layer(i, input_of(x0, saved, i), fw, act_at(fw, f_.size));
   }
   if (config_.embed) {
     float* g = grads() + end_offset(false);
-    backend().embedding_backward(x0, embedded_grad(saved), g,
+    backend().embedding_backward(token_ids(x0), embedded_grad(saved), g,
                                  g + static_cast<std::size_t>(config_.vocab) * config_.hidden,
                                  static_cast<int>(config_.tokens()), config_.seq, config_.hidden);
   }
@@ -427,20 +479,20 @@ void TransformerStage::run_weight(const float* x0, float* saved) {
 
 // --- Model ends ------------------------------------------------------------------------------
 
-void TransformerStage::run_make_input(int mb, float* x) {
+void TransformerStage::run_make_input(int mb, TensorPtr x) {
   if (config_.vocab <= 0) return ChunkModel::run_make_input(mb, x);
   if (!config_.embed)
     throw std::logic_error("TransformerStage: a route starts at a chunk without the embedding");
-  backend().fill(x, 0.0f, activation_count());  // the ids use the first T floats
+  backend().fill(x, 0.0f, activation_count());  // the ids use the first T·4 bytes
   make_seeded_tokens(backend(), config_.seed, SeedKind::kTokens, mb, config_.tokens(),
-                     config_.vocab, x);
+                     config_.vocab, token_ids(x));
 }
 
 // Final LayerNorm, LM head and cross-entropy (mean over the micro-batch's tokens, scaled by
 // 1/num_microbatches) against seeded target ids; dy = the head's input gradient. The weight
 // gradients wait for W (run_loss_weight).
-void TransformerStage::run_loss(int mb, int num_microbatches, const float* y, float* dy,
-                                float* kept, float* loss_sum) {
+void TransformerStage::run_loss(int mb, int num_microbatches, ConstTensorPtr y, TensorPtr dy,
+                                TensorPtr kept, float* loss_sum) {
   if (config_.vocab <= 0) return ChunkModel::run_loss(mb, num_microbatches, y, dy, kept, loss_sum);
   if (!config_.head)
     throw std::logic_error("TransformerStage: a route ends at a chunk without the LM head");
@@ -448,31 +500,31 @@ void TransformerStage::run_loss(int mb, int num_microbatches, const float* y, fl
   const int T = static_cast<int>(config_.tokens()), h = config_.hidden, V = config_.vocab;
   const float* gamma = params() + end_offset(true);
   const float* w = gamma + 2 * static_cast<std::size_t>(h);
-  float* x = kept + head_.x;
-  float* logits = kept + head_.dlogits;  // becomes dlogits
-  be.copy(y, x, activation_count());     // dy may alias y
-  be.layernorm(x, gamma, gamma + h, kept + head_.ln, kept + head_.mean, kept + head_.rstd, T, h,
-               kLayerNormEps);
-  be.gemm(kNoTrans, kNoTrans, T, V, h, 1.0f, kept + head_.ln, h, w, V, 0.0f, logits, V);
-  float* targets = scratch();  // T of its activation_count() floats
+  const TensorPtr x = act_at(kept, head_.x), ln = act_at(kept, head_.ln);
+  const TensorPtr logits = act_at(kept, head_.dlogits);  // becomes dlogits
+  float* mean = f32_at(kept, head_.mean);
+  float* rstd = f32_at(kept, head_.rstd);
+  be.copy(y, x, activation_count());  // dy may alias y
+  be.layernorm(x, gamma, gamma + h, ln, mean, rstd, T, h, kLayerNormEps);
+  be.gemm(kNoTrans, kNoTrans, T, V, h, 1.0f, ln, h, w, V, 0.0f, logits, V);
+  std::int32_t* targets = token_ids(scratch());  // T ids in its activation's bytes
   make_seeded_tokens(be, config_.seed, SeedKind::kTokenTargets, mb, config_.tokens(), V, targets);
   const float scale =
       static_cast<float>(1.0 / (static_cast<double>(num_microbatches) * static_cast<double>(T)));
   be.cross_entropy(logits, targets, logits, T, V, scale, loss_sum);
-  be.gemm(kNoTrans, kTrans, T, h, V, 1.0f, logits, V, w, V, 0.0f, kept + head_.dln, h);
+  be.gemm(kNoTrans, kTrans, T, h, V, 1.0f, logits, V, w, V, 0.0f, act_at(kept, head_.dln), h);
   be.fill(dy, 0.0f, activation_count());
-  be.layernorm_backward_input(x, gamma, kept + head_.mean, kept + head_.rstd, kept + head_.dln, dy,
-                              T, h);
+  be.layernorm_backward_input(x, gamma, mean, rstd, act_at(kept, head_.dln), dy, T, h);
 }
 
-void TransformerStage::run_loss_weight(float* kept) {
+void TransformerStage::run_loss_weight(TensorPtr kept) {
   Backend& be = backend();
   const int T = static_cast<int>(config_.tokens()), h = config_.hidden, V = config_.vocab;
   float* g = grads() + end_offset(true);
-  be.gemm(kTrans, kNoTrans, h, V, T, 1.0f, kept + head_.ln, h, kept + head_.dlogits, V, 1.0f,
-          g + 2 * static_cast<std::size_t>(h), V);
-  be.layernorm_backward_params(kept + head_.x, kept + head_.mean, kept + head_.rstd,
-                               kept + head_.dln, g, g + h, T, h);
+  be.gemm(kTrans, kNoTrans, h, V, T, 1.0f, act_at(kept, head_.ln), h, act_at(kept, head_.dlogits),
+          V, 1.0f, g + 2 * static_cast<std::size_t>(h), V);
+  be.layernorm_backward_params(act_at(kept, head_.x), f32_at(kept, head_.mean),
+                               f32_at(kept, head_.rstd), act_at(kept, head_.dln), g, g + h, T, h);
 }
 
 }  // namespace bb

@@ -11,12 +11,14 @@
 // W1, W2, their biases, both LayerNorms' gamma and beta). The MSE loss at the route's end and
 // everything else not model-specific is ChunkModel's (runtime/chunk_model.hpp).
 //
-// Activation accounting (floats per micro-batch; T·h = one activation):
-//   after F:  per block  forward_layer_floats()  (the block's input — X0 for block 0 —,
+// Activation accounting (bytes per micro-batch; T·h elements = one activation; every tensor
+// in the run's dtype but the LayerNorms' mean and rstd, which are fp32):
+//   after F:  per block  forward_layer_bytes()  (the block's input — X0 for block 0 —,
 //             LN1's output, mean and rstd, QKV, P (b·H·S²), context, x1, LN2's output, mean
 //             and rstd, Z and A); with recompute: X0 only.
 //   after B:  additionally per block dY, dx1, dQKV, dLN1 and dLN2 (7·T·h); dZ overwrites Z.
 // Workspace (per chunk): one T·h scratch and max(one block's forward, dP + dc + dA).
+// Attention runs all sequences and heads of a micro-batch as one batched GEMM per product.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +47,7 @@ struct TransformerConfig {
   int vocab = 0;       // V: token ids in [0, V)
   bool embed = false;  // this chunk holds the model's first block: token + position embedding
   bool head = false;   // this chunk holds its last: final LayerNorm, LM head, cross-entropy
+  Dtype dtype = Dtype::kF32;  // of activations, their gradients and messages
 
   int ffn_width() const { return ffn > 0 ? ffn : 4 * hidden; }
   std::size_t tokens() const {
@@ -70,8 +73,8 @@ std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn);
 void init_transformer_layer(Backend& backend, std::uint64_t seed, int layer, int hidden, int ffn,
                             float* p);
 
-// Floats one block keeps after F for one micro-batch (its input included; see above).
-std::size_t transformer_block_forward_floats(const TransformerConfig& config);
+// Bytes one block keeps after F for one micro-batch (its input included; see above).
+std::size_t transformer_block_forward_bytes(const TransformerConfig& config);
 
 // Floats of the parameters of the model's ends that a chunk of `config` holds: the token and
 // position embeddings (V·h + S·h) with embed, the final LayerNorm and the LM head (2h + h·V)
@@ -87,51 +90,59 @@ class TransformerStage final : public ChunkModel {
   const TransformerConfig& config() const { return config_; }
   std::size_t gradient_split() const override;
   std::vector<EndTensors> end_tensors() const override;
-  // Floats one block keeps after F (its input included).
-  std::size_t forward_layer_floats() const { return f_.size; }
+  // Bytes one block keeps after F (its input included).
+  std::size_t forward_layer_bytes() const { return f_.size; }
 
- private:
-  // Offsets (floats) of one block's tensors: its forward part, then its backward part.
+  // Byte offsets of one block's tensors: its forward part, then its backward part (in
+  // TensorLayouts of the activation dtype), B's workspace, and the head's tensors.
   struct ForwardPart {
     std::size_t ln1, mean1, rstd1, qkv, probs, ctx, x1, ln2, mean2, rstd2, z, a, out, size;
   };
   struct BackwardPart {
     std::size_t dy, dx1, dqkv, dln1, dln2, size;
   };
-
-  ChunkSizes sizes() const override;
-  void run_forward(const float* x0, float* saved, float* y) override;
-  void run_forward_transient(const float* x0, float* y) override;
-  void run_backward(const float* x0, float* saved, const float* dy, float* dx) override;
-  void run_weight(const float* x0, float* saved) override;
-  void run_make_input(int mb, float* x) override;
-  std::size_t loss_count() const override;
-  void run_loss(int mb, int num_microbatches, const float* y, float* dy, float* kept,
-                float* loss_sum) override;
-  void run_loss_weight(float* kept) override;
-
-  // Ends: the embedding's output and its gradient after the blocks' areas of `saved`; the
-  // head's tensors in the loss's `kept` (offsets in floats).
-  float* embedded(float* saved) const { return area(saved, config_.num_layers); }
-  float* embedded_grad(float* saved) const { return embedded(saved) + activation_count(); }
+  struct WorkPart {
+    std::size_t dprobs, dctx, da, size;
+  };
   struct HeadPart {
     std::size_t x, ln, mean, rstd, dln, dlogits, size;
   };
-  std::size_t end_offset(bool head) const;  // first parameter of the embedding or the head
 
-  float* area(float* saved, int block) const { return saved + (f_.size + b_.size) * block; }
-  const float* input_of(const float* x0, float* saved, int block) const;
+ private:
+  ChunkSizes sizes() const override;
+  void run_forward(ConstTensorPtr x0, TensorPtr saved, TensorPtr y) override;
+  void run_forward_transient(ConstTensorPtr x0, TensorPtr y) override;
+  void run_backward(ConstTensorPtr x0, TensorPtr saved, ConstTensorPtr dy, TensorPtr dx) override;
+  void run_weight(ConstTensorPtr x0, TensorPtr saved) override;
+  void run_make_input(int mb, TensorPtr x) override;
+  std::size_t loss_bytes() const override;
+  void run_loss(int mb, int num_microbatches, ConstTensorPtr y, TensorPtr dy, TensorPtr kept,
+                float* loss_sum) override;
+  void run_loss_weight(TensorPtr kept) override;
+
+  // Ends: the embedding's output and its gradient after the blocks' areas of `saved`; the
+  // head's tensors in the loss's `kept`.
+  TensorPtr embedded(TensorPtr saved) const { return area(saved, config_.num_layers); }
+  TensorPtr embedded_grad(TensorPtr saved) const { return embedded(saved) + activation_count(); }
+  std::size_t end_offset(bool head) const;  // first parameter of the embedding or the head
+  void embed(ConstTensorPtr ids, TensorPtr out);
+
+  TensorPtr area(TensorPtr saved, int block) const {
+    return act_at(saved, (f_.size + b_.size) * static_cast<std::size_t>(block));
+  }
+  ConstTensorPtr input_of(ConstTensorPtr x0, TensorPtr saved, int block) const;
   const float* param(int block, std::size_t tensor) const;
   float* grad(int block, std::size_t tensor);
 
-  void forward_layer(int block, const float* x, float* f, float* out);
-  void backward_layer(int block, const float* x, float* f, float* bw, float* dx);
-  void weight_layer(int block, const float* x, float* f, float* bw);
+  void forward_layer(int block, ConstTensorPtr x, TensorPtr f, TensorPtr out);
+  void backward_layer(int block, ConstTensorPtr x, TensorPtr f, TensorPtr bw, TensorPtr dx);
+  void weight_layer(int block, ConstTensorPtr x, TensorPtr f, TensorPtr bw);
 
   TransformerConfig config_;
   std::vector<ParamTensor> tensors_;
   ForwardPart f_{};
   BackwardPart b_{};
+  WorkPart w_{};
   HeadPart head_{};
   Buffer work_;  // the transient forward's block, or B's dP, dc and dA
 };

@@ -8,12 +8,18 @@
 //
 // Contract:
 // - Buffers are device pointers of the Backend the transport was made for (host memory on
-//   CPU). A send buffer must not be written, and a receive buffer not read, until test() on
-//   its request has returned true.
+//   CPU), typed (TensorPtr): a message moves `count` elements of the buffer's dtype, so a bf16
+//   activation travels in half the bytes of an fp32 one. A send buffer must not be written,
+//   and a receive buffer not read, until test() on its request has returned true (or, for a
+//   receive, consume() has taken it).
 // - isend() is posted after the compute that produced its data has been enqueued on the
 //   backend's compute stream; the transport orders the send after that work (CPU: it is
 //   already done; CUDA: an event on the compute stream). Once test() on a receive returns
-//   true, compute enqueued afterwards may read the buffer.
+//   true, or consume() has taken it, compute enqueued afterwards may read the buffer.
+// - consume() lets a transport whose receives complete on the device (NCCL) order the
+//   consuming compute after the receive without the host waiting for it; a transport that
+//   cannot (MPI) says so and the caller polls test(). test() never makes the compute wait:
+//   polling a receive early must not stall unrelated compute.
 // - Messages between one pair of ranks are matched in posting order (NCCL semantics; MPI
 //   also matches by tag). bb::lower orders every rank's SEND/RECV so that this cannot
 //   deadlock even when each operation blocks until its peer posts the match.
@@ -29,11 +35,14 @@
 #include <cstdint>
 #include <string_view>
 
+#include "runtime/dtype.hpp"
+
 namespace bb {
 
 // Handle of a posted operation. Default-constructed: no operation (test() returns true).
 struct Request {
   std::int64_t id = -1;
+  std::int64_t timing = -1;  // the operation's device-timing token (see op_seconds), or -1
   bool valid() const { return id >= 0; }
 };
 
@@ -66,12 +75,35 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Non-blocking point-to-point operations on `count` floats.
-  virtual Request isend(const float* buf, std::size_t count, int peer, int tag) = 0;
-  virtual Request irecv(float* buf, std::size_t count, int peer, int tag) = 0;
+  // Non-blocking point-to-point operations on `count` elements of the buffer's dtype.
+  virtual Request isend(ConstTensorPtr buf, std::size_t count, int peer, int tag) = 0;
+  virtual Request irecv(TensorPtr buf, std::size_t count, int peer, int tag) = 0;
   // True when the operation is complete (then the request is released and reset); false
   // otherwise. Never blocks. Throws std::runtime_error when the operation failed.
   virtual bool test(Request& request) = 0;
+  // A posted receive about to be read by compute: when the transport can make the compute
+  // enqueued from now on wait for it on the device, it does so, releases the request and
+  // returns true (the host does not wait). Otherwise returns false: poll test(). Default:
+  // false.
+  virtual bool consume(Request& request) {
+    (void)request;
+    return false;
+  }
+  // Throws std::runtime_error when the transport has failed asynchronously (NCCL's
+  // asynchronous errors), for callers that wait on something else (the device) meanwhile.
+  virtual void check_errors() {}
+
+  // Device-clock timing of operations (NCCL: CUDA events around each operation on its
+  // stream). Between begin_timing(true) and the next begin_timing(), a transport that times
+  // on the device gives each posted operation a token (Request::timing); once the device has
+  // finished (Backend::synchronize()), op_seconds(token, ...) gives the operation's start and
+  // end in seconds since the backend's mark origin (Backend::begin_marks()) and returns true.
+  // Default: no device timing (tokens stay -1, op_seconds returns false).
+  virtual void begin_timing(bool on) { (void)on; }
+  virtual bool op_seconds(std::int64_t token, double* start, double* end) {
+    (void)token, (void)start, (void)end;
+    return false;
+  }
 
   // Optional batching of posts (NCCL groups). No-ops by default.
   virtual void group_begin() {}

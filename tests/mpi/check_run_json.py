@@ -91,14 +91,16 @@ def main():
             got, want = r["peak_activations"], r["peak_activations_schedule"]
             if len(got) != r["P"] or any(abs(g - w) > 1e-9 for g, w in zip(got, want)):
                 fails.append(f"{name}: peak activations {got} != schedule {want}")
-            # Bytes: a held micro-batch keeps 9·L·b·h floats per chunk after F (b·h with
-            # recompute) and 10·L·b·h after B; n = peak chunk-micro-batches held. MLP stages
+            # Bytes: a held micro-batch keeps 9·L·b·h elements per chunk after F (b·h with
+            # recompute) and 10·L·b·h after B, of the run's dtype (bf16: 2 bytes);
+            # n = peak chunk-micro-batches held. MLP stages
             # only: a transformer's sizes (docs/transformer.md) are tested in the unit tests.
             if "_transformer_" in r["run_key"] or r["layers"] == 0:  # 0: uneven (--model-layers)
                 continue
             frac = {"dualpipe": 1.0, "zb-v": 0.5, "dualpipev": 0.5}.get(r["schedule"], 1.0 / r["v"])
-            act = 4 * r["layers"] * r["mb_size"] * r["hidden"]  # bytes of L·b·h floats
-            low = (4 * r["mb_size"] * r["hidden"]) if r["recompute"] else 9 * act
+            size = 2 if r["dtype"] == "bf16" else 4
+            act = size * r["layers"] * r["mb_size"] * r["hidden"]  # bytes of L·b·h elements
+            low = (size * r["mb_size"] * r["hidden"]) if r["recompute"] else 9 * act
             for units, b in zip(got, r["peak_activation_bytes"]):
                 n = units / frac
                 if not (low * n - 1e-6 <= b <= 10 * act * n + 1e-6):

@@ -39,7 +39,7 @@ reject "P mismatch, 4 ranks" 2 "-P 2 does not match the MPI world size 4" 4 -P 2
 reject "unknown flag" 2 "--bogus" 2 --bogus
 reject "bad LIST" 2 "-M" 2 -M 4:x
 reject "unknown schedule" 2 "unknown schedule" 2 --schedule nope
-reject "bf16 on cpu" 2 "bf16" 2 --dtype bf16
+reject "unknown dtype" 2 "--dtype" 2 --dtype fp16
 reject "check with synthetic compute" 2 "--check needs --compute gemm" 2 --check --compute synthetic
 reject "bad duration" 2 "--t-f" 2 --compute synthetic --t-f 2xs
 reject "a duration list" 2 "--t-f takes one duration" 2 --compute synthetic --t-f 1ms,

@@ -636,7 +636,8 @@ TEST(CudaStaging, RoundTripThroughPinnedMemory) {
     be.axpy(1.0f, src.data(), src.data(), n);  // ...and doubles src last
     HostStaging::Ticket t = staging.stage_send(src.data(), n);
     const float* host = nullptr;
-    while ((host = staging.send_ready(t)) == nullptr) std::this_thread::yield();
+    while ((host = static_cast<const float*>(staging.send_ready(t))) == nullptr)
+      std::this_thread::yield();
     for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(host[i], 2.0f * data[i]) << i;
 
     HostStaging::Ticket r = staging.stage_recv(dst.data(), n);

@@ -34,19 +34,20 @@ class Hub {
  public:
   struct Message {
     int tag;
-    std::vector<float> data;
+    std::vector<unsigned char> data;
   };
-  void put(int src, int dst, int tag, const float* buf, std::size_t count) {
+  void put(int src, int dst, int tag, const void* buf, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    queues_[{src, dst}].push_back({tag, std::vector<float>(buf, buf + count)});
+    const auto* p = static_cast<const unsigned char*>(buf);
+    queues_[{src, dst}].push_back({tag, std::vector<unsigned char>(p, p + bytes)});
   }
-  bool take(int src, int dst, int tag, float* buf, std::size_t count) {
+  bool take(int src, int dst, int tag, void* buf, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& q = queues_[{src, dst}];
     for (auto it = q.begin(); it != q.end(); ++it) {
       if (it->tag != tag) continue;
-      if (it->data.size() != count) throw std::runtime_error("hub: message size mismatch");
-      std::copy(it->data.begin(), it->data.end(), buf);
+      if (it->data.size() != bytes) throw std::runtime_error("hub: message size mismatch");
+      std::copy(it->data.begin(), it->data.end(), static_cast<unsigned char*>(buf));
       q.erase(it);
       return true;
     }
@@ -65,15 +66,15 @@ class ThreadTransport final : public Transport {
   std::string_view name() const override { return "threads"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  Request isend(const float* buf, std::size_t count, int peer, int tag) override {
-    hub_.put(rank_, peer, tag, buf, count);
+  Request isend(ConstTensorPtr buf, std::size_t count, int peer, int tag) override {
+    hub_.put(rank_, peer, tag, buf.get(), buf.bytes(count));
     if (send_latency_s_ <= 0) return Request{};  // complete
     send_done_.push_back(Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(send_latency_s_)));
     return Request{kSendIds + static_cast<std::int64_t>(send_done_.size() - 1)};
   }
-  Request irecv(float* buf, std::size_t count, int peer, int tag) override {
-    recvs_.push_back({buf, count, peer, tag, true});
+  Request irecv(TensorPtr buf, std::size_t count, int peer, int tag) override {
+    recvs_.push_back({buf.get(), buf.bytes(count), peer, tag, true});
     return Request{static_cast<std::int64_t>(recvs_.size() - 1)};
   }
   bool test(Request& r) override {
@@ -84,7 +85,7 @@ class ThreadTransport final : public Transport {
       return true;
     }
     Recv& rv = recvs_.at(static_cast<std::size_t>(r.id));
-    if (rv.pending && hub_.take(rv.peer, rank_, rv.tag, rv.buf, rv.count)) rv.pending = false;
+    if (rv.pending && hub_.take(rv.peer, rank_, rv.tag, rv.buf, rv.bytes)) rv.pending = false;
     if (rv.pending) return false;
     r = Request{};
     return true;
@@ -92,8 +93,8 @@ class ThreadTransport final : public Transport {
 
  private:
   struct Recv {
-    float* buf;
-    std::size_t count;
+    void* buf;
+    std::size_t bytes;
     int peer, tag;
     bool pending;
   };

@@ -37,7 +37,7 @@ TEST(HostStaging, CpuSendIsACopyReadyAtOnce) {
   HostStaging::Ticket t = staging->stage_send(src.data(), src.size());
   ASSERT_TRUE(t.valid());
   src.assign(src.size(), -7.0f);  // the caller may reuse its buffer once staged
-  const float* host = staging->send_ready(t);
+  const auto* host = static_cast<const float*>(staging->send_ready(t));
   ASSERT_NE(host, nullptr);  // CPU calls are synchronous: the copy is done
   EXPECT_NE(host, src.data());
   for (std::size_t i = 0; i < 1000; ++i) ASSERT_EQ(host[i], static_cast<float>(i + 1)) << i;
@@ -54,7 +54,7 @@ TEST(HostStaging, CpuReceiveIsDeliveredToTheDestination) {
   const std::vector<float> data = iota_vector(513, 10.0f);
   std::vector<float> dst(513, 0.0f);
   HostStaging::Ticket r = staging->stage_recv(dst.data(), dst.size());
-  float* buf = staging->recv_buffer(r);
+  auto* buf = static_cast<float*>(staging->recv_buffer(r));
   ASSERT_NE(buf, nullptr);
   EXPECT_NE(buf, dst.data());
   std::copy(data.begin(), data.end(), buf);  // "the network" writes the host buffer
@@ -76,9 +76,9 @@ TEST(HostStaging, CpuBuffersAreReusedAndDistinctWhileLent) {
     HostStaging::Ticket s1 = staging->stage_send(a.data(), n);
     HostStaging::Ticket s2 = staging->stage_send(b.data(), n - 100);  // within a quarter: reuse
     HostStaging::Ticket r = staging->stage_recv(dst.data(), n);
-    const float* h1 = staging->send_ready(s1);
-    const float* h2 = staging->send_ready(s2);
-    float* hr = staging->recv_buffer(r);
+    const auto* h1 = static_cast<const float*>(staging->send_ready(s1));
+    const auto* h2 = static_cast<const float*>(staging->send_ready(s2));
+    auto* hr = static_cast<float*>(staging->recv_buffer(r));
     EXPECT_NE(h1, h2);
     EXPECT_NE(static_cast<const float*>(hr), h1);
     EXPECT_NE(static_cast<const float*>(hr), h2);

@@ -331,11 +331,11 @@ class RecordingTransport final : public Transport {
   std::string_view name() const override { return "recording"; }
   int rank() const override { return 0; }
   int size() const override { return 3; }
-  Request isend(const float*, std::size_t, int peer, int tag) override {
+  Request isend(ConstTensorPtr, std::size_t, int peer, int tag) override {
     sends.push_back({peer, tag});
     return Request{next++};
   }
-  Request irecv(float*, std::size_t, int, int) override { return Request{next++}; }
+  Request irecv(TensorPtr, std::size_t, int, int) override { return Request{next++}; }
   bool test(Request& r) override {
     r = Request{};
     return true;

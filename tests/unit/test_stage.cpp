@@ -209,6 +209,7 @@ struct PipelineRun {
   bool recompute = false;
   bool split_backward = true;
   Order order = Order::kMicroBatchByMicroBatch;
+  Dtype dtype = Dtype::kF32;  // of activations and messages
 
   int num_layers() const {
     int n = 0;
@@ -220,7 +221,9 @@ struct PipelineRun {
     std::vector<Stage> chunks;
     int first = 0;
     for (int l : layers_per_chunk) {
-      chunks.emplace_back(be, stage_config(hidden, rows, first, l, seed, recompute));
+      StageConfig c = stage_config(hidden, rows, first, l, seed, recompute);
+      c.dtype = dtype;
+      chunks.emplace_back(be, c);
       first += l;
     }
     const int C = static_cast<int>(chunks.size());
@@ -229,21 +232,21 @@ struct PipelineRun {
     std::vector<std::vector<Buffer>> acts(M), grads(M);
     for (int mb = 0; mb < M; ++mb)
       for (int c = 0; c <= C; ++c) {
-        acts[mb].push_back(be.allocate(act));
-        grads[mb].push_back(be.allocate(act));
+        acts[mb].push_back(be.allocate(act, dtype));
+        grads[mb].push_back(be.allocate(act, dtype));
       }
     auto fwd = [&](int mb) {
-      chunks[0].make_input(mb, acts[mb][0].data());
-      for (int c = 0; c < C; ++c) chunks[c].forward(mb, acts[mb][c].data(), acts[mb][c + 1].data());
-      chunks[C - 1].loss(mb, M, acts[mb][C].data(), grads[mb][C].data());
+      chunks[0].make_input(mb, acts[mb][0].ptr());
+      for (int c = 0; c < C; ++c) chunks[c].forward(mb, acts[mb][c].ptr(), acts[mb][c + 1].ptr());
+      chunks[C - 1].loss(mb, M, acts[mb][C].ptr(), grads[mb][C].ptr());
     };
     auto bwd = [&](int mb) {
       for (int c = C - 1; c >= 0; --c) {
-        float* dx = c == 0 ? nullptr : grads[mb][c].data();
+        const TensorPtr dx = c == 0 ? TensorPtr() : grads[mb][c].ptr();
         if (split_backward)
-          chunks[c].backward_input(mb, grads[mb][c + 1].data(), dx);
+          chunks[c].backward_input(mb, grads[mb][c + 1].ptr(), dx);
         else
-          chunks[c].backward_full(mb, grads[mb][c + 1].data(), dx);
+          chunks[c].backward_full(mb, grads[mb][c + 1].ptr(), dx);
       }
     };
     auto wgt = [&](int mb) {
@@ -276,9 +279,34 @@ struct PipelineRun {
                                              .rows = rows,
                                              .num_layers = num_layers(),
                                              .num_microbatches = M,
-                                             .seed = seed});
+                                             .seed = seed,
+                                             .dtype = dtype});
   }
 };
+
+// bf16 activations and messages: every order, recompute and the fused backward match the
+// bf16 reference within --check's bf16 tolerance, and stay within bf16's precision of fp32.
+TEST(Pipeline, Bf16MatchesTheBf16Reference) {
+  CpuBackend be;
+  for (const Order order : {Order::kMicroBatchByMicroBatch, Order::kAllForwardFirst})
+    for (const bool recompute : {false, true})
+      for (const bool split : {true, false}) {
+        PipelineRun p;
+        p.dtype = Dtype::kBF16;
+        p.order = order;
+        p.recompute = recompute;
+        p.split_backward = split;
+        const CompareResult r = compare(p.reference(be), p.run(be), check_tolerance(Dtype::kBF16));
+        EXPECT_TRUE(r.pass) << r.message << (recompute ? " recompute" : "")
+                            << (split ? " split" : " fused");
+      }
+  PipelineRun p;
+  const GradientSet f32 = p.reference(be);
+  p.dtype = Dtype::kBF16;
+  const CompareResult close = compare(f32, p.run(be), 5e-2);
+  EXPECT_TRUE(close.pass) << close.message;
+  EXPECT_GT(close.max_rel_error, 1e-5) << "bf16 rounded nothing?";
+}
 
 TEST(Pipeline, ThreeChunksMatchReference) {
   CpuBackend be;

@@ -105,9 +105,16 @@ struct CudaBackend::Impl {
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;
   double* mse_partials = nullptr;
-  void* bf16_a = nullptr;
-  void* bf16_b = nullptr;
-  std::size_t bf16_a_bytes = 0, bf16_b_bytes = 0;
+  // Workspaces (ensure_workspace): bf16 copies of fp32 GEMM operands, column-reduction
+  // partials, batched GEMMs' pointer arrays, the cross-entropy's row losses, the embedding
+  // gradient's sort. Blocks replaced while the stream may still read them wait in `retired`
+  // until the next synchronize().
+  struct Workspace {
+    void* p = nullptr;
+    std::size_t bytes = 0;
+  };
+  Workspace bf16_a, bf16_b, partials, batch_ptrs, row_loss, sort_ints, sort_scratch;
+  std::vector<Workspace> retired;
 
   // Noted parameter ranges [first, second), and the bf16 copies of GEMM operands inside them
   // (kBf16 only): valid until something writes to the operand's footprint.
@@ -150,8 +157,10 @@ struct CudaBackend::Impl {
     for (const auto& [p, size] : used_blocks) device_free(p, size);
     device_free(cublas_workspace, options.cublas_workspace_bytes);
     device_free(mse_partials, kernels::kMaxBlocks * sizeof(double));
-    device_free(bf16_a, bf16_a_bytes);
-    device_free(bf16_b, bf16_b_bytes);
+    for (Workspace* w : {&bf16_a, &bf16_b, &partials, &batch_ptrs, &row_loss, &sort_ints,
+                         &sort_scratch})
+      device_free(w->p, w->bytes);
+    free_retired();
     for (const Bf16Copy& c : bf16_copies) device_free(c.bf16, c.bytes);
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
     (void)cudaGetLastError();
@@ -207,8 +216,15 @@ struct CudaBackend::Impl {
     stats.reserved_bytes -= bytes;
   }
 
+  // Blocks replaced earlier; the stream must be idle (after a synchronisation).
+  void free_retired() noexcept {
+    for (const Workspace& w : retired) device_free(w.p, w.bytes);
+    retired.clear();
+  }
+
   void release_cache() {
     BB_CHECK_CUDA(cudaStreamSynchronize(stream));
+    free_retired();
     for (const auto& [size, p] : free_blocks) device_free(p, size);
     free_blocks.clear();
     stats.cached_bytes = 0;
@@ -253,6 +269,9 @@ struct CudaBackend::Impl {
     for (Bf16Copy& c : bf16_copies)
       if (x < c.end() && c.src < x + count) c.valid = false;
   }
+  void wrote(TensorPtr x, std::size_t count) {  // noted parameters are fp32
+    if (x.dtype() == Dtype::kF32) wrote(static_cast<const float*>(x.get()), count);
+  }
   // C (m×n, leading dimension ldc) is about to be written.
   void wrote(const float* c, int m, int n, int ldc) {
     if (!bf16_copies.empty()) wrote(c, static_cast<std::size_t>(footprint_end(c, m, n, ldc) - c));
@@ -290,7 +309,8 @@ struct CudaBackend::Impl {
 
   // The block at p (`size` bytes) is freed: forget the parameters in it and their copies.
   // Their last readers are ordered before any later user of the memory on the compute stream;
-  // cudaFree waits for the device.
+  // the copies' memory waits in `retired` for the next synchronize() (no cudaFree, which
+  // would synchronise the device, inside a step).
   void forget_parameters(const void* p, std::size_t size) noexcept {
     const char* lo = static_cast<const char*>(p);
     const char* hi = lo + size;
@@ -301,32 +321,34 @@ struct CudaBackend::Impl {
     std::erase_if(param_ranges, [&](const auto& r) { return within(r.first); });
     std::erase_if(bf16_copies, [&](const Bf16Copy& c) {
       if (!within(c.src)) return false;
-      device_free(c.bf16, c.bytes);
+      retired.push_back({c.bf16, c.bytes});
       return true;
     });
   }
 
-  // A GEMM operand in bf16: the kept copy of a noted parameter, else rounded now into the
-  // workspace `ws` (of `have` bytes).
-  const void* bf16_operand(const float* src, int rows, int cols, int ld, void*& ws,
-                           std::size_t& have) {
-    if (const void* kept = parameter_bf16(src, rows, cols, ld)) return kept;
-    void* out = ensure_workspace(ws, have, static_cast<std::size_t>(rows) * cols * 2);
-    BB_CHECK_CUDA(kernels::to_bf16(stream, src, rows, cols, ld, out));
-    return out;
+  // A GEMM operand in bf16 with its leading dimension: a bf16 tensor as it is; a noted fp32
+  // parameter's kept copy; any other fp32 operand rounded now into the workspace `ws`.
+  std::pair<const void*, int> bf16_operand(ConstTensorPtr src, int rows, int cols, int ld,
+                                           Workspace& ws) {
+    if (src.dtype() == Dtype::kBF16) return {src.get(), ld};
+    const float* f = static_cast<const float*>(src.get());
+    if (const void* kept = parameter_bf16(f, rows, cols, ld)) return {kept, cols};
+    void* out = ensure_workspace(ws, static_cast<std::size_t>(rows) * cols * 2);
+    BB_CHECK_CUDA(kernels::to_bf16(stream, f, rows, cols, ld, out));
+    return {out, cols};
   }
 
-  void* ensure_workspace(void*& ws, std::size_t& have, std::size_t need) {
-    if (need <= have) return ws;
-    BB_CHECK_CUDA(cudaStreamSynchronize(stream));  // the old workspace may still be in use
-    device_free(ws, have);
-    ws = nullptr;
-    have = 0;
+  // `ws` with at least `need` bytes. A smaller block is replaced without synchronising: the
+  // stream may still read it, so it is freed at the next synchronize().
+  void* ensure_workspace(Workspace& ws, std::size_t need) {
+    if (need <= ws.bytes) return ws.p;
+    if (ws.p != nullptr) retired.push_back(ws);
+    ws = {};
     const std::size_t size = block_size_for(need);
-    ws = device_malloc(size);
-    if (ws == nullptr) throw std::bad_alloc();
-    have = size;
-    return ws;
+    ws.p = device_malloc(size);
+    if (ws.p == nullptr) throw std::bad_alloc();
+    ws.bytes = size;
+    return ws.p;
   }
 
   cudaEvent_t next_event() {
@@ -451,20 +473,20 @@ std::string CudaBackend::device_name() const {
   return prop.name;
 }
 
-float* CudaBackend::raw_allocate(std::size_t bytes) {
+void* CudaBackend::raw_allocate(std::size_t bytes) {
   impl_->bind();
-  return static_cast<float*>(impl_->allocate(bytes));
+  return impl_->allocate(bytes);
 }
 
-void CudaBackend::raw_free(float* p, std::size_t /*bytes*/) noexcept {
+void CudaBackend::raw_free(void* p, std::size_t /*bytes*/) noexcept {
   impl_->release(p);
 }
 
-void CudaBackend::to_host(const float* device_src, float* host_dst, std::size_t count) {
-  if (count == 0) return;
+void CudaBackend::copy_to_host(const void* device_src, void* host_dst, std::size_t bytes) {
+  if (bytes == 0) return;
   impl_->bind();
-  BB_CHECK_CUDA(cudaMemcpyAsync(host_dst, device_src, count * sizeof(float), cudaMemcpyDeviceToHost,
-                                impl_->stream));
+  BB_CHECK_CUDA(
+      cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, impl_->stream));
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
 }
 
@@ -473,67 +495,120 @@ void CudaBackend::note_parameters(const float* p, std::size_t count) {
   impl_->param_ranges.emplace_back(p, p + count);
 }
 
-void CudaBackend::from_host(const float* host_src, float* device_dst, std::size_t count) {
-  if (count == 0) return;
+void CudaBackend::copy_from_host(const void* host_src, void* device_dst, std::size_t bytes) {
+  if (bytes == 0) return;
   impl_->bind();
-  impl_->wrote(device_dst, count);
-  BB_CHECK_CUDA(cudaMemcpyAsync(device_dst, host_src, count * sizeof(float), cudaMemcpyHostToDevice,
-                                impl_->stream));
+  impl_->wrote(static_cast<const float*>(device_dst), bytes / sizeof(float));
+  BB_CHECK_CUDA(
+      cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, impl_->stream));
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
 }
 
+namespace {
+
+cudaDataType_t cuda_type(Dtype d) {
+  return d == Dtype::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// One past the last element of C (m×n, leading dimension ldc) of the last item of a batch.
+std::size_t batch_c_extent(int m, int n, int ldc, const GemmBatch& g) {
+  const std::int64_t last = (g.outer - 1) * g.outer_c + (g.inner - 1) * g.inner_c;
+  return static_cast<std::size_t>(last) + static_cast<std::size_t>(m - 1) * ldc + n;
+}
+
+}  // namespace
+
 // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands and m, n.
 void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
-                       const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                       int ldc) {
+                       ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
+                       TensorPtr c, int ldc) {
   if (m <= 0 || n <= 0) return;
   Impl& s = *impl_;
   s.bind();
-  s.wrote(c, m, n, ldc);
-  if (s.options.gemm_dtype == GemmDtype::kFp32 || k <= 0) {
-    BB_CHECK_CUBLAS(cublasSgemm(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a, lda,
-                                &beta, c, ldc));
+  s.wrote(c, static_cast<std::size_t>(m - 1) * ldc + n);
+  const bool bf16 = a.dtype() == Dtype::kBF16 || b.dtype() == Dtype::kBF16 ||
+                    c.dtype() == Dtype::kBF16 || s.options.gemm_dtype == GemmDtype::kBf16;
+  const bool all_fp32 =
+      a.dtype() == Dtype::kF32 && b.dtype() == Dtype::kF32 && c.dtype() == Dtype::kF32;
+  if (all_fp32 && (!bf16 || k <= 0)) {
+    BB_CHECK_CUBLAS(cublasSgemm(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b.f32(), ldb,
+                                a.f32(), lda, &beta, c.f32(), ldc));
     return;
   }
-  // bf16 operands (dense copies, leading dimension = stored columns), fp32 accumulate/output.
+  // bf16 operands, fp32 accumulation, C in its own dtype.
   const int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
   const int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  const void* a16 = s.bf16_operand(a, a_rows, a_cols, lda, s.bf16_a, s.bf16_a_bytes);
-  const void* b16 = s.bf16_operand(b, b_rows, b_cols, ldb, s.bf16_b, s.bf16_b_bytes);
+  const auto [a16, a_ld] = s.bf16_operand(a, a_rows, a_cols, lda, s.bf16_a);
+  const auto [b16, b_ld] = s.bf16_operand(b, b_rows, b_cols, ldb, s.bf16_b);
   BB_CHECK_CUBLAS(cublasGemmEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b16,
-                               CUDA_R_16BF, b_cols, a16, CUDA_R_16BF, a_cols, &beta, c, CUDA_R_32F,
-                               ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               CUDA_R_16BF, b_ld, a16, CUDA_R_16BF, a_ld, &beta, c.get(),
+                               cuda_type(c.dtype()), ldc, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
 }
 
-// Always fp32 (cublasSgemmStridedBatched), also with GemmDtype::kBf16: the attention GEMMs'
-// operands are activations, which would have to be rounded on every call.
-void CudaBackend::gemm_strided_batched(Trans trans_a, Trans trans_b, int m, int n, int k,
-                                       float alpha, const float* a, int lda, std::int64_t stride_a,
-                                       const float* b, int ldb, std::int64_t stride_b, float beta,
-                                       float* c, int ldc, std::int64_t stride_c, int batch) {
-  if (m <= 0 || n <= 0 || batch <= 0) return;
+// Operands of one dtype each (no conversion: activations): bf16 operands make a bf16 GEMM,
+// fp32 ones an fp32 GEMM (also with GemmDtype::kBf16). One strided-batched call when the two
+// batch levels collapse into one stride, else one pointer-array call.
+void CudaBackend::gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
+                               ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
+                               TensorPtr c, int ldc, const GemmBatch& g) {
+  if (m <= 0 || n <= 0 || g.count() <= 0) return;
   Impl& s = *impl_;
   s.bind();
-  if (!s.bf16_copies.empty())
-    s.wrote(c, static_cast<std::size_t>(footprint_end(c + (batch - 1) * stride_c, m, n, ldc) - c));
-  BB_CHECK_CUBLAS(cublasSgemmStridedBatched(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b,
-                                            ldb, stride_b, a, lda, stride_a, &beta, c, ldc,
-                                            stride_c, batch));
+  s.wrote(c, batch_c_extent(m, n, ldc, g));
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument("CudaBackend::gemm_batched: operands of different dtypes");
+  const bool bf16 = a.dtype() == Dtype::kBF16;
+  const cudaDataType_t ab = cuda_type(a.dtype()), ct = cuda_type(c.dtype());
+  const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // no TF32 for fp32
+  const int count = g.count();
+  // One level: only one of the two, or the outer stride is `inner` inner strides.
+  const bool one_level = g.outer == 1 || g.inner == 1 ||
+                         (g.outer_a == g.inner * g.inner_a && g.outer_b == g.inner * g.inner_b &&
+                          g.outer_c == g.inner * g.inner_c);
+  if (one_level) {
+    const bool by_outer = g.inner == 1;
+    const std::int64_t sa = by_outer ? g.outer_a : g.inner_a;
+    const std::int64_t sb = by_outer ? g.outer_b : g.inner_b;
+    const std::int64_t sc = by_outer ? g.outer_c : g.inner_c;
+    if (!bf16 && c.dtype() == Dtype::kF32) {
+      BB_CHECK_CUBLAS(cublasSgemmStridedBatched(s.cublas, op(trans_b), op(trans_a), n, m, k,
+                                                &alpha, b.f32(), ldb, sb, a.f32(), lda, sa, &beta,
+                                                c.f32(), ldc, sc, count));
+      return;
+    }
+    BB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha,
+                                               b.get(), ab, ldb, sb, a.get(), ab, lda, sa, &beta,
+                                               c.get(), ct, ldc, sc, count, compute,
+                                               CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  void* arrays = s.ensure_workspace(s.batch_ptrs, 3 * static_cast<std::size_t>(count) * sizeof(void*));
+  kernels::BatchPointers bp{a.get(),   b.get(),   c.get(),   dtype_size(a.dtype()),
+                            dtype_size(b.dtype()), dtype_size(c.dtype()), g.outer,
+                            g.inner,   g.outer_a, g.outer_b, g.outer_c,
+                            g.inner_a, g.inner_b, g.inner_c};
+  void** ptrs = static_cast<void**>(arrays);
+  BB_CHECK_CUDA(kernels::batch_pointers(s.stream, bp, ptrs));
+  BB_CHECK_CUBLAS(cublasGemmBatchedEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha,
+                                      ptrs + count, ab, ldb, ptrs, ab, lda, &beta, ptrs + 2 * count,
+                                      ct, ldc, count, compute, CUBLAS_GEMM_DEFAULT));
 }
 
-void CudaBackend::softmax(const float* x, float* y, int rows, int cols, bool causal) {
+void CudaBackend::softmax(ConstTensorPtr x, TensorPtr y, int rows, int cols, bool causal) {
   impl_->bind();
   impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   BB_CHECK_CUDA(kernels::softmax(impl_->stream, x, y, rows, cols, causal));
 }
 
-void CudaBackend::softmax_backward(const float* y, const float* dy, float* dx, int rows, int cols) {
+void CudaBackend::softmax_backward(ConstTensorPtr y, ConstTensorPtr dy, TensorPtr dx, int rows,
+                                   int cols) {
   impl_->bind();
   impl_->wrote(dx, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   BB_CHECK_CUDA(kernels::softmax_backward(impl_->stream, y, dy, dx, rows, cols));
 }
 
-void CudaBackend::layernorm(const float* x, const float* gamma, const float* beta, float* y,
+void CudaBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* beta, TensorPtr y,
                             float* mean, float* rstd, int rows, int cols, float eps) {
   impl_->bind();
   impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
@@ -542,54 +617,66 @@ void CudaBackend::layernorm(const float* x, const float* gamma, const float* bet
   BB_CHECK_CUDA(kernels::layernorm(impl_->stream, x, gamma, beta, y, mean, rstd, rows, cols, eps));
 }
 
-void CudaBackend::layernorm_backward_input(const float* x, const float* gamma, const float* mean,
-                                           const float* rstd, const float* dy, float* dx, int rows,
-                                           int cols) {
+void CudaBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma, const float* mean,
+                                           const float* rstd, ConstTensorPtr dy, TensorPtr dx,
+                                           int rows, int cols) {
   impl_->bind();
   impl_->wrote(dx, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   BB_CHECK_CUDA(
       kernels::layernorm_backward_input(impl_->stream, x, gamma, mean, rstd, dy, dx, rows, cols));
 }
 
-void CudaBackend::layernorm_backward_params(const float* x, const float* mean, const float* rstd,
-                                            const float* dy, float* dgamma, float* dbeta, int rows,
-                                            int cols) {
-  impl_->bind();
-  impl_->wrote(dgamma, static_cast<std::size_t>(cols));
-  impl_->wrote(dbeta, static_cast<std::size_t>(cols));
-  BB_CHECK_CUDA(kernels::layernorm_backward_params(impl_->stream, x, mean, rstd, dy, dgamma, dbeta,
-                                                   rows, cols));
+void CudaBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean, const float* rstd,
+                                            ConstTensorPtr dy, float* dgamma, float* dbeta,
+                                            int rows, int cols) {
+  Impl& s = *impl_;
+  s.bind();
+  s.wrote(dgamma, static_cast<std::size_t>(cols));
+  s.wrote(dbeta, static_cast<std::size_t>(cols));
+  auto* partials = static_cast<float*>(
+      s.ensure_workspace(s.partials, kernels::column_partials_floats(cols) * sizeof(float)));
+  BB_CHECK_CUDA(kernels::layernorm_backward_params(s.stream, x, mean, rstd, dy, dgamma, dbeta,
+                                                   rows, cols, partials));
 }
 
-void CudaBackend::add_bias(float* y, const float* bias, int rows, int cols) {
+void CudaBackend::add_bias(TensorPtr y, const float* bias, int rows, int cols) {
   impl_->bind();
   impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   BB_CHECK_CUDA(kernels::add_bias(impl_->stream, y, bias, rows, cols));
 }
 
-void CudaBackend::column_sums(const float* x, float* out, int rows, int cols) {
-  impl_->bind();
-  impl_->wrote(out, static_cast<std::size_t>(cols));
-  BB_CHECK_CUDA(kernels::column_sums(impl_->stream, x, out, rows, cols));
+void CudaBackend::column_sums(ConstTensorPtr x, float* out, int rows, int cols) {
+  Impl& s = *impl_;
+  s.bind();
+  s.wrote(out, static_cast<std::size_t>(cols));
+  auto* partials = static_cast<float*>(
+      s.ensure_workspace(s.partials, kernels::column_partials_floats(cols) * sizeof(float)));
+  BB_CHECK_CUDA(kernels::column_sums(s.stream, x, out, rows, cols, partials));
 }
 
-void CudaBackend::fill(float* x, float value, std::size_t count) {
+void CudaBackend::fill(TensorPtr x, float value, std::size_t count) {
   impl_->bind();
   impl_->wrote(x, count);
   BB_CHECK_CUDA(kernels::fill(impl_->stream, x, value, count));
 }
 
-void CudaBackend::copy(const float* src, float* dst, std::size_t count) {
-  if (count == 0 || src == dst) return;
+void CudaBackend::copy(ConstTensorPtr src, TensorPtr dst, std::size_t count) {
+  if (count == 0 || src.get() == dst.get()) return;
   impl_->bind();
   impl_->wrote(dst, count);
-  const bool overlap = src < dst + count && dst < src + count;
-  if (overlap) {
+  if (src.dtype() != dst.dtype()) {
+    BB_CHECK_CUDA(kernels::convert(impl_->stream, src, dst, count));
+    return;
+  }
+  const auto* from = static_cast<const unsigned char*>(src.get());
+  const auto* to = static_cast<const unsigned char*>(dst.get());
+  const std::size_t bytes = src.bytes(count);
+  if (from < to + bytes && to < from + bytes) {
     BB_CHECK_CUDA(kernels::overlapping_copy(impl_->stream, src, dst, count));
     return;
   }
   BB_CHECK_CUDA(
-      cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, impl_->stream));
+      cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, impl_->stream));
 }
 
 void CudaBackend::axpy(float alpha, const float* x, float* y, std::size_t count) {
@@ -598,20 +685,21 @@ void CudaBackend::axpy(float alpha, const float* x, float* y, std::size_t count)
   BB_CHECK_CUDA(kernels::axpy(impl_->stream, alpha, x, y, count));
 }
 
-void CudaBackend::gelu(const float* z, float* a, std::size_t count) {
+void CudaBackend::gelu(ConstTensorPtr z, TensorPtr a, std::size_t count) {
   impl_->bind();
   impl_->wrote(a, count);
   BB_CHECK_CUDA(kernels::gelu(impl_->stream, z, a, count));
 }
 
-void CudaBackend::gelu_backward(const float* z, const float* da, float* dz, std::size_t count) {
+void CudaBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr dz,
+                                std::size_t count) {
   impl_->bind();
   impl_->wrote(dz, count);
   BB_CHECK_CUDA(kernels::gelu_backward(impl_->stream, z, da, dz, count));
 }
 
-void CudaBackend::mse_loss(const float* y, const float* target, float* dy, std::size_t count,
-                           float scale, float* loss_sum) {
+void CudaBackend::mse_loss(ConstTensorPtr y, ConstTensorPtr target, TensorPtr dy,
+                           std::size_t count, float scale, float* loss_sum) {
   impl_->bind();
   impl_->wrote(dy, count);
   BB_CHECK_CUDA(
@@ -636,16 +724,61 @@ void CudaBackend::adam_update(float* p, const float* g, float* m, float* v, std:
                               params.beta2, params.eps, bc1, bc2));
 }
 
-void CudaBackend::seeded_uniform(float* x, std::size_t count, std::uint64_t seed,
+void CudaBackend::seeded_uniform(TensorPtr x, std::size_t count, std::uint64_t seed,
                                  std::uint64_t stream, float scale) {
   impl_->bind();
   impl_->wrote(x, count);
   BB_CHECK_CUDA(kernels::seeded_uniform(impl_->stream, x, count, seeded_key(seed, stream), scale));
 }
 
+void CudaBackend::seeded_tokens(std::int32_t* ids, std::size_t count, std::uint64_t seed,
+                                std::uint64_t stream, std::int32_t vocab) {
+  impl_->bind();
+  BB_CHECK_CUDA(kernels::seeded_tokens(impl_->stream, ids, count, seeded_key(seed, stream), vocab));
+}
+
+// --- Model ends ------------------------------------------------------------------------------
+
+void CudaBackend::embedding(const std::int32_t* ids, const float* table, const float* positions,
+                            TensorPtr out, int tokens, int seq, int cols) {
+  impl_->bind();
+  impl_->wrote(out, static_cast<std::size_t>(tokens) * static_cast<std::size_t>(cols));
+  BB_CHECK_CUDA(kernels::embedding(impl_->stream, ids, table, positions, out, tokens, seq, cols));
+}
+
+void CudaBackend::embedding_backward(const std::int32_t* ids, ConstTensorPtr dout, float* dtable,
+                                     float* dpositions, int tokens, int seq, int cols) {
+  Impl& s = *impl_;
+  s.bind();
+  // The table's rows are not known here (vocab): the ids' range bounds the sort's bits, so
+  // take the widest ids can be (kernels sort on every bit below 2^24).
+  constexpr int kVocabBound = 1 << 24;
+  const std::size_t ints = 3 * static_cast<std::size_t>(tokens) * sizeof(std::int32_t);
+  auto* base = static_cast<std::int32_t*>(s.ensure_workspace(s.sort_ints, ints));
+  const std::size_t scratch = kernels::embedding_sort_scratch_bytes(tokens);
+  void* sort_scratch = s.ensure_workspace(s.sort_scratch, scratch);
+  const kernels::EmbeddingSort sort{base, base + tokens, base + 2 * tokens, sort_scratch,
+                                    s.sort_scratch.bytes};
+  BB_CHECK_CUDA(kernels::embedding_backward(s.stream, ids, dout, dtable, dpositions, tokens, seq,
+                                            cols, kVocabBound, sort));
+}
+
+void CudaBackend::cross_entropy(ConstTensorPtr logits, const std::int32_t* targets,
+                                TensorPtr dlogits, int rows, int cols, float scale,
+                                float* loss_sum) {
+  Impl& s = *impl_;
+  s.bind();
+  s.wrote(dlogits, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  auto* row_loss = static_cast<double*>(
+      s.ensure_workspace(s.row_loss, static_cast<std::size_t>(rows) * sizeof(double)));
+  BB_CHECK_CUDA(kernels::cross_entropy(s.stream, logits, targets, dlogits, rows, cols, scale,
+                                       loss_sum, row_loss));
+}
+
 void CudaBackend::synchronize() {
   impl_->bind();
   BB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
+  impl_->free_retired();
 }
 
 bool CudaBackend::queue_done() {
@@ -697,6 +830,17 @@ double CudaBackend::mark_seconds(std::size_t id) {
     (void)cudaGetLastError();
     throw std::logic_error("CudaBackend::mark_seconds: mark " + std::to_string(id) +
                            " has not completed (call synchronize() first)");
+  }
+  BB_CHECK_CUDA(e);
+  return static_cast<double>(ms) * 1e-3;
+}
+
+double CudaBackend::seconds_since_origin(CUevent_st* event) {
+  float ms = 0;
+  const cudaError_t e = cudaEventElapsedTime(&ms, impl_->origin, event);
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    throw std::logic_error("CudaBackend::seconds_since_origin: the event has not completed");
   }
   BB_CHECK_CUDA(e);
   return static_cast<double>(ms) * 1e-3;

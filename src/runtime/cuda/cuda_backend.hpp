@@ -20,6 +20,7 @@
 #include "runtime/backend.hpp"
 
 struct CUstream_st;  // cudaStream_t
+struct CUevent_st;   // cudaEvent_t
 
 namespace bb::cuda {
 
@@ -34,10 +35,12 @@ std::string no_device_reason();
 std::string runtime_version_string();
 std::string driver_version_string();
 
-// Arithmetic of gemm(). kBf16 rounds both operands to bfloat16 (into a backend workspace,
-// each call) and multiplies them with fp32 accumulation and fp32 output (cublasGemmEx,
-// CUBLAS_COMPUTE_32F); every other kernel and every tensor stays fp32. fp32 GEMMs never use
-// TF32 (CUBLAS_DEFAULT_MATH; NVIDIA_TF32_OVERRIDE cannot turn it on), so --check reaches 1e-5.
+// Arithmetic of gemm() on fp32 operands. A GEMM with a bf16 operand (a bf16 run's
+// activations) is always a bf16 GEMM: fp32 operands (parameters) are rounded to bf16, the
+// products accumulated in fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F), C written in its dtype.
+// kBf16 makes gemm() of all-fp32 operands a bf16 GEMM too (batched GEMMs of fp32 operands stay
+// fp32). fp32 GEMMs never use TF32 (CUBLAS_DEFAULT_MATH; NVIDIA_TF32_OVERRIDE cannot turn it
+// on), so --check reaches 1e-5.
 enum class GemmDtype { kFp32, kBf16 };
 
 // Clock of the synthetic-compute spin kernel.
@@ -95,15 +98,16 @@ class CudaBackend final : public Backend {
   // kernel or copy of this backend writes to it or its Buffer is freed. Other operands are
   // rounded on every call.
   void note_parameters(const float* p, std::size_t count) override;
-  void to_host(const float* device_src, float* host_dst, std::size_t count) override;
-  void from_host(const float* host_src, float* device_dst, std::size_t count) override;
   bool device_is_host() const override { return false; }
   // Pinned host buffers and copies on two streams of their own (host_staging.hpp).
   std::unique_ptr<HostStaging> make_host_staging() override;
 
-  // The kernels of Backend both backends define (backend.hpp says what each computes).
-  // Attention's batched GEMMs (gemm_strided_batched) stay fp32 with GemmDtype::kBf16 (their
-  // operands are activations).
+  // The kernels of Backend both backends define (backend.hpp says what each computes). A
+  // two-level GemmBatch (attention: sequences × heads) is one cublasGemmBatchedEx call on
+  // pointer arrays a small kernel writes; a one-level one is one strided-batched call.
+  // Workspaces (column-reduction partials, pointer arrays, sort scratch, bf16 operands) grow
+  // on first use (the warm-up) and never synchronise: a replaced block is freed at the next
+  // synchronize().
 #include "runtime/backend_kernels.inc"
 
   void synchronize() override;
@@ -121,6 +125,10 @@ class CudaBackend final : public Backend {
   void begin_marks() override;
   std::size_t mark() override;
   double mark_seconds(std::size_t id) override;
+  // Seconds from the origin event to `event` (a completed CUDA event recorded on any stream
+  // of this device, as cudaEvent_t): how the NCCL transport times its operations on the same
+  // clock as the marks. Throws when the event has not completed.
+  double seconds_since_origin(CUevent_st* event);
 
   // --- CUDA specifics -----------------------------------------------------------------
   int device() const;
@@ -143,8 +151,8 @@ class CudaBackend final : public Backend {
   struct Impl;
 
  protected:
-  float* raw_allocate(std::size_t bytes) override;
-  void raw_free(float* p, std::size_t bytes) noexcept override;
+  void* raw_allocate(std::size_t bytes) override;
+  void raw_free(void* p, std::size_t bytes) noexcept override;
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -17,8 +17,8 @@ namespace {
 
 constexpr std::size_t kPinnedRound = 4096;
 
-std::size_t pinned_size(std::size_t count) {
-  const std::size_t bytes = (count == 0 ? 1 : count) * sizeof(float);
+std::size_t pinned_size(std::size_t bytes) {
+  if (bytes == 0) bytes = 1;
   return (bytes + kPinnedRound - 1) / kPinnedRound * kPinnedRound;
 }
 
@@ -27,23 +27,23 @@ std::size_t pinned_size(std::size_t count) {
 struct PinnedStaging::Impl {
   struct Entry {
     bool send = false;
-    float* host = nullptr;
+    void* host = nullptr;
     std::size_t bytes = 0;  // pinned block size
-    std::size_t count = 0;
-    float* device = nullptr;
+    std::size_t copy = 0;   // bytes of the message
+    void* device = nullptr;
     cudaEvent_t copied = nullptr;   // send: the D2H copy
     cudaEvent_t readers = nullptr;  // receive: the compute enqueued before it was posted
   };
   struct Pending {
     cudaEvent_t done;
-    float* host;
+    void* host;
     std::size_t bytes;
   };
 
   CudaBackend* backend = nullptr;
   cudaStream_t d2h = nullptr, h2d = nullptr;
   cudaEvent_t ready = nullptr;
-  std::multimap<std::size_t, float*> free_blocks;
+  std::multimap<std::size_t, void*> free_blocks;
   std::size_t held = 0, in_use = 0;
   std::unordered_map<std::int64_t, Entry> entries;
   std::vector<Pending> pending;
@@ -87,7 +87,7 @@ struct PinnedStaging::Impl {
     return e;
   }
 
-  void give_back(float* host, std::size_t bytes) {
+  void give_back(void* host, std::size_t bytes) {
     free_blocks.emplace(bytes, host);
     in_use -= bytes;
   }
@@ -108,12 +108,12 @@ struct PinnedStaging::Impl {
     }
   }
 
-  std::pair<float*, std::size_t> take(std::size_t count) {
+  std::pair<void*, std::size_t> take(std::size_t message_bytes) {
     recycle();
-    const std::size_t bytes = pinned_size(count);
+    const std::size_t bytes = pinned_size(message_bytes);
     const auto it = free_blocks.lower_bound(bytes);
     if (it != free_blocks.end() && it->first - bytes <= bytes / 4) {
-      const std::pair<float*, std::size_t> got{it->second, it->first};
+      const std::pair<void*, std::size_t> got{it->second, it->first};
       free_blocks.erase(it);
       in_use += got.second;
       return got;
@@ -127,7 +127,7 @@ struct PinnedStaging::Impl {
     BB_CHECK_CUDA(e);
     held += bytes;
     in_use += bytes;
-    return {static_cast<float*>(p), bytes};
+    return {p, bytes};
   }
 
   Entry& find(const Ticket& t, bool send) {
@@ -159,20 +159,21 @@ PinnedStaging::PinnedStaging(Backend& backend) : impl_(std::make_unique<Impl>())
 
 PinnedStaging::~PinnedStaging() = default;
 
-PinnedStaging::Ticket PinnedStaging::stage_send(const float* device_src, std::size_t count) {
+PinnedStaging::Ticket PinnedStaging::stage_send(ConstTensorPtr device_src, std::size_t count) {
   Impl& s = *impl_;
   s.bind();
-  const auto [host, bytes] = s.take(count);
+  const std::size_t copy = device_src.bytes(count);
+  const auto [host, bytes] = s.take(copy);
   Impl::Entry e;
   e.send = true;
   e.host = host;
   e.bytes = bytes;
-  e.count = count;
+  e.copy = copy;
   try {
     s.after_compute(s.d2h);
-    if (count > 0)
+    if (copy > 0)
       BB_CHECK_CUDA(
-          cudaMemcpyAsync(host, device_src, count * sizeof(float), cudaMemcpyDeviceToHost, s.d2h));
+          cudaMemcpyAsync(host, device_src.get(), copy, cudaMemcpyDeviceToHost, s.d2h));
     e.copied = s.take_event();
     BB_CHECK_CUDA(cudaEventRecord(e.copied, s.d2h));
   } catch (...) {
@@ -184,7 +185,7 @@ PinnedStaging::Ticket PinnedStaging::stage_send(const float* device_src, std::si
   return Ticket{id};
 }
 
-const float* PinnedStaging::send_ready(const Ticket& ticket) {
+const void* PinnedStaging::send_ready(const Ticket& ticket) {
   Impl::Entry& e = impl_->find(ticket, true);
   if (e.copied == nullptr) return e.host;  // already seen complete
   const cudaError_t q = cudaEventQuery(e.copied);
@@ -208,15 +209,16 @@ void PinnedStaging::release(Ticket& ticket) {
   ticket = Ticket{};
 }
 
-PinnedStaging::Ticket PinnedStaging::stage_recv(float* device_dst, std::size_t count) {
+PinnedStaging::Ticket PinnedStaging::stage_recv(TensorPtr device_dst, std::size_t count) {
   Impl& s = *impl_;
   s.bind();
-  const auto [host, bytes] = s.take(count);
+  const std::size_t copy = device_dst.bytes(count);
+  const auto [host, bytes] = s.take(copy);
   Impl::Entry e;
   e.host = host;
   e.bytes = bytes;
-  e.count = count;
-  e.device = device_dst;
+  e.copy = copy;
+  e.device = device_dst.get();
   try {
     // The destination's earlier readers are what is enqueued now: nothing may read it between
     // here and deliver() (the Transport contract), so the copy need not wait for more.
@@ -232,7 +234,7 @@ PinnedStaging::Ticket PinnedStaging::stage_recv(float* device_dst, std::size_t c
   return Ticket{id};
 }
 
-float* PinnedStaging::recv_buffer(const Ticket& ticket) {
+void* PinnedStaging::recv_buffer(const Ticket& ticket) {
   return impl_->find(ticket, false).host;
 }
 
@@ -248,9 +250,8 @@ void PinnedStaging::deliver(Ticket& ticket) {
   // now, so the event can be recorded again for another message.)
   BB_CHECK_CUDA(cudaStreamWaitEvent(s.h2d, e.readers, 0));
   s.free_events.push_back(e.readers);
-  if (e.count > 0)
-    BB_CHECK_CUDA(
-        cudaMemcpyAsync(e.device, e.host, e.count * sizeof(float), cudaMemcpyHostToDevice, s.h2d));
+  if (e.copy > 0)
+    BB_CHECK_CUDA(cudaMemcpyAsync(e.device, e.host, e.copy, cudaMemcpyHostToDevice, s.h2d));
   BB_CHECK_CUDA(cudaEventRecord(done, s.h2d));
   BB_CHECK_CUDA(cudaStreamWaitEvent(s.backend->stream(), done, 0));
   s.pending.push_back(Impl::Pending{done, e.host, e.bytes});

@@ -42,18 +42,18 @@ class PinnedStaging final : public HostStaging {
   ~PinnedStaging() override;
 
   // --- Send side ----------------------------------------------------------------------
-  // Enqueues the device→pinned copy of `count` floats.
-  Ticket stage_send(const float* device_src, std::size_t count) override;
+  // Enqueues the device→pinned copy of `count` elements.
+  Ticket stage_send(ConstTensorPtr device_src, std::size_t count) override;
   // The pinned copy once it is complete (pass it to MPI_Isend), null while it is not. Never
   // blocks.
-  const float* send_ready(const Ticket& ticket) override;
+  const void* send_ready(const Ticket& ticket) override;
   // Gives the pinned buffer back (after the MPI send has completed) and resets the ticket.
   void release(Ticket& ticket) override;
 
   // --- Receive side -------------------------------------------------------------------
-  // A pinned buffer of `count` floats to receive into; the data goes to `device_dst`.
-  Ticket stage_recv(float* device_dst, std::size_t count) override;
-  float* recv_buffer(const Ticket& ticket) override;
+  // A pinned buffer of `count` elements to receive into; the data goes to `device_dst`.
+  Ticket stage_recv(TensorPtr device_dst, std::size_t count) override;
+  void* recv_buffer(const Ticket& ticket) override;
   // After the MPI receive has completed: enqueues the pinned→device copy, makes the compute
   // stream wait for it, and resets the ticket (the pinned buffer is recycled once the copy is
   // done).

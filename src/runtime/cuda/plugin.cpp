@@ -59,10 +59,13 @@ int bb_cuda_make_backend(int local_rank, int bf16, bb::Backend** out, char* err,
   });
 }
 
-int bb_cuda_make_nccl_transport(MPI_Comm comm, bb::Backend* backend, bb::Transport** out, char* err,
-                                std::size_t err_len) {
-  return guarded(err, err_len,
-                 [&] { *out = bb::cuda::make_nccl_transport(comm, *backend).release(); });
+int bb_cuda_make_nccl_transport(MPI_Comm comm, bb::Backend* backend, double timeout_s,
+                                bb::Transport** out, char* err, std::size_t err_len) {
+  return guarded(err, err_len, [&] {
+    bb::cuda::NcclTransportOptions options;
+    options.timeout_s = timeout_s;
+    *out = bb::cuda::make_nccl_transport(comm, *backend, options).release();
+  });
 }
 
 int bb_cuda_device_of(bb::Backend* backend) {
