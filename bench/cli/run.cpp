@@ -337,7 +337,8 @@ int set_up(Launch& L, int argc, char** argv) {
   const RunOptions& o = L.o;
   if (L.me == o.stall_setup_rank)
     std::this_thread::sleep_for(std::chrono::duration<double>(o.timeout + 5));
-  // Memory per host for the largest configuration, before anything is allocated or created.
+  // Memory per host for the largest configuration, before anything is allocated or created
+  // (a GPU's below, once the backend exists).
   L.attempt([&] {
     const std::string why =
         harness::memory_refusal(L.configs, L.settings, MPI_COMM_WORLD, o.timeout);
@@ -348,6 +349,13 @@ int set_up(Launch& L, int argc, char** argv) {
     L.p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     L.coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     L.backend = make_backend(o.backend, o.backend == "cuda" ? harness::local_rank() : 0, o.dtype);
+  });
+  if (const int code = L.agree(); code != 0) return code;
+  // A GPU's memory, once the backend (its context and cuBLAS) exists.
+  L.attempt([&] {
+    const std::string why =
+        harness::memory_refusal(L.configs, L.settings, MPI_COMM_WORLD, o.timeout, L.backend.get());
+    if (!why.empty()) throw ConfigError(why);
   });
   if (const int code = L.agree(); code != 0) return code;
   // The outputs, on rank 0 only: the results file (created, resumed or replaced) and the trace
@@ -403,7 +411,8 @@ int run_sweep(Launch& L, int argc, char** argv) {
   ctx.trace_dir = L.trace_dir;
   harness::gather_placement(ctx,
                             this_placement(harness::host_name(), harness::device_of(*L.backend)));
-  harness::RunTable table(std::cout, L.o.format, !L.settings.barrier(), L.configs);
+  harness::RunTable table(std::cout, L.o.format, !L.settings.barrier(),
+                          L.settings.backend == "cuda", L.configs);
   if (L.me == 0) {
     if (L.world == 1 && !harness::under_launcher())
       say("note: not started by mpiexec or srun: 1 rank, so every run has P=1 (mpiexec -n P "

@@ -197,7 +197,8 @@ const Field kFields[] = {
      Column{"GFLOP/s", 23, Show::kAlways, 1e-9}},
     {"mfu", "",
      "model-FLOPs utilisation flops_per_s / (P · peak_flops_per_s) (null: no known peak, CPU)",
-     FieldType::kReal, kBoth | kSummary, [](const RunSummary& s) { return opt(s.mfu); }},
+     FieldType::kReal, kBoth | kSummary, [](const RunSummary& s) { return opt(s.mfu); }, nullptr,
+     Column{"MFU", 23, Show::kGpu}},
     {"peak_flops_per_s", "FLOP/s",
      "the dense peak MFU is measured against, of rank 0's device for the dtype (null: none)",
      FieldType::kReal, kBoth, [](const RunSummary& s) { return opt(s.peak_flops_per_s); }},
@@ -263,6 +264,9 @@ const Field kFields[] = {
      [](const RankResult& x, std::size_t) -> FieldValue { return x.where.host; }},
     {"device", "", "the rank's CUDA device (-1: CPU)", FieldType::kI32, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) { return i64(x.where.gpu); }},
+    {"rank_device_name", "", "the rank's GPU as its driver names it (null: CPU)",
+     FieldType::kText, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return text_or_null(x.where.device_name); }},
     {"cpus", "", "the CPUs the rank may run on (its affinity, e.g. 0-3,8)", FieldType::kText,
      kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) -> FieldValue { return x.where.cpus; }},
@@ -290,14 +294,32 @@ const Field kFields[] = {
      Column{"peak_act_sched", 13, Show::kAlways}},
     {"param_bytes", "bytes", "bytes of the rank's parameters", FieldType::kU64, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) -> FieldValue { return x.param_bytes; }},
-    {"peak_device_bytes", "bytes", "peak bytes the backend allocated", FieldType::kU64, kRankBoth,
-     nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_device_bytes; }},
+    {"peak_device_bytes", "bytes",
+     "peak bytes the backend's allocator held during the timed steps (CUDA: cudaMalloc'd blocks, "
+     "cache, workspaces and bf16 weight copies; CPU: the Buffers allocated)",
+     FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) -> FieldValue { return x.peak_device_bytes; }},
     {"runtime_bytes", "bytes",
      "device memory the backend's runtime takes beside its allocator (CUDA: context, cuBLAS "
      "handle and workspace, measured with cudaMemGetInfo; CPU: 0)",
      FieldType::kU64, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) { return whole_bytes(x.runtime_bytes); }},
-    {"peak_memory_bytes", "bytes", "peak allocated memory: peak_device_bytes + runtime_bytes",
+    {"comm_device_bytes", "bytes",
+     "device memory the transport took (NCCL: buffers and connections, cudaMemGetInfo around its "
+     "setup; else 0)",
+     FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return whole_bytes(x.comm_device_bytes); }},
+    {"pinned_host_bytes", "bytes",
+     "pinned host memory of the MPI transport's staging of device buffers (0 on CPU)",
+     FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return whole_bytes(x.pinned_host_bytes); }},
+    {"device_used_peak_bytes", "bytes",
+     "CUDA: the device's used memory (total - free, every process on it) at its highest sample; "
+     "CPU: 0",
+     FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return whole_bytes(x.device_used_peak_bytes); }},
+    {"peak_memory_bytes", "bytes",
+     "peak memory of the rank: peak_device_bytes + runtime_bytes + comm_device_bytes",
      FieldType::kU64, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) { return whole_bytes(x.peak_memory_bytes); },
      Column{"peak_MiB", 24, Show::kAlways, 1.0 / (1 << 20)}},
@@ -477,14 +499,15 @@ std::string table_cell(const Field& f, const RunSummary& s, bool exact) {
 
 }  // namespace
 
-std::vector<const Field*> table_columns(bool steady, bool model_varies) {
+std::vector<const Field*> table_columns(bool steady, bool model_varies, bool gpu) {
   std::vector<const Field*> cols;
   for (const Field& f : kFields) {
     if (f.column.header.empty()) continue;
     const Show show = f.column.show;
     // The stage model's columns come as a group: all of them when any varies.
     if (show == Show::kAlways || (show == Show::kIfVaried && model_varies) ||
-        (show == Show::kBarrier && !steady) || (show == Show::kSyncNone && steady))
+        (show == Show::kBarrier && !steady) || (show == Show::kSyncNone && steady) ||
+        (show == Show::kGpu && gpu))
       cols.push_back(&f);
   }
   std::stable_sort(cols.begin(), cols.end(), [](const Field* a, const Field* b) {
@@ -514,7 +537,8 @@ Table to_table(const std::vector<RunSummary>& runs) {
       for (const RunSummary& s : runs)
         model_varies =
             model_varies || table_cell(f, s, false) != table_cell(f, runs.front(), false);
-  const auto cols = table_columns(steady, model_varies);
+  const bool gpu = !runs.empty() && runs.front().backend == "cuda";
+  const auto cols = table_columns(steady, model_varies, gpu);
   Table t{table_headers(cols), {}};
   for (const RunSummary& s : runs) t.rows.push_back(table_row(cols, s, false));
   return t;

@@ -42,7 +42,8 @@ enum Sink : unsigned {
 };
 
 // When a table column is shown.
-enum class Show { kNever, kAlways, kIfVaried, kBarrier, kSyncNone };
+// kGpu: on a GPU backend only (MFU: a CPU has no peak in the table).
+enum class Show { kNever, kAlways, kIfVaried, kBarrier, kSyncNone, kGpu };
 
 struct Column {
   std::string_view header;  // "" = no column
@@ -82,7 +83,7 @@ Table to_table(const std::vector<RunSummary>& runs);
 // The same column by column, for a table printed row by row: the columns shown with the sync
 // mode (steady: --sync none) and whether the stage model (hidden, layers, mb_size) varies in
 // the sweep; their headers; one run's row (EXACT: every digit, for CSV).
-std::vector<const Field*> table_columns(bool steady, bool model_varies);
+std::vector<const Field*> table_columns(bool steady, bool model_varies, bool gpu = false);
 std::vector<std::string> table_headers(const std::vector<const Field*>& cols);
 std::vector<std::string> table_row(const std::vector<const Field*>& cols, const RunSummary& s,
                                    bool exact);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "harness/provenance.hpp"
+#include "runtime/cuda_plugin.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/mpi_util.hpp"
 #include "sim/sim.hpp"
@@ -69,6 +70,7 @@ MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank) {
   const double message = static_cast<double>(message_bytes(ec));
   const double footprint = static_cast<double>(chunk_forward_bytes(ec));
   const double params = kFloat * static_cast<double>(chunk_param_count(ec));
+  const double workspace = static_cast<double>(chunk_workspace_bytes(ec));
   double local = 0;
   for (int r : s.chunk_rank) local += r == rank ? 1 : 0;
   const std::vector<double> peaks = peak_activations(s);
@@ -78,6 +80,8 @@ MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank) {
   n.buffers = 2 * (stage_mbs + local) * message;
   if (o.synthetic()) return n;  // no parameters, no saved tensors (accounting only)
   n.weights = n.gradients = local * params;
+  n.workspace = local * workspace;
+  if (o.backend == "cuda" && ec.dtype == Dtype::kBF16) n.bf16_copies = n.weights / 2;
   if (o.optimizer == "adam") n.optimizer = 2 * local * params;
   n.activations = stage_mbs * footprint;
   if (o.check && rank == 0) {
@@ -113,42 +117,70 @@ std::string bytes_text(double bytes) {
   return buf;
 }
 
+namespace {
+
+// One line naming where the rank's bytes go.
+std::string need_text(const MemoryNeed& n) {
+  std::string t = "weights " + bytes_text(n.weights) + ", gradients " + bytes_text(n.gradients) +
+                  ", optimizer " + bytes_text(n.optimizer) + ", activations " +
+                  bytes_text(n.activations) + ", buffers " + bytes_text(n.buffers) +
+                  ", workspaces " + bytes_text(n.workspace);
+  if (n.bf16_copies > 0) t += ", bf16 weight copies " + bytes_text(n.bf16_copies);
+  if (n.reference > 0) t += ", --check reference " + bytes_text(n.reference);
+  return t;
+}
+
+}  // namespace
+
 std::string memory_refusal(const std::vector<RunConfig>& configs, const RunSettings& o,
-                           MPI_Comm comm, double timeout_s) {
-  if (o.backend != "cpu") return "";
+                           MPI_Comm comm, double timeout_s, Backend* backend) {
+  const bool gpu = o.backend == "cuda";
+  // The host's memory before the backend exists; a GPU's with its backend.
+  if (gpu ? backend == nullptr || backend->name() != "cuda" : backend != nullptr) return "";
   const int me = mpi::rank(comm);
-  // Mine: the need of every configuration, then the bytes available (-1: unknown).
+  // Mine: the need of every configuration, then the bytes available (-1: unknown) and where
+  // that figure comes from (0 MemAvailable, 1 the cgroup limit, 2 the GPU's free memory).
   std::vector<double> mine;
   for (const RunConfig& c : configs) mine.push_back(memory_need(c, o, me).total());
-  const auto avail = memory_available();
-  mine.push_back(avail ? avail->bytes : -1);
-  mine.push_back(avail && avail->source != "MemAvailable" ? 1 : 0);
+  std::string place = host_name();
+  if (gpu) {
+    const auto mem = cuda_plugin::device_memory(*backend);
+    mine.push_back(mem ? static_cast<double>(mem->device_free) : -1);
+    mine.push_back(2);
+    place = "GPU " + std::to_string(cuda_plugin::device_of(*backend)) + " of " + place;
+  } else {
+    const auto avail = memory_available();
+    mine.push_back(avail ? avail->bytes : -1);
+    mine.push_back(avail && avail->source != "MemAvailable" ? 1 : 0);
+  }
   const auto needs = mpi::gather(mine, 0, comm, timeout_s);
-  const auto hosts = mpi::gather(host_name(), 0, comm, timeout_s);
+  const auto places = mpi::gather(place, 0, comm, timeout_s);
   if (me != 0) return "";
   std::map<std::string, std::vector<int>> ranks_of;
-  for (std::size_t r = 0; r < hosts.size(); ++r) ranks_of[hosts[r]].push_back(static_cast<int>(r));
-  for (std::size_t i = 0; i < configs.size(); ++i)
-    for (const auto& [host, ranks] : ranks_of) {
+  for (std::size_t r = 0; r < places.size(); ++r)
+    ranks_of[places[r]].push_back(static_cast<int>(r));
+  const std::size_t k = configs.size();
+  for (std::size_t i = 0; i < k; ++i)
+    for (const auto& [where, ranks] : ranks_of) {
       double sum = 0, room = -1;
       for (int r : ranks) {
         sum += needs[r][i];
-        room = std::max(room, needs[r][configs.size()]);  // one host: one figure, read at once
+        // One host: one figure, read at once. One GPU: the least free memory its ranks saw.
+        const double have = needs[r][k];
+        room = gpu ? (room < 0 ? have : std::min(room, have)) : std::max(room, have);
       }
       if (room < 0 || sum <= room) continue;
       const int worst = *std::max_element(ranks.begin(), ranks.end(),
                                           [&](int a, int b) { return needs[a][i] < needs[b][i]; });
-      const MemoryNeed n = memory_need(configs[i], o, worst);
-      const bool cgroup = needs[ranks.front()][configs.size() + 1] > 0;
-      return configs[i].label + " needs about " + bytes_text(sum) + " on " + host + " (" +
+      const int source = static_cast<int>(needs[ranks.front()][k + 1]);
+      const char* sources[] = {"MemAvailable", "the cgroup limit",
+                               "free on it after the CUDA context and cuBLAS"};
+      return configs[i].label + " needs about " + bytes_text(sum) + " on " + where + " (" +
              std::to_string(ranks.size()) + (ranks.size() == 1 ? " rank" : " ranks") + "; rank " +
-             std::to_string(worst) + ": weights " + bytes_text(n.weights) + ", gradients " +
-             bytes_text(n.gradients) + ", optimizer " + bytes_text(n.optimizer) + ", activations " +
-             bytes_text(n.activations) + ", buffers " + bytes_text(n.buffers) +
-             (n.reference > 0 ? ", --check reference " : "") +
-             (n.reference > 0 ? bytes_text(n.reference) : "") + ") but " + bytes_text(room) +
-             " is available (" + (cgroup ? "the cgroup limit" : "MemAvailable") +
-             "): use a smaller --hidden, --layers or --mb-size";
+             std::to_string(worst) + ": " + need_text(memory_need(configs[i], o, worst)) +
+             ") but " + bytes_text(room) + " is available (" + sources[source] +
+             "): use a smaller --hidden, --layers or --mb-size" +
+             (gpu && o.dtype == "fp32" ? ", or --dtype bf16" : "");
     }
   return "";
 }

@@ -22,12 +22,18 @@ namespace bb::harness {
 //                        (bb::peak_activations) times one micro-batch-stage's F footprint;
 //   buffers              the messages in flight: two activation tensors per live micro-batch
 //                        and chunk (received inputs, gradients being sent);
+//   workspace            each chunk's scratch and work area (chunk_workspace_bytes);
+//   bf16 copies          CUDA with --dtype bf16: the weights rounded to bf16, kept for the GEMMs
+//                        (half the weights);
 //   reference            rank 0 with --check: the whole model's parameters and gradients, and
 //                        one micro-batch's activations through every chunk.
+// Activations, buffers and workspaces are in the run's dtype (bf16: half of fp32's bytes).
 struct MemoryNeed {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, reference = 0;
+  double workspace = 0, bf16_copies = 0;
   double total() const {
-    return weights + gradients + optimizer + activations + buffers + reference;
+    return weights + gradients + optimizer + activations + buffers + workspace + bf16_copies +
+           reference;
   }
 };
 
@@ -49,9 +55,12 @@ std::string bytes_text(double bytes);
 // (non-blocking gathers), which sums the needs of ranks on one host, configuration by
 // configuration, against that host's available memory. Returns, on rank 0, the one-line reason
 // for the first host and configuration that cannot fit ("" everywhere else, and when all fit
-// or the available memory is unknown). Only the cpu backend is checked (a GPU's memory is not
-// the host's).
+// or the available memory is unknown).
+// The cpu backend is checked against the host's memory, before the backend exists (backend
+// null). A cuda backend is checked once it exists (pass it; with null this returns "" for
+// cuda): ranks on one GPU of one host add up against the least free memory they saw on it
+// (cudaMemGetInfo after their CUDA context and cuBLAS were made).
 std::string memory_refusal(const std::vector<RunConfig>& configs, const RunSettings& o,
-                           MPI_Comm comm, double timeout_s);
+                           MPI_Comm comm, double timeout_s, Backend* backend = nullptr);
 
 }  // namespace bb::harness

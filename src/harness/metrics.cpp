@@ -75,11 +75,22 @@ std::optional<DensePeak> dense_peak(const std::string& device, const std::string
     const char* name;
     double bf16, fp32;  // TFLOP/s
   };
-  // First match wins: the specific H100 variants before the SXM default.
+  struct Exact {
+    const char* device;  // cudaGetDeviceProperties' name
+    const Row* row;
+  };
+  // By words, first match wins: the NVL and PCIe form factors before the SXM defaults.
   static const Row kPeaks[] = {
-      {"H200", "H200", 989.4, 66.9},         {"H100 PCIe", "H100 PCIe", 756.5, 51.2},
-      {"H100 NVL", "H100 NVL", 835.5, 60.0}, {"H100", "H100 SXM", 989.4, 66.9},
-      {"A100", "A100", 312.0, 19.5},
+      {"H200 NVL", "H200 NVL", 835.5, 60.0},  {"H200", "H200 SXM", 989.4, 66.9},
+      {"H100 PCIe", "H100 PCIe", 756.5, 51.2}, {"H100 NVL", "H100 NVL", 835.5, 60.0},
+      {"H100", "H100 SXM", 989.4, 66.9},       {"A100", "A100", 312.0, 19.5},
+  };
+  static const Exact kExact[] = {
+      {"NVIDIA H200 NVL", &kPeaks[0]},       {"NVIDIA H200", &kPeaks[1]},
+      {"NVIDIA H100 PCIe", &kPeaks[2]},      {"NVIDIA H100 NVL", &kPeaks[3]},
+      {"NVIDIA H100 80GB HBM3", &kPeaks[4]}, {"NVIDIA A100-SXM4-80GB", &kPeaks[5]},
+      {"NVIDIA A100-SXM4-40GB", &kPeaks[5]}, {"NVIDIA A100-PCIE-40GB", &kPeaks[5]},
+      {"NVIDIA A100 80GB PCIe", &kPeaks[5]},
   };
   auto has_words = [&](const std::string& words) {
     std::size_t from = 0;
@@ -90,8 +101,13 @@ std::optional<DensePeak> dense_peak(const std::string& device, const std::string
     }
     return true;
   };
-  for (const Row& r : kPeaks) {
-    if (device.empty() || !has_words(r.match)) continue;
+  const Row* found = nullptr;
+  for (const Exact& e : kExact)
+    if (device == e.device) found = e.row;
+  for (const Row& r : kPeaks)
+    if (found == nullptr && !device.empty() && has_words(r.match)) found = &r;
+  if (found != nullptr) {
+    const Row& r = *found;
     const bool bf16 = dtype == "bf16";
     const double tflops = bf16 ? r.bf16 : r.fp32;
     char value[32];
@@ -115,7 +131,7 @@ void set_metrics(RunSummary& s) {
     r.utilisation = ratio(r.busy_s, T);
     r.comm_share = ratio(r.comm_s, r.busy_s + r.comm_s);
     r.flops_per_s = ratio(r.flops, T);
-    r.peak_memory_bytes = r.peak_device_bytes + r.runtime_bytes;
+    r.peak_memory_bytes = r.peak_device_bytes + r.runtime_bytes + r.comm_device_bytes;
     comm += r.comm_s;
     active += r.busy_s + r.comm_s;
     s.flops += r.flops;

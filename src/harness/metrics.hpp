@@ -51,10 +51,14 @@ std::vector<double> step_flops(const Schedule& lowered, const ExecutorConfig& co
 // a / b, or 0 where b is not positive.
 double ratio(double a, double b);
 
-// The dense peak of DEVICE (a CUDA device name) for GEMMs of DTYPE: bf16 on tensor cores, fp32
-// without TF32 (the CUDA backend's fp32 GEMMs), from NVIDIA's datasheets (without sparsity):
-//   H100 SXM / H200: bf16 989.4, fp32 66.9;  H100 PCIe: 756.5, 51.2;  H100 NVL: 835.5, 60.0;
-//   A100: 312, 19.5  (TFLOP/s).  nullopt for any other device or "".
+// The dense peak of DEVICE (a CUDA device name, as cudaGetDeviceProperties gives it) for GEMMs
+// of DTYPE: bf16 on tensor cores, fp32 without TF32 (the CUDA backend's fp32 GEMMs), from
+// NVIDIA's datasheets (without sparsity), TFLOP/s:
+//   H100 SXM, H200 SXM: bf16 989.4, fp32 66.9;  H100 PCIe: 756.5, 51.2;
+//   H100 NVL, H200 NVL: 835.5, 60.0;  A100 (SXM4, PCIe): 312, 19.5.
+// Keyed by the driver's exact names first ("NVIDIA H100 80GB HBM3", "NVIDIA H200 NVL", ...),
+// then by words, the form factors NVL and PCIe before the SXM default (an unknown H200 NVL name
+// must not take the SXM peak). nullopt for any other device or "".
 struct DensePeak {
   std::string name;  // "H100 SXM dense bf16 989.4 TFLOP/s"
   double flops_per_s = 0;

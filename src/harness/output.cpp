@@ -85,12 +85,12 @@ bool model_varies(const std::vector<RunConfig>& configs) {
 
 }  // namespace
 
-RunTable::RunTable(std::ostream& out, std::string format, bool steady,
+RunTable::RunTable(std::ostream& out, std::string format, bool steady, bool gpu,
                    const std::vector<RunConfig>& configs)
     : out_(out),
       format_(std::move(format)),
       steady_(steady),
-      cols_(table_columns(steady, model_varies(configs))) {
+      cols_(table_columns(steady, model_varies(configs), gpu)) {
   // Fixed before any value is known: each column as wide as its header and at least 8 (a
   // fraction to 4 significant digits, 0.001234), the schedule column as its longest name; a wider
   // value pushes the rest of its row only.

@@ -31,9 +31,9 @@ std::vector<std::string> context_lines(const Attrs& root, const std::vector<Rank
 // the context to stderr, and the runs as one JSON array at the end.
 class RunTable {
  public:
-  // STEADY: --sync none. CONFIGS: the sweep (whether the stage model's columns show, the
-  // width of the schedule column).
-  RunTable(std::ostream& out, std::string format, bool steady,
+  // STEADY: --sync none. GPU: a GPU backend (the MFU column). CONFIGS: the sweep (whether the
+  // stage model's columns show, the width of the schedule column).
+  RunTable(std::ostream& out, std::string format, bool steady, bool gpu,
            const std::vector<RunConfig>& configs);
   void begin(const std::vector<std::string>& context);
   void row(const RunSummary& s);

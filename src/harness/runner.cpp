@@ -198,8 +198,12 @@ BufferPool& RunContext::pool(std::size_t count, Dtype dtype) {
 }
 
 void gather_placement(RunContext& ctx, const RankPlacement& mine) {
+  // The device's name from the backend (the placement knows only its index).
+  const std::string device = mine.device_name.empty() ? cuda_plugin::device_name(ctx.backend)
+                                                      : mine.device_name;
   const std::string wire = mine.host + '\n' + mine.cpus + '\n' + std::to_string(mine.host_cpus) +
-                           '\n' + std::to_string(mine.gpu) + '\n' + (mine.mps ? "1" : "0");
+                           '\n' + std::to_string(mine.gpu) + '\n' + (mine.mps ? "1" : "0") +
+                           '\n' + device;
   ctx.where.ranks.clear();
   std::vector<std::string> hosts;
   for (const std::string& w : mpi::gather(wire, 0, ctx.comm, ctx.o.timeout)) {
@@ -211,6 +215,7 @@ void gather_placement(RunContext& ctx, const RankPlacement& mine) {
     std::getline(in, n);
     std::getline(in, gpu);
     std::getline(in, mps);
+    std::getline(in, p.device_name);
     p.host_cpus = std::stoi(n);
     p.gpu = std::stoi(gpu);
     p.mps = mps == "1";
@@ -220,6 +225,27 @@ void gather_placement(RunContext& ctx, const RankPlacement& mine) {
   ctx.where.clock = clock_of_hosts(hosts);
 }
 
+namespace {
+
+// The rank's memory after its timed steps: on CUDA the caching allocator's high-water (its
+// blocks, cache, workspaces and bf16 copies), else the bytes allocated through Buffers; the
+// runtime's (context, cuBLAS) and the transport's bytes apart.
+void set_memory(RankSummary& mine, const Executor& ex, RunContext& ctx) {
+  mine.peak_units = ex.peak_activation_units();
+  mine.peak_bytes = static_cast<double>(ex.peak_activation_bytes());
+  mine.param_bytes = static_cast<double>(ex.param_bytes());
+  mine.peak_device_bytes = static_cast<double>(ctx.backend.peak_allocated_bytes());
+  mine.runtime_bytes = static_cast<double>(cuda_plugin::runtime_bytes(ctx.backend));
+  if (const auto mem = cuda_plugin::device_memory(ctx.backend)) {
+    mine.peak_device_bytes = static_cast<double>(mem->peak_allocated);
+    mine.device_used_peak_bytes = static_cast<double>(mem->device_peak_used);
+  }
+  mine.comm_device_bytes = static_cast<double>(ctx.transport.device_bytes());
+  mine.pinned_host_bytes = static_cast<double>(ctx.transport.pinned_host_bytes());
+}
+
+}  // namespace
+
 RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   // With --partition auto, the settings of this run hold the split chosen for its schedule.
   const RunSettings o = ctx.o.partition_auto ? with_auto_partition(ctx, c) : ctx.o;
@@ -227,19 +253,17 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   ec.recompute = c.recompute;
   ec.drop_sends = o.drop_sends_rank == ctx.transport.rank();
   ec.debug_delay_s = o.debug_delay_rank == ctx.transport.rank() ? o.debug_delay_s : 0.0;
-  ctx.backend.reset_peak_allocated();  // peak_device_bytes: this configuration's
   Executor ex(*c.lowered, ctx.backend, ctx.transport, ctx.pool(activation_count(ec), ec.dtype), ec);
   CheckOutcome check;
   if (o.check) check = run_check(ex, ctx.backend, c, o, ctx.comm);
   RunOutcome out;
   out.check_failed = check.status == "fail";
+  // peak_device_bytes: this configuration's steps, after --check's reference has gone.
+  ctx.backend.reset_peak_allocated();
+  (void)cuda_plugin::device_memory(ctx.backend, cuda_plugin::MemoryRead::kRestart);
 
   RankSummary mine = timed_steps(ex, ctx);
-  mine.peak_units = ex.peak_activation_units();
-  mine.peak_bytes = static_cast<double>(ex.peak_activation_bytes());
-  mine.param_bytes = static_cast<double>(ex.param_bytes());
-  mine.peak_device_bytes = static_cast<double>(ctx.backend.peak_allocated_bytes());
-  mine.runtime_bytes = static_cast<double>(cuda_plugin::runtime_bytes(ctx.backend));
+  set_memory(mine, ex, ctx);
   const auto all = mpi::gather(pack(mine), 0, ctx.comm, o.timeout);
   if (ctx.transport.rank() != 0) return out;
 

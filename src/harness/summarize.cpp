@@ -109,7 +109,9 @@ std::optional<RunSummary::Attribution> attribution(const RunConfig& c, const Run
     in.span.assign(1, 0.0);
     in.span.insert(in.span.end(), m.period.begin(), m.period.end());
   }
-  in.message_bytes = 4.0 * c.hidden * c.mb_size;  // one activation of floats
+  // One activation message: mb_size x hidden (x seq for transformer stages) elements of dtype.
+  in.message_bytes =
+      static_cast<double>(message_bytes(executor_config(o, c.hidden, c.layers, c.mb_size)));
   if (o.debug_link_src >= 0)
     in.link = [src = o.debug_link_src, dst = o.debug_link_dst, d = o.debug_link_delay_s](
                   int a, int b, double) { return a == src && b == dst ? d : 0.0; };
@@ -208,6 +210,9 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string
     rr.param_bytes = x.param_bytes;
     rr.peak_device_bytes = x.peak_device_bytes;
     rr.runtime_bytes = x.runtime_bytes;
+    rr.comm_device_bytes = x.comm_device_bytes;
+    rr.pinned_host_bytes = x.pinned_host_bytes;
+    rr.device_used_peak_bytes = x.device_used_peak_bytes;
     rr.peak_activation_bytes_model = sim.ranks.at(r).peak_activation_bytes;
     rr.flops = r < flops.size() ? flops[r] : 0;
     s.ranks.push_back(std::move(rr));

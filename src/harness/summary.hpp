@@ -31,6 +31,9 @@ struct RankResult {
   double flops = 0, utilisation = 0, comm_share = 0, flops_per_s = 0;
   std::optional<double> mfu;  // flops_per_s / the run's peak_flops_per_s
   double runtime_bytes = 0, peak_memory_bytes = 0;
+  // Beside the allocator: the transport's device bytes (NCCL) and pinned host bytes (the MPI
+  // transport's staging of device memory); the device's used bytes at the highest sample.
+  double comm_device_bytes = 0, pinned_host_bytes = 0, device_used_peak_bytes = 0;
 };
 
 struct RunSummary {

@@ -33,7 +33,8 @@ std::vector<double> pack(const RankSummary& s) {
     out.insert(out.end(), one.begin(), one.end());
   }
   out.insert(out.end(),
-             {s.peak_units, s.peak_bytes, s.param_bytes, s.peak_device_bytes, s.runtime_bytes});
+             {s.peak_units, s.peak_bytes, s.param_bytes, s.peak_device_bytes, s.runtime_bytes,
+              s.comm_device_bytes, s.pinned_host_bytes, s.device_used_peak_bytes});
   for (const auto& d : s.durations) {
     out.push_back(static_cast<double>(d.size()));
     out.insert(out.end(), d.begin(), d.end());
@@ -56,6 +57,9 @@ RankSummary unpack(const std::vector<double>& in) {
   s.param_bytes = in.at(i++);
   s.peak_device_bytes = in.at(i++);
   s.runtime_bytes = in.at(i++);
+  s.comm_device_bytes = in.at(i++);
+  s.pinned_host_bytes = in.at(i++);
+  s.device_used_peak_bytes = in.at(i++);
   for (auto& d : s.durations) {
     const auto m = static_cast<std::size_t>(in.at(i++));
     if (i + m > in.size()) (void)in.at(i + m);  // throws: truncated

@@ -39,6 +39,9 @@ struct RankSummary {
   std::vector<StepSummary> steps;
   double peak_units = 0, peak_bytes = 0, param_bytes = 0, peak_device_bytes = 0;
   double runtime_bytes = 0;  // Backend::runtime_bytes()
+  // The transport's device and pinned host bytes; the device's (total − free) at its highest
+  // sample (CUDA; 0 on CPU).
+  double comm_device_bytes = 0, pinned_host_bytes = 0, device_used_peak_bytes = 0;
   std::vector<double> durations[kKinds];
   std::vector<EventSummary> events;
 };

@@ -20,6 +20,7 @@ struct Entries {
   decltype(&bb_cuda_runtime_bytes) runtime_bytes = nullptr;
   decltype(&bb_cuda_device_name) device_name = nullptr;
   decltype(&bb_cuda_versions) versions = nullptr;
+  decltype(&bb_cuda_memory) memory = nullptr;
 };
 
 template <class F>
@@ -35,7 +36,8 @@ bool resolve_all(void* handle, Entries* e, std::string* why) {
          resolve(handle, "bb_cuda_device_of", &e->device_of, why) &&
          resolve(handle, "bb_cuda_runtime_bytes", &e->runtime_bytes, why) &&
          resolve(handle, "bb_cuda_device_name", &e->device_name, why) &&
-         resolve(handle, "bb_cuda_versions", &e->versions, why);
+         resolve(handle, "bb_cuda_versions", &e->versions, why) &&
+         resolve(handle, "bb_cuda_memory", &e->memory, why);
 }
 
 std::string executable_dir() {
@@ -174,6 +176,14 @@ std::string device_name(Backend& backend) {
   std::array<char, 256> name{};
   p.entries.device_name(&backend, name.data(), name.size());
   return name.data();
+}
+
+std::optional<bb_cuda_memory_info> device_memory(Backend& backend, MemoryRead read) {
+  if (backend.name() != "cuda") return std::nullopt;
+  const Plugin& p = plugin();
+  bb_cuda_memory_info m{};
+  if (!p.loaded || p.entries.memory(&backend, static_cast<int>(read), &m) != 0) return std::nullopt;
+  return m;
 }
 
 Versions versions() {

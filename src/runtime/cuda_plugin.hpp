@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/backend.hpp"
@@ -45,6 +46,18 @@ std::size_t bb_cuda_runtime_bytes(bb::Backend* backend);
 void bb_cuda_device_name(bb::Backend* backend, char* name, std::size_t len);
 // CUDA runtime ("13.0"), driver ("13.0" or "none") and NCCL ("2.28.9" or "none") versions.
 void bb_cuda_versions(char* runtime, char* driver, char* nccl, std::size_t len);
+// Device memory of a backend this plugin made (CudaBackend::memory_stats, which samples
+// cudaMemGetInfo). `flags`: bit 1 (2) first returns the allocator's cached blocks to the driver
+// (synchronises), bit 0 (1) then sets its peaks to the current values. Returns 0, or 1 (and
+// leaves *out alone) for any other backend.
+struct bb_cuda_memory_info {
+  std::size_t allocated, peak_allocated;  // the caching allocator's cudaMalloc'd bytes (blocks,
+                                          // cache, workspaces, bf16 copies) now and at most
+  std::size_t device_free, device_total;  // cudaMemGetInfo now
+  std::size_t device_peak_used;  // largest (total − free) sampled: every process on the device
+  std::size_t context, cublas;   // measured when the backend was made
+};
+int bb_cuda_memory(bb::Backend* backend, int flags, bb_cuda_memory_info* out);
 }
 
 namespace bb::cuda_plugin {
@@ -72,6 +85,13 @@ int device_of(Backend& backend);
 // and cuBLAS take beside the allocator, and the device's name; 0 and "" for a CPU backend.
 std::size_t runtime_bytes(Backend& backend);
 std::string device_name(Backend& backend);
+
+// Device memory of a CUDA backend (bb_cuda_memory above); nullopt for a CPU backend. kRestart
+// empties the allocator's cache and restarts its peaks (a configuration's timed steps after
+// --check's reference: their peak is theirs alone).
+enum class MemoryRead { kRead = 0, kRestart = 3 };
+std::optional<bb_cuda_memory_info> device_memory(Backend& backend,
+                                                 MemoryRead read = MemoryRead::kRead);
 
 struct Versions {
   std::string runtime = "none", driver = "none", nccl = "none";

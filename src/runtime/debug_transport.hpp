@@ -78,6 +78,8 @@ class DelayedLinkTransport final : public Transport {
     return wrap(inner_.irecv(buf, count, peer, tag));
   }
   void check_errors() override { inner_.check_errors(); }
+  std::size_t device_bytes() const override { return inner_.device_bytes(); }
+  std::size_t pinned_host_bytes() const override { return inner_.pinned_host_bytes(); }
   bool test(Request& request) override {
     post_due();
     auto it = posted_.find(request.id);

@@ -193,6 +193,13 @@ std::size_t chunk_param_count(const ExecutorConfig& config) {
   return per_layer * L;
 }
 
+std::size_t chunk_workspace_bytes(const ExecutorConfig& config) {
+  const std::size_t scratch = message_bytes(config);
+  if (config.transformer)
+    return scratch + transformer_workspace_bytes(transformer_chunk_config(config, 0));
+  return scratch + 4 * message_bytes(config);  // dA (stage.hpp)
+}
+
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter, int num_stages) {
   if (config.transformer)
@@ -297,6 +304,7 @@ void Executor::post_recv(const Action& a) {
   const int tag = message_tag(direction(msg), static_cast<int>(producer_chunk(msg)), m,
                               lowered_.num_chunks(), kMessageTagLimit);
   t.request = transport_.irecv(pool_.data(t.buffer), pool_.count(), peer, tag);
+  if (current_comm_ >= 0) comm_tokens_[static_cast<std::size_t>(current_comm_)] = t.request.timing;
   recvs_.push_back(slot);
 }
 
@@ -315,8 +323,9 @@ void Executor::post_send(const Action& a) {
     return;
   }
   const int tag = message_tag(direction(msg), c, m, lowered_.num_chunks(), kMessageTagLimit);
-  sends_.push_back({buffer, transport_.isend(pool_.data(buffer), pool_.count(), peer, tag), a, peer,
-                    current_comm_});
+  const Request r = transport_.isend(pool_.data(buffer), pool_.count(), peer, tag);
+  if (current_comm_ >= 0) comm_tokens_[static_cast<std::size_t>(current_comm_)] = r.timing;
+  sends_.push_back({buffer, r, a, peer, current_comm_});
   // One progress poll right away: an eager send leaves now rather than after the next
   // compute (MPI moves data only inside MPI calls).
   progress_sends();
@@ -510,14 +519,12 @@ double Executor::synthetic_time(const Action* a, std::size_t n) const {
 
 void Executor::run_step(StepRecord* record) {
   const auto& acts = lowered_.ranks[static_cast<std::size_t>(rank_)];
-  struct Pending {
-    ActionRecord rec;
-    std::size_t ready_mark, start_mark, end_mark;
-  };
-  std::vector<Pending> pending;
+  std::vector<PendingRecord> pending;
   double origin = 0;
   comm_records_ = nullptr;
   current_comm_ = -1;
+  comm_tokens_.clear();
+  transport_.begin_timing(record != nullptr);
   if (record != nullptr) {
     backend_.begin_marks();
     origin = backend_.mark_origin();
@@ -538,6 +545,7 @@ void Executor::run_step(StepRecord* record) {
         comm_records_->push_back({static_cast<std::uint32_t>(i), a.mb,
                                   static_cast<std::uint16_t>(a.chunk), a.op, t0 - origin,
                                   t0 - origin});
+        comm_tokens_.push_back(-1);
       }
       if (is_recv(a.op))
         post_recv(a);
@@ -623,7 +631,13 @@ void Executor::run_step(StepRecord* record) {
              });
   if (record == nullptr) return;
   backend_.synchronize();
-  StepRecord& rec = *record;
+  finish_record(*record, pending, origin, comm_at_last_end);
+}
+
+// After the step, on the device's clock: the compute records from their marks, the waits from
+// them, and SEND/RECV from the transport's device timing where it has one (NCCL).
+void Executor::finish_record(StepRecord& rec, std::vector<PendingRecord>& pending, double origin,
+                             double comm_at_last_end) {
   rec.origin = origin;
   rec.actions.clear();
   rec.busy = 0;
@@ -632,8 +646,15 @@ void Executor::run_step(StepRecord* record) {
   rec.comm_tail = comm_time_ - comm_at_last_end;
   rec.first_start = 0;
   rec.last_end = 0;
-  rec.num_actions = acts.size();
-  for (Pending& p : pending) {
+  rec.num_actions = lowered_.ranks[static_cast<std::size_t>(rank_)].size();
+  for (std::size_t k = 0; k < rec.comms.size() && k < comm_tokens_.size(); ++k) {
+    double start = 0, end = 0;
+    if (comm_tokens_[k] >= 0 && transport_.op_seconds(comm_tokens_[k], &start, &end)) {
+      rec.comms[k].start = start;
+      rec.comms[k].end = end;
+    }
+  }
+  for (PendingRecord& p : pending) {
     p.rec.ready = backend_.mark_seconds(p.ready_mark);
     p.rec.start = backend_.mark_seconds(p.start_mark);
     p.rec.end = backend_.mark_seconds(p.end_mark);

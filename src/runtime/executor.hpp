@@ -123,6 +123,9 @@ TransformerConfig transformer_chunk_config(const ExecutorConfig& config, int sta
 std::size_t chunk_forward_bytes(const ExecutorConfig& config);
 // Floats of one chunk's parameters (as many again for its gradients).
 std::size_t chunk_param_count(const ExecutorConfig& config);
+// Bytes of one chunk's workspaces (not per micro-batch): its scratch activation and its model's
+// own (the MLP's dA; the transformer's block-sized work area, or B's dP, dc and dA).
+std::size_t chunk_workspace_bytes(const ExecutorConfig& config);
 // The model of chunk `stage` (its global layers from stage_layers) under `config`.
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter, int num_stages = 0);
@@ -145,10 +148,12 @@ struct ActionRecord {
   double wait = 0;  // host seconds spent polling for the inputs (host clock)
 };
 
-// One SEND/RECV of the lowered list, on the host clock, seconds from the step's origin.
-// start: when it was posted. end: for a RECV, when the wait of the compute consuming it ended
-// (the data is there and the compute may start); for a SEND, when test() first reported it
-// complete (tests happen after every compute, during waits and at the end of the step).
+// One SEND/RECV of the lowered list, seconds from the step's origin. On the host clock: start
+// when it was posted; end, for a RECV, when the wait of the compute consuming it ended (the
+// data is there and the compute may start), for a SEND when test() first reported it complete
+// (tests happen after every compute, during waits and at the end of the step). Where the
+// transport times its operations on the device (NCCL, Transport::op_seconds): start and end
+// of the operation on the device, the clock of the compute records.
 struct CommRecord {
   std::uint32_t index = 0;  // position in the lowered list
   std::uint32_t mb = 0;
@@ -224,6 +229,13 @@ class Executor {
     int peer;
     int comm;  // its CommRecord while recording, else -1
   };
+  // A compute record of the step being recorded, with its marks (read after the step).
+  struct PendingRecord {
+    ActionRecord rec;
+    std::size_t ready_mark, start_mark, end_mark;
+  };
+  void finish_record(StepRecord& rec, std::vector<PendingRecord>& pending, double origin,
+                     double comm_at_last_end);
 
   std::size_t key(int dir, int chunk, int mb) const {
     return (static_cast<std::size_t>(chunk) * static_cast<std::size_t>(lowered_.M) +
@@ -275,6 +287,7 @@ class Executor {
   // While run_step records: the step's CommRecords, its origin, and the record of the
   // SEND/RECV being posted.
   std::vector<CommRecord>* comm_records_ = nullptr;
+  std::vector<std::int64_t> comm_tokens_;  // per CommRecord: the transport's timing token
   double comm_origin_ = 0;
   int current_comm_ = -1;
 };

@@ -30,6 +30,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, Backend* backend, bool stage_always) :
   size_ = mpi::size(comm);
   const char* env = std::getenv("BB_HOST_STAGING");
   const bool from_env = env != nullptr && std::string(env) == "always";
+  device_is_host_ = backend == nullptr || backend->device_is_host();
   if (backend == nullptr || (!stage_always && !from_env && backend->device_is_host())) return;
   staging_ = backend->make_host_staging();
   if (from_env && backend->device_is_host())  // a testing knob left on should be seen

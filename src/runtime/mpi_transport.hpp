@@ -41,6 +41,11 @@ class MpiTransport final : public Transport {
   Request irecv(TensorPtr buf, std::size_t count, int peer, int tag) override;
   bool test(Request& request) override;
 
+  // The host staging's buffers when they stage device memory (pinned on CUDA).
+  std::size_t pinned_host_bytes() const override {
+    return staging_ && !device_is_host_ ? staging_->held_bytes() : 0;
+  }
+
   // Operations posted and not yet completed by test().
   std::size_t pending() const { return slots_.size() - free_.size(); }
   bool staging() const { return staging_ != nullptr; }
@@ -66,6 +71,7 @@ class MpiTransport final : public Transport {
   std::deque<std::int64_t> staged_;         // slots waiting for their copy, in isend() order
   std::vector<std::int64_t> staged_recvs_;  // staged receives MPI has not completed yet
   std::unique_ptr<HostStaging> staging_;
+  bool device_is_host_ = true;
 };
 
 }  // namespace bb

@@ -15,6 +15,7 @@ struct RankPlacement {
   int host_cpus = 0;  // CPUs online on the host
   int gpu = -1;       // CUDA device, -1 on CPU
   bool mps = false;   // a CUDA MPS control daemon is there for this rank's GPU
+  std::string device_name{};  // the GPU as its driver names it ("" on CPU)
 };
 
 // This process's placement (GPU: the backend's device, -1 on CPU).

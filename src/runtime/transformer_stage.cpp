@@ -159,6 +159,10 @@ std::size_t transformer_block_forward_bytes(const TransformerConfig& c) {
   return forward_part(c).size;
 }
 
+std::size_t transformer_workspace_bytes(const TransformerConfig& c) {
+  return std::max(forward_part(c).size, work_part(c).size);
+}
+
 std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn) {
   const auto h = static_cast<std::size_t>(hidden), f = static_cast<std::size_t>(ffn);
   const std::pair<const char*, std::size_t> sizes[kNumTensors] = {
@@ -231,7 +235,7 @@ TransformerStage::TransformerStage(Backend& backend, const TransformerConfig& co
     init(e + h, h, kLnfBeta, 0.1, false);
     init(e + 2 * h, h * V, kHeadWeight, 1.0 / std::sqrt(static_cast<double>(h)), false);
   }
-  work_ = allocate_bytes(std::max(f_.size, w_.size));
+  work_ = allocate_bytes(transformer_workspace_bytes(config));
 }
 
 std::size_t TransformerStage::gradient_split() const {

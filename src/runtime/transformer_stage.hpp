@@ -73,8 +73,10 @@ std::vector<ParamTensor> transformer_param_tensors(int hidden, int ffn);
 void init_transformer_layer(Backend& backend, std::uint64_t seed, int layer, int hidden, int ffn,
                             float* p);
 
-// Bytes one block keeps after F for one micro-batch (its input included; see above).
+// Bytes one block keeps after F for one micro-batch (its input included; see above), and of a
+// chunk's work area (a block's forward, or B's dP, dc and dA).
 std::size_t transformer_block_forward_bytes(const TransformerConfig& config);
+std::size_t transformer_workspace_bytes(const TransformerConfig& config);
 
 // Floats of the parameters of the model's ends that a chunk of `config` holds: the token and
 // position embeddings (V·h + S·h) with embed, the final LayerNorm and the LM head (2h + h·V)

@@ -93,6 +93,12 @@ class Transport {
   // asynchronous errors), for callers that wait on something else (the device) meanwhile.
   virtual void check_errors() {}
 
+  // Memory the transport holds beside the backend's allocator: device bytes (NCCL: its buffers
+  // and connections, measured with cudaMemGetInfo around its setup) and pinned host bytes (the
+  // MPI transport's host staging of device memory). Default: 0.
+  virtual std::size_t device_bytes() const { return 0; }
+  virtual std::size_t pinned_host_bytes() const { return 0; }
+
   // Device-clock timing of operations (NCCL: CUDA events around each operation on its
   // stream). Between begin_timing(true) and the next begin_timing(), a transport that times
   // on the device gives each posted operation a token (Request::timing); once the device has

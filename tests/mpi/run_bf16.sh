@@ -8,7 +8,7 @@ BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
 . "$(dirname "$0")/../check_lib.sh"  # strict mode, $HERE, $tmp, check, finish, run_or_exit
 
-run() {  # DTYPE OUT [ARGS...]: one launch, JSON in $tmp/OUT.json; its exit code
+run() {  # DTYPE NAME [ARGS...]: one launch, its JSON and stderr in the scratch folder; exit code
   local dtype=$1 out=$2
   shift 2
   timeout 300 "$MPIEXEC" -bind-to core -n 2 "$BB" run --backend cpu --dtype "$dtype" \

@@ -411,7 +411,7 @@ TEST(HarnessOutput, RunTableRowByRow) {
   RunConfig c;
   c.schedule = "interleaved";  // the widest name sets the first column
   std::ostringstream out;
-  RunTable table(out, "table", false, {c});
+  RunTable table(out, "table", false, false, {c});
   table.begin({"git_sha: abc", "ranks: 2 ranks on 1 host (vm: 2)"});
   const std::string head = out.str();
   EXPECT_EQ(head.rfind("# git_sha: abc\n# ranks: 2 ranks on 1 host (vm: 2)\n", 0), 0u) << head;
@@ -432,7 +432,7 @@ TEST(HarnessOutput, RunTableRowByRow) {
   EXPECT_EQ(rows, 2);
 
   std::ostringstream csv;
-  RunTable t2(csv, "csv", false, {c});
+  RunTable t2(csv, "csv", false, false, {c});
   t2.begin({"not on stdout"});
   t2.row(a);
   t2.end({a});
@@ -442,7 +442,7 @@ TEST(HarnessOutput, RunTableRowByRow) {
   EXPECT_NE(csv.str().find(",0.0078125,"), std::string::npos);  // every digit (8192 B in MiB)
 
   std::ostringstream js;
-  RunTable t3(js, "json", false, {c});
+  RunTable t3(js, "json", false, false, {c});
   t3.begin({});
   t3.row(a);
   EXPECT_EQ(js.str(), "");

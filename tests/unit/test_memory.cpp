@@ -31,7 +31,25 @@ TEST(HarnessMemory, WeightsGradientsAndActivationsOfTheRanksChunks) {
   EXPECT_EQ(n.activations, 2.0 * 9 * 8 * 64 * 4);
   EXPECT_GT(n.buffers, 0);
   EXPECT_EQ(n.reference, 0);
-  EXPECT_EQ(n.total(), n.weights + n.gradients + n.activations + n.buffers);
+  // One chunk's scratch (b·h) and dA (4·b·h), fp32; no bf16 weight copies on CPU.
+  EXPECT_EQ(n.workspace, 5.0 * 8 * 64 * 4);
+  EXPECT_EQ(n.bf16_copies, 0);
+  EXPECT_EQ(n.total(), n.weights + n.gradients + n.activations + n.buffers + n.workspace);
+}
+
+TEST(HarnessMemory, Bf16HalvesActivationsBuffersAndWorkspaces) {
+  RunSettings o;
+  const RunConfig c = one_config(o, "1f1b", 2, 8, 64);
+  const MemoryNeed f = memory_need(c, o, 0);
+  o.dtype = "bf16";
+  const MemoryNeed b = memory_need(c, o, 0);
+  EXPECT_EQ(b.weights, f.weights);  // fp32 master weights
+  EXPECT_EQ(b.activations, f.activations / 2);
+  EXPECT_EQ(b.buffers, f.buffers / 2);
+  EXPECT_EQ(b.workspace, f.workspace / 2);
+  EXPECT_EQ(b.bf16_copies, 0);  // the CPU keeps no bf16 weight copies
+  o.backend = "cuda";
+  EXPECT_EQ(memory_need(c, o, 0).bf16_copies, f.weights / 2);
 }
 
 TEST(HarnessMemory, AdamCheckAndSyntheticCompute) {

@@ -115,6 +115,7 @@ class NcclTransport final : public Transport {
       throw CudaError(std::string("NCCL transport: ncclGetUniqueId failed on rank 0: ") +
                       blob.error);
 
+    const std::size_t used_before = used_device_bytes();
     try {
       int least = 0, greatest = 0;
       BB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -126,6 +127,8 @@ class NcclTransport final : public Transport {
       if (comm_ == nullptr) BB_CHECK_NCCL(r);
       settle(comm_, r, deadline, "ncclCommInitRankConfig (a peer that never joined?)");
       connect_peers(deadline);
+      const std::size_t used_after = used_device_bytes();
+      device_bytes_ = used_after > used_before ? used_after - used_before : 0;
     } catch (...) {
       cleanup();
       throw;
@@ -163,6 +166,7 @@ class NcclTransport final : public Transport {
   }
 
   std::string_view name() const override { return "nccl"; }
+  std::size_t device_bytes() const override { return device_bytes_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -383,8 +387,19 @@ class NcclTransport final : public Transport {
     return request;
   }
 
+  // (total − free) of the device now (0 when unknown).
+  static std::size_t used_device_bytes() {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return total - free;
+  }
+
   CudaBackend* backend_;
   NcclTransportOptions options_;
+  std::size_t device_bytes_ = 0;  // what the communicator's setup took on the device
   int rank_ = 0, size_ = 1;
   ncclComm_t comm_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;

@@ -89,4 +89,16 @@ void bb_cuda_versions(char* runtime, char* driver, char* nccl, std::size_t len) 
   copy_out(bb::cuda::nccl_version_string(), nccl, len);
 }
 
+int bb_cuda_memory(bb::Backend* backend, int flags, bb_cuda_memory_info* out) {
+  bb::cuda::CudaBackend* cuda = backend != nullptr ? bb::cuda::as_cuda(*backend) : nullptr;
+  if (cuda == nullptr || out == nullptr) return 1;
+  if ((flags & 2) != 0) cuda->release_cached_memory();
+  if ((flags & 1) != 0) cuda->reset_peak_memory();
+  const bb::cuda::DeviceMemoryStats s = cuda->memory_stats();
+  *out = bb_cuda_memory_info{s.reserved_bytes,    s.peak_reserved_bytes, s.device_free_bytes,
+                        s.device_total_bytes, s.device_peak_used_bytes, s.context_bytes,
+                        s.cublas_bytes};
+  return 0;
+}
+
 }  // extern "C"
