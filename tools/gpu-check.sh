@@ -1,47 +1,49 @@
 #!/usr/bin/env bash
-# Everything a person with a GPU machine runs to check bubblebench's GPU path (docs/gpu.md):
-#   1. the GPU unit tests (unit_tests --gtest_filter='Cuda*'; with 2+ GPUs also the NCCL test
-#      under mpiexec -n 2),
-#   2. `run --check` of every schedule with --backend cuda: --transport mpi on 2 ranks (they
-#      share one GPU if there is only one), and --transport nccl with one rank per GPU when
-#      there are 2+ GPUs (P = 2, and P = 4 with 4+ GPUs),
-#   3. `run --check --dtype bf16` of every schedule (tolerance 1e-4, docs/gpu.md) and a small
-#      sweep with GEMM compute,
-#   4. a sweep with synthetic compute, and its measured bubble fraction against the simulator's
-#      (each row within --bubble-tol, default 0.02),
-#   5. the GEMM-efficiency benchmark (tools/gemm_efficiency.cu: the stage's GEMM shapes through
-#      the backend vs bare cuBLAS; fp32 must reach --min-ratio, default 0.8; bf16 is reported),
-# then prints a summary. Exit 0 when nothing failed, 1 otherwise, 2 on bad arguments.
+# The GPU check of bubblebench (docs/gpu.md): one prepared script that a lent GPU machine runs
+# in at most --budget seconds (default 480), every step under its own limit (--timeout, at most
+# 120 s), going on past a failed step, and ending with one summary table. Steps:
+#   unit       the CUDA unit tests (unit_tests --gtest_filter='Cuda*:DeviceMath*'), and with 2+
+#              GPUs the NCCL test under mpiexec -n 2;
+#   check      `run --check` of every schedule on transformer stages with the model's ends
+#              (--model tiny, recompute off and on) at P=2, fp32 and then bf16; with 2+ GPUs
+#              also over NCCL;
+#   gemm       gemm_efficiency: the gpt2-small and gpt-1b transformer GEMM shapes (QKV,
+#              attention out, MLP up/down, LM head; F, B and W) through the backend against
+#              bare cuBLAS, fp32 (gate --min-fp32, 0.9) and bf16 (gate --min-bf16, 0.8);
+#   stage      one transformer stage alone (P=1) at the gpt-1b and gpt2-small widths in bf16:
+#              model FLOP/s and MFU (gpt-1b gated at --min-mfu, 0.4, of the dense bf16 peak);
+#   sweep      a P=2 transformer sweep, --model gpt2-small in bf16, 1f1b/zb-v/dualpipev, M 4 and
+#              8: the table (MFU, utilisation, peak memory, the attribution);
+#   sanitizer  compute-sanitizer memcheck (fp32) and racecheck (bf16) of a small transformer
+#              run with the ends and --check (P=1): 0 errors;
+#   synthetic  synthetic compute at P=2: every row's |measured - simulated| bubble within
+#              --bubble-tol (0.02) and its attribution residual within --resid-tol (0.02).
+# Two ranks on one GPU (no second GPU) run under CUDA MPS, started here when none runs and
+# stopped at exit (--mps auto). Exit 0 when nothing failed, 1 otherwise, 2 on bad arguments.
 #
-# Works without MPICH/HDF5 packages when given a folder of prebuilt binaries made by
-# tools/pack-gpu.sh (--bindir DIR: binaries in DIR, shared libraries in DIR/lib). It needs the
-# NVIDIA driver, and the CUDA 13 runtime libraries unless the pack carries them.
+# Works without MPICH/HDF5 packages from a folder made by tools/pack-gpu.sh (--bindir DIR:
+# binaries in DIR, shared libraries in DIR/lib, compute-sanitizer in DIR/sanitizer). It needs
+# the NVIDIA driver, and the CUDA 13 libraries the pack does not carry.
 #
-# Usage: tools/gpu-check.sh [--bindir DIR] [--out DIR] [--backend cuda|cpu] [--quick]
-#                           [--only STEPS] [--mps auto|on|off] [--bubble-tol X] [--min-ratio X]
-#                           [--timeout SECONDS] [--mpiexec PATH]
-#   --bindir DIR   bubblebench, unit_tests (and gemm_efficiency, mpiexec, hydra_pmi_proxy) are
-#                  here; DIR/lib is put on LD_LIBRARY_PATH. Default: build-cuda/ or build/ of
-#                  this checkout.
-#   --out DIR      logs (default: gpu-check-<date> in the current directory)
-#   --backend cpu  runs the same steps on the CPU backend (tests the script without a GPU)
-#   --quick        no GEMM sweep and a smaller GEMM benchmark (the checks all run)
-#   --only STEPS   comma-separated subset of: unit,check,bf16,sweep,synthetic,gemm (default all)
-#   --mps MODE     CUDA MPS, so that ranks sharing a GPU run their kernels side by side instead
-#                  of taking turns (time-slicing inflates every action's GPU time and the
-#                  bubble). auto (default): started here, and stopped at exit, when 2 ranks must
-#                  share the only GPU and no MPS daemon runs yet; on: always; off: never (the
-#                  synthetic comparison is then skipped on one GPU: it would measure turn-taking)
-#   --bubble-tol X largest |measured - simulated| bubble fraction with synthetic compute (0.02)
-#   --min-ratio X  smallest fp32 GEMM-efficiency ratio, backend vs bare cuBLAS (0.8)
-#   --timeout S    limit of each step (default 900)
-#   --mpiexec P    the mpiexec to use (default: DIR/mpiexec if present, else mpiexec on PATH)
+# Usage: tools/gpu-check.sh [--bindir DIR] [--out DIR] [--backend cuda|cpu] [--only STEPS]
+#                           [--budget S] [--timeout S] [--mps auto|on|off] [--mpiexec PATH]
+#                           [--bubble-tol X] [--resid-tol X] [--min-fp32 X] [--min-bf16 X]
+#                           [--min-mfu X]
+#   --bindir DIR   bubblebench, unit_tests, gemm_efficiency (and mpiexec, hydra_pmi_proxy) are
+#                  here; DIR/lib goes on LD_LIBRARY_PATH. Default: build-cuda/ or build/.
+#   --out DIR      logs and summary.txt (default: gpu-check-<date> in the current directory)
+#   --backend cpu  the same steps on the CPU backend where they make sense (tests the script)
+#   --only STEPS   comma-separated subset of unit,check,gemm,stage,sweep,sanitizer,synthetic
+#   --budget S     the whole script's limit: a step that would start with less than 20 s left is
+#                  SKIP ("out of budget"); each step's limit is cut to what is left (480)
+#   --timeout S    each step's limit, at most 120 (120)
 set -u -o pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-bindir="" out="" backend="cuda" quick=0 step_timeout=900 mpiexec="" only="" mps=auto
-bubble_tol=0.02 min_ratio=0.8
+bindir="" out="" backend="cuda" step_timeout=120 budget=480 mpiexec="" only="" mps=auto
+bubble_tol=0.02 resid_tol=0.02 min_fp32=0.9 min_bf16=0.8 min_mfu=0.4
+all_steps="unit,check,gemm,stage,sweep,sanitizer,synthetic"
 
 usage() { sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -49,13 +51,16 @@ while [ $# -gt 0 ]; do
     --bindir) bindir="${2:?--bindir needs a folder}"; shift 2 ;;
     --out) out="${2:?--out needs a folder}"; shift 2 ;;
     --backend) backend="${2:?--backend needs cuda or cpu}"; shift 2 ;;
-    --quick) quick=1; shift ;;
     --only) only="${2:?--only needs a list of steps}"; shift 2 ;;
-    --mps) mps="${2:?--mps needs auto, on or off}"; shift 2 ;;
-    --bubble-tol) bubble_tol="${2:?--bubble-tol needs a number}"; shift 2 ;;
-    --min-ratio) min_ratio="${2:?--min-ratio needs a number}"; shift 2 ;;
+    --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     --timeout) step_timeout="${2:?--timeout needs seconds}"; shift 2 ;;
+    --mps) mps="${2:?--mps needs auto, on or off}"; shift 2 ;;
     --mpiexec) mpiexec="${2:?--mpiexec needs a path}"; shift 2 ;;
+    --bubble-tol) bubble_tol="${2:?}"; shift 2 ;;
+    --resid-tol) resid_tol="${2:?}"; shift 2 ;;
+    --min-fp32) min_fp32="${2:?}"; shift 2 ;;
+    --min-bf16) min_bf16="${2:?}"; shift 2 ;;
+    --min-mfu) min_mfu="${2:?}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -63,11 +68,16 @@ done
 case "$backend" in cuda|cpu) ;; *) echo "gpu-check: --backend cuda or cpu" >&2; exit 2 ;; esac
 case "$mps" in auto|on|off) ;; *) echo "gpu-check: --mps auto, on or off" >&2; exit 2 ;; esac
 for step in ${only//,/ }; do
-  case "$step" in unit|check|bf16|sweep|synthetic|gemm) ;;
-    *) echo "gpu-check: --only: unknown step '$step' (unit,check,bf16,sweep,synthetic,gemm)" >&2; exit 2 ;;
-  esac
+  [[ ",$all_steps," == *",$step,"* ]] ||
+    { echo "gpu-check: --only: unknown step '$step' ($all_steps)" >&2; exit 2; }
 done
+if ! [[ "$step_timeout" =~ ^[0-9]+$ ]] || [ "$step_timeout" -gt 120 ] || [ "$step_timeout" -lt 1 ]; then
+  echo "gpu-check: --timeout: 1..120 seconds" >&2
+  exit 2
+fi
+[[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu-check: --budget: seconds" >&2; exit 2; }
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+started=$(date +%s)
 
 if [ -z "$bindir" ]; then
   for d in "$repo/build-cuda" "$repo/build"; do
@@ -81,264 +91,258 @@ fi
 bindir="$(cd "$bindir" && pwd)"
 if [ -d "$bindir/lib" ]; then
   export LD_LIBRARY_PATH="$bindir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  # UCX (under MPICH ch4:ucx) loads its transports as modules.
-  [ -d "$bindir/lib/ucx" ] && export UCX_MODULE_DIR="$bindir/lib/ucx"
+  [ -d "$bindir/lib/ucx" ] && export UCX_MODULE_DIR="$bindir/lib/ucx"  # MPICH ch4:ucx's modules
 fi
 export PATH="$bindir:$PATH"  # a carried mpiexec finds hydra_pmi_proxy next to it
 if [ -z "$mpiexec" ]; then
   if [ -x "$bindir/mpiexec" ]; then mpiexec="$bindir/mpiexec"; else mpiexec="$(command -v mpiexec || true)"; fi
 fi
-if [ -z "$mpiexec" ]; then
-  echo "gpu-check: no mpiexec (pack one with tools/pack-gpu.sh or install MPICH)" >&2
-  exit 2
-fi
+[ -n "$mpiexec" ] || { echo "gpu-check: no mpiexec (pack one with tools/pack-gpu.sh)" >&2; exit 2; }
+BB="$bindir/bubblebench"
 
 out="${out:-gpu-check-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 
-# --- GPUs ----------------------------------------------------------------------------------
+# --- GPUs and MPS -----------------------------------------------------------------------------
 gpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-  nvidia-smi -L > "$out/nvidia-smi.txt" 2>&1 || true
-  nvidia-smi >> "$out/nvidia-smi.txt" 2>&1 || true
+  { nvidia-smi -L; nvidia-smi; } > "$out/nvidia-smi.txt" 2>&1 || true
 fi
-echo "gpu-check: binaries $bindir, logs $out, backend $backend, GPUs: $gpus, mpiexec: $mpiexec"
-if [ "$backend" = cuda ] && [ "$gpus" -eq 0 ]; then
-  echo "gpu-check: warning: nvidia-smi lists no GPU; the CUDA steps will fail or skip" >&2
-fi
-
-# --- MPS ------------------------------------------------------------------------------------
-# Ranks share a GPU when there are fewer GPUs than the 2 ranks of the checks and sweeps.
+echo "gpu-check: binaries $bindir, logs $out, backend $backend, GPUs $gpus, budget ${budget} s"
 shared_gpu=0
 [ "$backend" = cuda ] && [ "$gpus" -lt 2 ] && shared_gpu=1
-mps_running=0  # a daemon of someone else's (default pipe directory) or of this script
+mps_running=0
 pipe_dir="${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}"
 [ -S "$pipe_dir/control" ] && mps_running=1
 if [ "$backend" = cuda ] && [ $mps_running -eq 0 ] && { [ "$mps" = on ] || { [ "$mps" = auto ] && [ $shared_gpu -eq 1 ]; }; }; then
-  if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-    echo "gpu-check: no nvidia-cuda-mps-control on PATH: ranks sharing a GPU will time-slice" >&2
-    [ "$mps" = on ] && exit 2
-  else
+  if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
     export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
       trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
       mps_running=1
-      echo "gpu-check: CUDA MPS started (pipes in $CUDA_MPS_PIPE_DIRECTORY, stopped at exit)"
+      echo "gpu-check: CUDA MPS started (stopped at exit)"
     else
-      echo "gpu-check: nvidia-cuda-mps-control -d failed (see $CUDA_MPS_LOG_DIRECTORY)" >&2
-      [ "$mps" = on ] && exit 1
+      echo "gpu-check: nvidia-cuda-mps-control -d failed: ranks sharing the GPU time-slice" >&2
       unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     fi
+  else
+    echo "gpu-check: no nvidia-cuda-mps-control: ranks sharing the GPU time-slice" >&2
   fi
-elif [ "$backend" = cuda ] && [ $mps_running -eq 1 ] && [ "$mps" != off ]; then
-  echo "gpu-check: using the CUDA MPS daemon already running ($pipe_dir)"
 fi
-[ "$mps" = off ] && [ $mps_running -eq 1 ] && \
-  echo "gpu-check: --mps off, but an MPS daemon runs ($pipe_dir): CUDA programs will use it" >&2
 
-# --- Steps ---------------------------------------------------------------------------------
+# --- Steps ----------------------------------------------------------------------------------
 names=() statuses=() seconds=() notes=()
 record() { names+=("$1"); statuses+=("$2"); seconds+=("$3"); notes+=("$4"); }
+set_last() { statuses[${#statuses[@]}-1]="$1"; notes[${#notes[@]}-1]="$2"; }
 
-# run_step NAME LOG CMD...: PASS when CMD exits 0, FAIL otherwise (TIMEOUT on the limit).
+# run_step NAME LOG CMD...: PASS when CMD exits 0, FAIL otherwise, TIMEOUT at its limit (the
+# step limit, cut to the budget left); SKIP without starting when under 20 s of budget are left.
 run_step() {
   local name="$1" log="$2"; shift 2
-  local t0 t1 rc
+  local left=$(( budget - ($(date +%s) - started) ))
+  if [ "$left" -lt 20 ]; then
+    echo "== $name: SKIP (out of budget)"
+    record "$name" SKIP 0 "out of budget (${budget} s)"
+    return 3
+  fi
+  local limit=$(( left < step_timeout ? left : step_timeout ))
+  local t0 t1 rc dt status=PASS note="$log"
   t0=$(date +%s.%N)
-  echo "== $name" ; echo "   $*" ; echo "\$ $*" > "$log"
-  timeout --kill-after=30 "$step_timeout" "$@" >> "$log" 2>&1
+  echo "== $name (limit ${limit} s)"; echo "\$ $*" > "$log"
+  timeout --kill-after=10 "$limit" "$@" >> "$log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
-  local dt; dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-  local status=PASS note="$log"
-  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=TIMEOUT
+  dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=TIMEOUT note="no result within ${limit} s"
   elif [ $rc -ne 0 ]; then
-    status=FAIL
-    note="exit $rc: $(grep -v '^\$ ' "$log" | tail -n 2 | tr '\n' ' ' | cut -c1-160)"
+    status=FAIL note="exit $rc: $(grep -v '^\$ ' "$log" | tail -n 2 | tr '\n' ' ' | cut -c1-160)"
   fi
   echo "   $status ($dt s)"
   record "$name" "$status" "$dt" "$note"
   return $rc
 }
 
-# 1. Unit tests.
-if ! want unit; then :
-elif [ -x "$bindir/unit_tests" ]; then
-  log="$out/unit-cuda.log"
-  run_step "unit tests Cuda*" "$log" "$bindir/unit_tests" --gtest_filter='Cuda*'
-  # With a GPU, "no CUDA device" skips mean the CUDA runtime cannot use it (driver too old…).
-  if [ "$backend" = cuda ] && [ "$gpus" -gt 0 ] && grep -q 'skipped: no CUDA device' "$log"; then
-    statuses[${#statuses[@]}-1]=FAIL
-    notes[${#notes[@]}-1]="GPU present but: $(grep -m1 'skipped: no CUDA device' "$log")"
-  elif [ "$gpus" -eq 0 ] && grep -q 'skipped: no CUDA device' "$log"; then
-    statuses[${#statuses[@]}-1]=SKIP
-    notes[${#notes[@]}-1]="$(grep -m1 'skipped: no CUDA device' "$log")"
-  fi
-  if [ "$backend" = cuda ] && grep -q 'skipped: no CUDA device' "$log"; then
-    echo "gpu-check: CUDA cannot use a device here: $(grep -m1 'skipped: no CUDA device' "$log" | sed 's/^skipped: //')" >&2
-    echo "gpu-check: stopping (the unit tests skipped; nothing else can run on the GPU)" >&2
-    exit 1
-  fi
-  if [ "$backend" = cuda ] && [ "$gpus" -ge 2 ]; then
-    log="$out/unit-nccl.log"
-    run_step "unit tests CudaNccl* (2 ranks)" "$log" \
-      "$mpiexec" -n 2 "$bindir/unit_tests" --gtest_filter='CudaNccl*'
-    if grep -q 'SKIPPED' "$log"; then
-      statuses[${#statuses[@]}-1]=FAIL
-      notes[${#notes[@]}-1]="NCCL test skipped: $(grep -m1 'skipped:' "$log")"
+# The stdout of a `run` (its table) to a file of its own: mpiexec forwards stdout and stderr
+# separately, so progress lines (stderr) could land inside the table.
+# Used as: run_step NAME LOG "${to_file[@]}" TABLE CMD... (timeout runs programs, not functions).
+# shellcheck disable=SC2016  # the inner bash expands "$@" and "$0"
+to_file=(bash -c '"$@" >"$0"')
+
+# A column of a run table: the values of HEADER, one per row (a row: a line of as many fields as
+# the header, which `run` prints as "# schedule P M ...").
+column() {  # TABLE HEADER
+  awk -v want="$2" '
+    $1 == "#" && $2 == "schedule" { for (i = 2; i <= NF; ++i) col[$i] = i - 1; n = NF - 1; next }
+    n && !/^#/ && NF == n && (want in col) { print $col[want] }' "$1"
+}
+
+transport=mpi
+[ "$backend" = cuda ] && [ "$gpus" -ge 2 ] && transport=nccl
+
+# (a) Unit tests.
+if want unit; then
+  if [ -x "$bindir/unit_tests" ]; then
+    log="$out/unit.log"
+    run_step "unit Cuda* DeviceMath*" "$log" "$bindir/unit_tests" --gtest_filter='Cuda*:DeviceMath*'
+    skipped=$(grep -c 'skipped: no CUDA device' "$log" || true)
+    if [ "$backend" = cuda ] && [ "$skipped" -gt 0 ]; then
+      set_last FAIL "a GPU is listed but CUDA cannot use it: $(grep -m1 'skipped: no CUDA' "$log")"
+    elif [ "${statuses[${#statuses[@]}-1]}" = PASS ]; then
+      set_last PASS "$(grep -m1 -E '^\[  PASSED  \]' "$log") $(grep -m1 -E '^\[  SKIPPED \]' "$log")"
     fi
+    if [ "$backend" = cuda ] && [ "$gpus" -ge 2 ]; then
+      run_step "unit CudaNccl* (2 ranks, 2 GPUs)" "$out/unit-nccl.log" \
+        "$mpiexec" -n 2 "$bindir/unit_tests" --gtest_filter='CudaNccl*'
+    fi
+  else
+    record "unit" SKIP 0 "no unit_tests in $bindir"
   fi
-else
-  record "unit tests" SKIP 0 "no unit_tests in $bindir"
 fi
 
-# 2. --check on every schedule.
-schedules="naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe dualpipev"
-check_all() {  # check_all P TRANSPORT
-  local P="$1" transport="$2" s extra M=$(( 2 * $1 ))
-  for s in $schedules; do
-    extra=()
-    [ "$s" = interleaved ] && extra=(-v 2)
-    run_step "check $s P=$P $transport" "$out/check-$s-P$P-$transport.log" \
-      "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule "$s" -M "$M" "${extra[@]}" \
-      --backend "$backend" --transport "$transport" --check --hidden 128 --layers 2 \
-      --mb-size 32 --warmup 0 --iters 1 --timeout 120
-  done
-  run_step "check 1f1b,zb-v P=$P $transport recompute" "$out/check-recompute-P$P-$transport.log" \
-    "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-v -M "$M" --recompute=both \
-    --backend "$backend" --transport "$transport" --check --hidden 128 --layers 2 --mb-size 32 \
-    --warmup 0 --iters 1 --timeout 120
+# (b) --check of every schedule on transformer stages with the ends, fp32 and bf16.
+check_step() {  # DTYPE TRANSPORT
+  local log="$out/check-$1-$2.log" table="$out/check-$1-$2.table"
+  run_step "check all schedules tiny $1 P=2 $2" "$log" "${to_file[@]}" "$table" \
+    "$mpiexec" -n 2 "$BB" run --backend "$backend" --transport "$2" --dtype "$1" \
+    --stage transformer --model tiny --schedule all -M 4 -v 2 --recompute=both --check \
+    --warmup 0 --iters 1 --timeout 60 --no-calibrate || return
+  local n pass; n=$(column "$table" check | wc -l); pass=$(column "$table" check | grep -c '^pass$')
+  if [ "$n" -ge 20 ] && [ "$n" = "$pass" ]; then
+    set_last PASS "$pass of $n configurations passed"
+  else
+    set_last FAIL "$pass of $n configurations passed (want >= 20, all)"
+  fi
 }
 if want check; then
-  check_all 2 mpi
-  if [ "$backend" = cuda ] && [ "$gpus" -ge 2 ]; then
-    check_all 2 nccl
-    [ "$gpus" -ge 4 ] && check_all 4 nccl
-  fi
+  check_step fp32 mpi
+  check_step bf16 mpi
+  if [ "$transport" = nccl ]; then check_step fp32 nccl; check_step bf16 nccl; fi
 fi
 
-# The sweeps' placement: one rank per GPU with NCCL when there are enough GPUs; else 2 ranks
-# over MPI, sharing the GPU (side by side under MPS, else time-sliced).
-P=2 transport=mpi
-if [ "$backend" = cuda ] && [ "$gpus" -ge 2 ]; then
-  transport=nccl
-  [ "$gpus" -ge 4 ] && P=4
-fi
-
-# 3. bf16 --check and a small sweep.
-if [ "$backend" = cuda ] && want bf16; then
-  for s in $schedules; do
-    extra=()
-    [ "$s" = interleaved ] && extra=(-v 2)
-    run_step "check $s P=2 mpi bf16" "$out/check-$s-P2-mpi-bf16.log" \
-      "$mpiexec" -n 2 "$bindir/bubblebench" run --schedule "$s" -M 4 "${extra[@]}" --backend cuda \
-      --transport mpi --dtype bf16 --check --hidden 256 --layers 2 --mb-size 64 --warmup 1 \
-      --iters 3 --timeout 120
-  done
-fi
-if [ $quick -eq 0 ] && want sweep; then
-  sweep_hidden=1024 sweep_rows=256
-  [ "$backend" = cpu ] && { sweep_hidden=128; sweep_rows=32; }
-  run_step "sweep gemm P=$P $transport" "$out/sweep-gemm.log" \
-    "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-h1,zb-v,dualpipev -M 8,16 \
-    --backend "$backend" --transport "$transport" --compute gemm --hidden "$sweep_hidden" \
-    --layers 2 --mb-size "$sweep_rows" --warmup 2 --iters 5 --timeout 300
-fi
-
-# 4. Synthetic compute: the measured bubble fraction against the simulator's.
-# bubble_vs_sim TABLE ROWS: one line per row of TABLE (run's stdout alone: mpiexec forwards stdout
-# and stderr separately, so progress lines can land inside the table when they share a file),
-# then the worst difference; exit 1 when a row's |measured - sim| exceeds $bubble_tol, or when
-# not exactly ROWS rows could be read.
-bubble_vs_sim() {
-  awk -v tol="$bubble_tol" -v want="$2" '
-    # The header line is "# schedule P M ...": run prints it as a comment, so rows lack the "#".
-    $1 == "#" && $2 == "schedule" && $0 ~ / measured / { for (i = 2; i <= NF; ++i) col[$i] = i - 1; head = 1; next }
-    head && /^#/ { next }
-    head && /^measured/ { head = 0 }
-    head && NF > 0 {
-      if (NF < col["sim"] || $col["measured"] !~ /^[0-9.e+-]+$/ || $col["sim"] !~ /^[0-9.e+-]+$/) {
-        printf "unreadable row: %s\n", $0; unreadable++; next
-      }
-      d = $col["measured"] - $col["sim"]; if (d < 0) d = -d
-      printf "%-10s P=%s M=%-3s measured %s  sim %s  |diff| %.4f  %s\n", $1, $col["P"], $col["M"],
-             $col["measured"], $col["sim"], d, (d <= tol + 1e-12 ? "ok" : "OVER")
-      n++; if (d > tol + 1e-12) bad++; if (d > worst) worst = d
-    }
-    END {
-      printf "synthetic bubble vs simulator: %d of %d rows, worst |diff| %.4f (tolerance %s)\n", n, want, worst, tol
-      exit (n != want || unreadable > 0 || bad > 0)
-    }' "$1"
-}
-if want synthetic; then
-  # The table (stdout) to a file of its own, the progress lines (stderr) to the log.
-  table="$out/sweep-synthetic.table"
-  # shellcheck disable=SC2016  # the inner bash expands "$@" and "$0", not this one
-  if run_step "sweep synthetic P=$P $transport" "$out/sweep-synthetic.log" \
-    bash -c '"$@" >"$0"' "$table" \
-    "$mpiexec" -n "$P" "$bindir/bubblebench" run --schedule 1f1b,zb-h1,zb-h2,zb-v -M 8,16 \
-    --backend "$backend" --transport "$transport" --compute synthetic --t-f 2ms --t-b 2ms \
-    --t-w 2ms --warmup 1 --iters 5 --timeout 300; then
-    cat "$table" >> "$out/sweep-synthetic.log"
-    bubble_vs_sim "$table" 8 > "$out/synthetic-vs-sim.log"
-    rc=$?
-    echo "== synthetic bubble vs simulator"
-    sed 's/^/   /' "$out/synthetic-vs-sim.log"
-    status=PASS note="$(tail -n 1 "$out/synthetic-vs-sim.log")"
-    [ $rc -ne 0 ] && status=FAIL
-    if [ $shared_gpu -eq 1 ] && [ $mps_running -eq 0 ]; then
-      status=SKIP note="ranks time-slice one GPU without MPS (not comparable); $note"
-    fi
-    echo "   $status"
-    record "synthetic bubble vs sim" "$status" 0.0 "$note"
-  fi
-fi
-
-# 5. GEMM efficiency.
-if [ "$backend" = cuda ] && want gemm; then
-  bench="$bindir/gemm_efficiency"
-  if [ ! -x "$bench" ]; then
-    nvcc="$(command -v nvcc || true)"
-    [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
-    if [ -n "$nvcc" ] && [ -f "$repo/tools/gemm_efficiency.cu" ]; then
-      arch=-arch=sm_90; [ "$gpus" -gt 0 ] && arch=-arch=native
-      bench="$out/gemm_efficiency"
-      run_step "build gemm_efficiency" "$out/gemm-build.log" "$nvcc" -std=c++20 \
-        --expt-relaxed-constexpr -O3 "$arch" -I "$repo/src" "$repo/tools/gemm_efficiency.cu" \
-        "$repo/src/runtime/cuda/cuda_backend.cpp" "$repo/src/runtime/cuda/host_staging.cpp" \
-        "$repo/src/runtime/cuda/kernels.cu" -lcublas -o "$bench"
-    fi
-  fi
-  if [ -x "$bench" ]; then
-    # shellcheck disable=SC2054  # commas are bubblebench LISTs, not array separators
-    if [ $quick -eq 1 ]; then sizes=(--hidden 1024 --mb-size 512); else sizes=(--hidden 1024,4096 --mb-size 512,2048); fi
-    run_step "gemm efficiency fp32" "$out/gemm-efficiency.log" "$bench" "${sizes[@]}" \
-      --dtype fp32 --min-ratio "$min_ratio"
-    notes[${#notes[@]}-1]="$(grep -m1 '^GEMM efficiency' "$out/gemm-efficiency.log") (gate $min_ratio)"
-    run_step "gemm efficiency bf16" "$out/gemm-efficiency-bf16.log" "$bench" "${sizes[@]}" \
-      --dtype bf16
-    notes[${#notes[@]}-1]="$(grep -m1 '^GEMM efficiency' "$out/gemm-efficiency-bf16.log") (reported, no gate)"
+# (c) GEMM efficiency at the presets' transformer shapes.
+if want gemm && [ "$backend" = cuda ]; then
+  if [ -x "$bindir/gemm_efficiency" ]; then
+    log="$out/gemm.log"
+    run_step "gemm efficiency gpt2-small, gpt-1b" "$log" "$bindir/gemm_efficiency" \
+      --model gpt2-small,gpt-1b --tokens 8192 --dtype both --iters 10 \
+      --min-ratio-fp32 "$min_fp32" --min-ratio-bf16 "$min_bf16"
+    notes[${#notes[@]}-1]="$(grep '^GEMM efficiency' "$log" | sed 's/ (cuBLAS time \/ backend time)//' | tr '\n' ';') gates fp32 $min_fp32, bf16 $min_bf16"
   else
-    record "gemm efficiency" SKIP 0 "no gemm_efficiency in $bindir and no nvcc to build it"
+    record "gemm efficiency" SKIP 0 "no gemm_efficiency in $bindir"
   fi
 fi
 
-# --- Summary -------------------------------------------------------------------------------
-echo
-echo "== Summary ($out)"
-for i in "${!names[@]}"; do
-  printf '%-8s %7ss  %-40s %s\n' "${statuses[$i]}" "${seconds[$i]}" "${names[$i]}" "${notes[$i]}"
-done | tee "$out/summary.txt"
-failed=$(grep -cE '^(FAIL|TIMEOUT) ' "$out/summary.txt" || true)
-for f in "$out"/sweep-*.log "$out"/gemm-efficiency*.log; do
-  [ -f "$f" ] && { echo; echo "-- $(basename "$f")"; grep -v '^\$ ' "$f" | head -n 40; }
+# (d) One transformer stage alone (P=1), bf16: model FLOP/s and MFU.
+stage_step() {  # MODEL LAYERS MB_SIZE GATE
+  local table="$out/stage-$1.table" mfu flops
+  run_step "stage $1 P=1 bf16" "$out/stage-$1.log" "${to_file[@]}" "$table" \
+    "$mpiexec" -n 1 "$BB" run --backend "$backend" --dtype bf16 --stage transformer --model "$1" \
+    --model-layers "$2" --mb-size "$3" --schedule 1f1b -M 4 --warmup 2 --iters 5 --timeout 100 \
+    --no-calibrate || return
+  mfu=$(column "$table" MFU | head -n 1) flops=$(column "$table" GFLOP/s | head -n 1)
+  if [ "$4" = gate ] && [ "$backend" = cuda ]; then
+    if awk -v m="$mfu" -v g="$min_mfu" 'BEGIN { exit !(m + 0 >= g) }'; then
+      set_last PASS "MFU $mfu (gate $min_mfu), $flops GFLOP/s"
+    else
+      set_last FAIL "MFU ${mfu:-n/a} below $min_mfu, $flops GFLOP/s"
+    fi
+  else
+    set_last PASS "MFU ${mfu:-n/a}, $flops GFLOP/s (reported)"
+  fi
+}
+if want stage; then
+  if [ "$backend" = cuda ]; then
+    stage_step gpt-1b 4 4 gate
+    stage_step gpt2-small 12 8 report
+  else
+    stage_step tiny 4 8 report
+  fi
+fi
+
+# (e) A P=2 transformer sweep: MFU, utilisation, peak memory, attribution.
+if want sweep; then
+  model=gpt2-small; [ "$backend" = cpu ] && model=tiny
+  table="$out/sweep.table"
+  run_step "sweep $model bf16 P=2 $transport" "$out/sweep.log" "${to_file[@]}" "$table" \
+    "$mpiexec" -n 2 "$BB" run --backend "$backend" --transport "$transport" --dtype bf16 \
+    --stage transformer --model "$model" --schedule 1f1b,zb-v,dualpipev -M 4,8 -v 2 --warmup 2 \
+    --iters 5 --timeout 100 &&
+    set_last PASS "$(column "$table" schedule | wc -l) runs; table in $table"
+fi
+
+# (f) compute-sanitizer memcheck and racecheck.
+sanitizer=""
+for s in "$bindir/sanitizer/bin/compute-sanitizer" "$(command -v compute-sanitizer || true)" \
+  /usr/local/cuda/bin/compute-sanitizer; do
+  [ -n "$s" ] && [ -x "$s" ] && { sanitizer="$s"; break; }
 done
+if want sanitizer && [ "$backend" = cuda ]; then
+  if [ -z "$sanitizer" ]; then
+    record "compute-sanitizer" SKIP 0 "no compute-sanitizer (tools/pack-gpu.sh --with-sanitizer)"
+  else
+    for tool in memcheck racecheck; do
+      log="$out/sanitizer-$tool.log"
+      # One rank started without mpiexec (an MPI singleton): the sanitizer sees the process.
+      run_step "compute-sanitizer $tool" "$log" "$sanitizer" --tool "$tool" --error-exitcode 1 \
+        "$BB" run --backend cuda --stage transformer --model tiny --model-layers 2 \
+        --schedule zb-v,1f1b -M 2 --dtype "$([ $tool = memcheck ] && echo fp32 || echo bf16)" \
+        --warmup 0 --iters 1 --check --no-calibrate --timeout 100
+      set_last "${statuses[${#statuses[@]}-1]}" "$(grep -m1 'ERROR SUMMARY' "$log" || echo 'no ERROR SUMMARY line')"
+      grep -q 'ERROR SUMMARY: 0 errors' "$log" || set_last FAIL "$(grep -m1 'ERROR SUMMARY' "$log" || echo 'no ERROR SUMMARY line')"
+    done
+  fi
+fi
+
+# (g) Synthetic compute: measured against simulated bubble, and the attribution's residual.
+if want synthetic; then
+  table="$out/synthetic.table"
+  if run_step "synthetic P=2 $transport" "$out/synthetic.log" "${to_file[@]}" "$table" \
+    "$mpiexec" -n 2 "$BB" run --backend "$backend" --transport "$transport" --compute synthetic \
+    --schedule 1f1b,zb-h1,zb-h2,zb-v -M 8,16 --t-f 2ms --t-b 2ms --t-w 2ms --warmup 1 --iters 5 \
+    --timeout 100; then
+    awk -v tb="$bubble_tol" -v tr="$resid_tol" '
+      $1 == "#" && $2 == "schedule" { for (i = 2; i <= NF; ++i) col[$i] = i - 1; cols = NF - 1; next }
+      cols && !/^#/ && NF == cols {
+        d = $col["measured"] - $col["sim"]; if (d < 0) d = -d
+        r = $col["resid"]; ar = r < 0 ? -r : r
+        ok = d <= tb + 1e-12 && ar <= tr + 1e-12
+        printf "%-10s M=%-3s measured %s  sim %s  |diff| %.4f  resid %s  %s\n", $1, $col["M"],
+               $col["measured"], $col["sim"], d, r, ok ? "ok" : "OVER"
+        n++; if (!ok) bad++; if (d > wd) wd = d; if (ar > wr) wr = ar
+      }
+      END {
+        printf "%d of 8 rows; worst |measured - sim| %.4f (tolerance %s), worst |residual| %.4f (tolerance %s)\n", n, wd, tb, wr, tr
+        exit (n != 8 || bad > 0)
+      }' "$table" > "$out/synthetic-rows.log"
+    rc=$?
+    sed 's/^/   /' "$out/synthetic-rows.log"
+    status=PASS
+    [ $rc -ne 0 ] && status=FAIL
+    if [ $shared_gpu -eq 1 ] && [ $mps_running -eq 0 ]; then status=SKIP; fi
+    set_last "$status" "$(tail -n 1 "$out/synthetic-rows.log")"
+  fi
+fi
+
+# --- Summary --------------------------------------------------------------------------------
+total=$(( $(date +%s) - started ))
+echo
+echo "== Summary: $(grep -m1 '^GPU 0' "$out/nvidia-smi.txt" 2>/dev/null || echo "backend $backend") ($total s; $out)"
+{
+  printf '%-8s %7s  %-40s %s\n' status seconds step result
+  for i in "${!names[@]}"; do
+    printf '%-8s %7s  %-40s %s\n' "${statuses[$i]}" "${seconds[$i]}" "${names[$i]}" "${notes[$i]}"
+  done
+} | tee "$out/summary.txt"
+for f in "$out"/gemm.log "$out"/stage-*.table "$out"/sweep.table; do
+  [ -f "$f" ] && { echo; echo "-- $(basename "$f")"; grep -v '^\$ ' "$f" | head -n 60; }
+done
+failed=$(grep -cE '^(FAIL|TIMEOUT) ' "$out/summary.txt" || true)
 echo
 if [ "$failed" -gt 0 ]; then
-  echo "gpu-check: $failed step(s) failed"
+  echo "gpu-check: $failed step(s) failed or timed out"
   exit 1
 fi
-echo "gpu-check: all steps passed (or skipped, see above)"
+echo "gpu-check: every step passed or was skipped (see the table)"

@@ -7,6 +7,7 @@
 #   tools/gpu-check.sh --bindir DIR
 #
 # Usage: tools/pack-gpu.sh [--build DIR] [--out DIR] [--archive FILE] [--with-cuda-libs]
+#                          [--with-sanitizer]
 #   --build DIR       the CMake build folder (default: build-cuda/, else build/)
 #   --out DIR         the folder to fill (default: gpu-pack/); its lib/ gets the libraries
 #   --archive FILE    also write the folder as one xz-compressed tar (about 110 MB of files,
@@ -14,18 +15,22 @@
 #   --with-cuda-libs  also carry cuBLAS, cuBLASLt and NCCL (about 800 MB); by default only
 #                     libcudart (0.7 MB) is carried and the GPU machine must provide CUDA 13's
 #                     libcublas.so.13, libcublasLt.so.13 and libnccl.so.2
-# Also builds gemm_efficiency (tools/gemm_efficiency.cu) for sm_80 and sm_90 when nvcc exists.
+#   --with-sanitizer  also carry CUDA 13.0's compute-sanitizer (into sanitizer/, about 40 MB,
+#                     10 MB compressed; gpu-check.sh's sanitizer step): the toolkit's if it
+#                     has one, else PyPI's nvidia-cuda-sanitizer-api 13.0.85 (pip download)
+# gemm_efficiency comes from the build folder (CMake builds it with the CUDA plugin).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-build="" out="gpu-pack" cuda_libs=0 archive=""
+build="" out="gpu-pack" cuda_libs=0 archive="" sanitizer=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="${2:?}"; shift 2 ;;
     --out) out="${2:?}"; shift 2 ;;
     --archive) archive="${2:?}"; shift 2 ;;
     --with-cuda-libs) cuda_libs=1; shift ;;
+    --with-sanitizer) sanitizer=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pack-gpu: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -41,29 +46,40 @@ mkdir -p "$out/lib"
 out="$(cd "$out" && pwd)"
 
 bins=()
-for b in bubblebench unit_tests bench_sim; do
+for b in bubblebench unit_tests bench_sim gemm_efficiency; do
   if [ -x "$build/$b" ]; then cp -f "$build/$b" "$out/"; bins+=("$out/$b"); fi
 done
 # The CUDA plugin (the CUDA backend and NCCL transport, which bubblebench loads with dlopen for
-# --backend cuda; unit_tests links it): into lib/, where both find it.
+# --backend cuda; unit_tests and gemm_efficiency link it): into lib/, where all find it.
 if [ -f "$build/libbb_cuda.so" ]; then
   cp -f "$build/libbb_cuda.so" "$out/lib/"
   bins+=("$out/lib/libbb_cuda.so")
 else
   echo "pack-gpu: warning: no $build/libbb_cuda.so (a build without CUDA): --backend cuda will not work" >&2
 fi
-
-# gemm_efficiency: standalone (CUDA runtime + cuBLAS only).
 nvcc="$(command -v nvcc || true)"
 [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
-if [ -n "$nvcc" ]; then
-  echo "pack-gpu: building gemm_efficiency"
-  "$nvcc" -std=c++20 --expt-relaxed-constexpr -O3 \
-    -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,"code=[sm_90,compute_90]" \
-    -I "$repo/src" "$repo/tools/gemm_efficiency.cu" "$repo/src/runtime/cuda/cuda_backend.cpp" \
-    "$repo/src/runtime/cuda/host_staging.cpp" "$repo/src/runtime/cuda/kernels.cu" -lcublas \
-    -o "$out/gemm_efficiency"
-  bins+=("$out/gemm_efficiency")
+
+# compute-sanitizer: a folder of its own (bin/ and its libraries), found by gpu-check.sh.
+if [ $sanitizer -eq 1 ]; then
+  rm -rf "$out/sanitizer"
+  cs_dir=""
+  for d in /usr/local/cuda/compute-sanitizer /usr/local/cuda-13.0/compute-sanitizer; do
+    [ -x "$d/compute-sanitizer" ] && { cs_dir="$d"; break; }
+  done
+  if [ -n "$cs_dir" ]; then
+    mkdir -p "$out/sanitizer/bin"
+    cp -a "$cs_dir/." "$out/sanitizer/bin/"
+  else
+    wheels="$(mktemp -d)"
+    python3 -m pip download --quiet --no-deps --dest "$wheels" "nvidia-cuda-sanitizer-api==13.0.85"
+    python3 -m zipfile -e "$wheels"/nvidia_cuda_sanitizer_api-*.whl "$wheels/x"
+    mkdir -p "$out/sanitizer"
+    cp -a "$wheels/x/nvidia/cu13/." "$out/sanitizer/"
+    chmod +x "$out/sanitizer/bin/compute-sanitizer"
+    rm -rf "$wheels"
+  fi
+  echo "pack-gpu: compute-sanitizer: $("$out/sanitizer/bin/compute-sanitizer" --version | tail -n 1)"
 fi
 
 # MPICH's launcher: mpiexec (Hydra) finds hydra_pmi_proxy next to itself or on PATH.

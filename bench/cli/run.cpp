@@ -195,7 +195,7 @@ void validate_options(const RunOptions& o, int world) {
   if (o.P != 0 && o.P != world)
     throw ConfigError("-P " + std::to_string(o.P) + " does not match the MPI world size " +
                       std::to_string(world) + " (run takes P from mpiexec -n / srun -n)");
-  validate_stage_options(o, int_list_in(o.hidden, "--hidden", 1, 65536), o.backend);
+  validate_stage_options(o, int_list_in(o.hidden, "--hidden", 1, 65536));
   int_list_in(o.layers, "--layers", 1, 4096);
   int_list_in(o.mb_size, "--mb-size", 1, 1 << 20);
   if (o.warmup < 0 || o.warmup > 100000) throw ConfigError("--warmup must be 0..100000");

@@ -113,8 +113,7 @@ std::vector<int> parse_partition(const std::string& text) {
   }
 }
 
-void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden,
-                            const std::string& backend) {
+void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden) {
   if (o.model_layers < 0 || o.model_layers > 65536)
     throw ConfigError("--model-layers must be 0..65536");
   if (!o.partition.empty() && o.model_layers == 0)
@@ -126,8 +125,8 @@ void validate_stage_options(const StageOptions& o, const std::vector<int>& hidde
     return;
   }
   if (o.vocab < 0 || o.vocab >= (1 << 24)) throw ConfigError("--vocab must be 0..16777215");
-  if (o.vocab > 0 && backend != "cpu")
-    throw ConfigError("--vocab (the model's ends) runs on --backend cpu only for now");
+  for (int h : hidden)  // the token ids live in an activation's bytes (4 per id)
+    if (o.vocab > 0 && h < 2) throw ConfigError("--vocab needs --hidden >= 2");
   if (o.seq < 1 || o.seq > (1 << 16)) throw ConfigError("--seq must be 1..65536");
   if (o.heads < 1) throw ConfigError("--heads must be >= 1");
   if (o.ffn < 0 || o.ffn > (1 << 20)) throw ConfigError("--ffn must be 0..1048576");

@@ -40,9 +40,7 @@ void apply_model_preset(const CLI::App& app, StageOptions& o, std::string& hidde
 // The blocks of --partition ("3,2,2,1"; empty: none). Throws ConfigError in one line.
 std::vector<int> parse_partition(const std::string& text);
 // Throws ConfigError on a shape the model cannot take with any of the --hidden values.
-// (--vocab needs the CPU backend: the CUDA one has no kernels for the ends yet.)
-void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden,
-                            const std::string& backend);
+void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden);
 // s with the chunk model of o.
 harness::RunSettings apply_stage_options(const StageOptions& o, harness::RunSettings s);
 

@@ -46,7 +46,8 @@ check "message_bytes: bf16 exactly half of fp32" $?
 # A wrong gradient (rank 1's perturbed) fails the bf16 check: exit 1.
 run bf16 perturbed --schedule 1f1b,zb-v -M 4 --debug-perturb-grads 1
 rc=$?
-check "bf16: a perturbed gradient fails the check (exit $rc, want 1)" $([ $rc = 1 ]; echo $?)
+[ $rc = 1 ]
+check "bf16: a perturbed gradient fails the check (exit $rc, want 1)" $?
 grep -q '"check": "fail"' "$tmp/perturbed.json"
 check "bf16: the record says fail" $?
 finish "bf16"
