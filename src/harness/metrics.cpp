@@ -81,7 +81,7 @@ std::optional<DensePeak> dense_peak(const std::string& device, const std::string
   };
   // By words, first match wins: the NVL and PCIe form factors before the SXM defaults.
   static const Row kPeaks[] = {
-      {"H200 NVL", "H200 NVL", 835.5, 60.0},  {"H200", "H200 SXM", 989.4, 66.9},
+      {"H200 NVL", "H200 NVL", 835.5, 60.0},   {"H200", "H200 SXM", 989.4, 66.9},
       {"H100 PCIe", "H100 PCIe", 756.5, 51.2}, {"H100 NVL", "H100 NVL", 835.5, 60.0},
       {"H100", "H100 SXM", 989.4, 66.9},       {"A100", "A100", 312.0, 19.5},
   };

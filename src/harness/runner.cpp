@@ -160,8 +160,8 @@ void start_writing(RunContext& ctx, const RunConfig& c, const RunSummary& s,
   const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
   if (!ctx.trace_dir.empty() && n > 0) {
     trace_path = (std::filesystem::path(ctx.trace_dir) / trace_file_name(c.key)).string();
-    const double bytes = static_cast<double>(
-        message_bytes(executor_config(ctx.o, c.hidden, c.layers, c.mb_size)));
+    const double bytes =
+        static_cast<double>(message_bytes(executor_config(ctx.o, c.hidden, c.layers, c.mb_size)));
     slices = trace_slices(*c.lowered, ranks, m.shift, n - 1, bytes);
   }
   if (record || !trace_path.empty())
@@ -199,11 +199,11 @@ BufferPool& RunContext::pool(std::size_t count, Dtype dtype) {
 
 void gather_placement(RunContext& ctx, const RankPlacement& mine) {
   // The device's name from the backend (the placement knows only its index).
-  const std::string device = mine.device_name.empty() ? cuda_plugin::device_name(ctx.backend)
-                                                      : mine.device_name;
+  const std::string device =
+      mine.device_name.empty() ? cuda_plugin::device_name(ctx.backend) : mine.device_name;
   const std::string wire = mine.host + '\n' + mine.cpus + '\n' + std::to_string(mine.host_cpus) +
-                           '\n' + std::to_string(mine.gpu) + '\n' + (mine.mps ? "1" : "0") +
-                           '\n' + device;
+                           '\n' + std::to_string(mine.gpu) + '\n' + (mine.mps ? "1" : "0") + '\n' +
+                           device;
   ctx.where.ranks.clear();
   std::vector<std::string> hosts;
   for (const std::string& w : mpi::gather(wire, 0, ctx.comm, ctx.o.timeout)) {

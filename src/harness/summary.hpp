@@ -44,7 +44,7 @@ struct RunSummary {
   std::string backend, transport, compute, dtype, sync, optimizer;
   int hidden = 0, layers = 0, mb_size = 0, warmup = 0, iters = 0;
   std::int64_t message_bytes = 0;  // one forward activation message, in dtype
-  std::string stage = "mlp";  // the chunk model; the transformer's shape:
+  std::string stage = "mlp";       // the chunk model; the transformer's shape:
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
   int vocab = 0;

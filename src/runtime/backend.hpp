@@ -7,8 +7,8 @@
 // tensors (parameters, gradients, optimizer state, LayerNorm statistics) and TensorPtr
 // (dtype.hpp) for activations and their gradients, whose dtype is the run's. A caller may
 // offset a device pointer inside a buffer it owns, and nothing else: data moves between host
-// and device only through copy_to_host()/copy_from_host() and their typed forms. Kernels are enqueued in
-// order on one stream; synchronize() waits for them. On CPU every call is synchronous.
+// and device only through copy_to_host()/copy_from_host() and their typed forms. Kernels are
+// enqueued in order on one stream; synchronize() waits for them. On CPU every call is synchronous.
 #pragma once
 
 #include <cstddef>
@@ -272,9 +272,8 @@ class Backend {
                                   float* dpositions, int tokens, int seq, int cols) = 0;
   // Per row r of logits (rows×cols): *loss_sum += scale·(logsumexp(row) − row[targets[r]]),
   // dlogits = scale·(softmax(row) − onehot(targets[r])). dlogits may alias logits.
-  virtual void cross_entropy(ConstTensorPtr logits, const std::int32_t* targets,
-                             TensorPtr dlogits, int rows, int cols, float scale,
-                             float* loss_sum) = 0;
+  virtual void cross_entropy(ConstTensorPtr logits, const std::int32_t* targets, TensorPtr dlogits,
+                             int rows, int cols, float scale, float* loss_sum) = 0;
 
   // --- Time ---------------------------------------------------------------------------
   // Waits until every enqueued kernel has finished.

@@ -67,7 +67,7 @@ class TensorLayout {
     bytes_ = at + count * dtype_size(dtype);
     return at;
   }
-  std::size_t act(std::size_t count) { return add(count, act_); }        // activation-typed
+  std::size_t act(std::size_t count) { return add(count, act_); }         // activation-typed
   std::size_t f32(std::size_t count) { return add(count, Dtype::kF32); }  // statistics
   // The bytes so far, rounded up to the alignment: where a following layout may start.
   std::size_t size() const { return (bytes_ + align() - 1) / align() * align(); }
@@ -149,8 +149,8 @@ struct ChunkSizes {
 // num_layers, seed, recompute, synthetic, dtype).
 template <class Config>
 ChunkShape chunk_shape(const Config& c, std::size_t activation_count, std::size_t param_count) {
-  return {activation_count, param_count, c.first_layer, c.num_layers, c.seed,
-          c.recompute,      c.synthetic, 0,             c.dtype};
+  return {activation_count, param_count, c.first_layer, c.num_layers, c.seed, c.recompute,
+          c.synthetic,      0,           c.dtype};
 }
 
 class ChunkModel {

@@ -210,11 +210,11 @@ const float* CpuBackend::widened(ConstTensorPtr x, int rows, int cols, int ld,
 }
 
 void CpuBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
-                      ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
-                      TensorPtr c, int ldc) {
+                      ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta, TensorPtr c,
+                      int ldc) {
   if (m <= 0 || n <= 0) return;
-  const bool bf16_math = a.dtype() == Dtype::kBF16 || b.dtype() == Dtype::kBF16 ||
-                         c.dtype() == Dtype::kBF16;
+  const bool bf16_math =
+      a.dtype() == Dtype::kBF16 || b.dtype() == Dtype::kBF16 || c.dtype() == Dtype::kBF16;
   if (!bf16_math) {
     sgemm(trans_a, trans_b, m, n, k, alpha, a.f32(), lda, b.f32(), ldb, beta, c.f32(), ldc);
     return;
@@ -402,7 +402,8 @@ void CpuBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* be
       }
       const float rs = math::layernorm_rstd(var, cols, eps);
       for (std::size_t j = 0; j < n; ++j)
-        store(as<T>(y), o + j, math::layernorm_out(load(as<T>(x), o + j), mu, rs, gamma[j], beta[j]));
+        store(as<T>(y), o + j,
+              math::layernorm_out(load(as<T>(x), o + j), mu, rs, gamma[j], beta[j]));
       mean[r] = mu;
       rstd[r] = rs;
     }
@@ -429,17 +430,17 @@ void CpuBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma, 
       const float mean_gx = sum_gx / static_cast<float>(cols);
       for (std::size_t j = 0; j < n; ++j)
         store(as<T>(dx), o + j,
-              math::add(load(as<T>(dx), o + j),
-                        math::layernorm_input_grad(load(as<T>(x), o + j), mu, rs,
-                                                   load(as<T>(dy), o + j), gamma[j], mean_g,
-                                                   mean_gx)));
+              math::add(
+                  load(as<T>(dx), o + j),
+                  math::layernorm_input_grad(load(as<T>(x), o + j), mu, rs, load(as<T>(dy), o + j),
+                                             gamma[j], mean_g, mean_gx)));
     }
   });
 }
 
 void CpuBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean, const float* rstd,
-                                           ConstTensorPtr dy, float* dgamma, float* dbeta,
-                                           int rows, int cols) {
+                                           ConstTensorPtr dy, float* dgamma, float* dbeta, int rows,
+                                           int cols) {
   same_dtype("layernorm_backward_params", x, dy);
   const auto n = static_cast<std::size_t>(cols);
   with_type(x.dtype(), [&](auto t) {

@@ -145,8 +145,7 @@ std::unique_ptr<Backend> make_backend(int local_rank, bool bf16) {
   return std::unique_ptr<Backend>(out);
 }
 
-std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend,
-                                               double timeout_s) {
+std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend, double timeout_s) {
   std::string why;
   if (!available(&why)) throw ConfigError("--transport nccl: " + why);
   std::array<char, 512> err{};

@@ -75,8 +75,7 @@ bool available(std::string* why = nullptr);
 // Throw ConfigError ("--backend cuda: ...", "--transport nccl: ...") when the plugin is
 // missing or says so (no device, ...), std::runtime_error for a CUDA failure.
 std::unique_ptr<Backend> make_backend(int local_rank, bool bf16);
-std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend,
-                                               double timeout_s);
+std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend, double timeout_s);
 
 // -1 without the plugin or for a backend it did not make. Never loads the plugin: a backend
 // it made means it is loaded.

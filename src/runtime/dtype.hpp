@@ -26,9 +26,12 @@ constexpr std::string_view dtype_name(Dtype d) {
 }
 // "fp32" or "bf16"; false (and *out unchanged) for anything else.
 constexpr bool parse_dtype(std::string_view name, Dtype* out) {
-  if (name == "fp32") *out = Dtype::kF32;
-  else if (name == "bf16") *out = Dtype::kBF16;
-  else return false;
+  if (name == "fp32")
+    *out = Dtype::kF32;
+  else if (name == "bf16")
+    *out = Dtype::kBF16;
+  else
+    return false;
   return true;
 }
 
@@ -51,7 +54,7 @@ class BasicTensorPtr {
   constexpr BasicTensorPtr() = default;
   constexpr BasicTensorPtr(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
   constexpr BasicTensorPtr(Float* p) : p_(p), dtype_(Dtype::kF32) {}  // NOLINT
-  constexpr BasicTensorPtr(Bf16* p) : p_(p), dtype_(Dtype::kBF16) {}   // NOLINT
+  constexpr BasicTensorPtr(Bf16* p) : p_(p), dtype_(Dtype::kBF16) {}  // NOLINT
   constexpr BasicTensorPtr(Void* p, Dtype dtype) : p_(p), dtype_(dtype) {}
   template <bool C = kConst, class = std::enable_if_t<C>>
   constexpr BasicTensorPtr(const BasicTensorPtr<false>& other)  // NOLINT

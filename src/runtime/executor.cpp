@@ -624,11 +624,11 @@ void Executor::run_step(StepRecord* record) {
         return backend_.queue_done();
       },
       config_.timeout_s,
-             [&] {
-               return "rank " + std::to_string(rank_) +
-                      ": waiting for the device to finish the step (a receive it waits for never "
-                      "completed?)";
-             });
+      [&] {
+        return "rank " + std::to_string(rank_) +
+               ": waiting for the device to finish the step (a receive it waits for never "
+               "completed?)";
+      });
   if (record == nullptr) return;
   backend_.synchronize();
   finish_record(*record, pending, origin, comm_at_last_end);

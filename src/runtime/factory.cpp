@@ -16,8 +16,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int local_rank,
   throw ConfigError("--backend " + name + ": unknown (cpu or cuda)");
 }
 
-std::unique_ptr<Transport> make_transport(const std::string& name, MPI_Comm comm,
-                                          Backend& backend, double timeout_s) {
+std::unique_ptr<Transport> make_transport(const std::string& name, MPI_Comm comm, Backend& backend,
+                                          double timeout_s) {
   if (name == "mpi") return std::make_unique<MpiTransport>(comm, &backend);
   if (name == "nccl") {
     if (backend.name() == "cpu") throw ConfigError("--transport nccl: needs --backend cuda");

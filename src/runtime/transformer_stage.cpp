@@ -34,8 +34,9 @@ ChunkShape transformer_shape(const TransformerConfig& c) {
   if ((c.embed || c.head) && (c.vocab <= 0 || c.vocab >= (1 << 24)))
     throw std::invalid_argument("TransformerStage: the model's ends need a vocab of 1..2^24-1");
   if ((c.embed || c.head) && static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype) < 4)
-    throw std::invalid_argument("TransformerStage: the model's ends need hidden >= 2 (token ids "
-                                "are kept in activation buffers)");
+    throw std::invalid_argument(
+        "TransformerStage: the model's ends need hidden >= 2 (token ids "
+        "are kept in activation buffers)");
   if (c.hidden % c.heads != 0)
     throw std::invalid_argument("TransformerStage: heads (" + std::to_string(c.heads) +
                                 ") must divide hidden (" + std::to_string(c.hidden) + ")");
@@ -299,8 +300,8 @@ struct AttentionStrides {
 };
 
 AttentionStrides attention_strides(const LayerDims& D) {
-  return {static_cast<std::int64_t>(D.S) * 3 * D.h, D.d, static_cast<std::int64_t>(D.S) * D.h,
-          D.d, static_cast<std::int64_t>(D.H) * D.SS, D.SS};
+  return {static_cast<std::int64_t>(D.S) * 3 * D.h, D.d, static_cast<std::int64_t>(D.S) * D.h, D.d,
+          static_cast<std::int64_t>(D.H) * D.SS,    D.SS};
 }
 
 // One batch over (sequence, head) of operands with the given (per-sequence, per-head) strides.
@@ -337,13 +338,13 @@ void TransformerStage::forward_layer(int l, ConstTensorPtr x, TensorPtr fw, Tens
   be.add_bias(qkv, param(l, kBqkv), T, 3 * h);
   // Head i's Q, K, V are d columns at i·d of qkv's three h-wide parts; its scores a dense
   // S×S block of probs.
-  be.gemm_batched(kNoTrans, kTrans, S, S, d, alpha, qkv, 3 * h, qkv + h, 3 * h, 0.0f, probs, S,
-                  attention_batch(B, H, st.qkv_seq, st.qkv_head, st.qkv_seq, st.qkv_head,
-                                  st.p_seq, st.p_head));
+  be.gemm_batched(
+      kNoTrans, kTrans, S, S, d, alpha, qkv, 3 * h, qkv + h, 3 * h, 0.0f, probs, S,
+      attention_batch(B, H, st.qkv_seq, st.qkv_head, st.qkv_seq, st.qkv_head, st.p_seq, st.p_head));
   be.softmax(probs, probs, B * H * S, S, config_.causal);
-  be.gemm_batched(kNoTrans, kNoTrans, S, d, S, 1.0f, probs, S, qkv + 2 * h, 3 * h, 0.0f, ctx, h,
-                  attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.ctx_seq,
-                                  st.ctx_head));
+  be.gemm_batched(
+      kNoTrans, kNoTrans, S, d, S, 1.0f, probs, S, qkv + 2 * h, 3 * h, 0.0f, ctx, h,
+      attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.ctx_seq, st.ctx_head));
   be.copy(x, x1, act);
   be.gemm(kNoTrans, kNoTrans, T, h, h, 1.0f, ctx, h, param(l, kWo), h, 1.0f, x1, h);
   be.add_bias(x1, param(l, kBo), T, h);
@@ -381,19 +382,19 @@ void TransformerStage::backward_layer(int l, ConstTensorPtr x, TensorPtr fw, Ten
                               f32_at(fw, f_.rstd2), act_at(bw, b_.dln2), dx1, T, h);
   // Output projection and attention (dP = dc·Vᵀ, dV = Pᵀ·dc, then dQ = α·dS·K, dK = α·dSᵀ·Q).
   be.gemm(kNoTrans, kTrans, T, h, h, 1.0f, dx1, h, param(l, kWo), h, 0.0f, dctx, h);
-  be.gemm_batched(kNoTrans, kTrans, S, S, d, 1.0f, dctx, h, qkv + 2 * h, 3 * h, 0.0f, dprobs, S,
-                  attention_batch(B, H, st.ctx_seq, st.ctx_head, st.qkv_seq, st.qkv_head,
-                                  st.p_seq, st.p_head));
-  be.gemm_batched(kTrans, kNoTrans, S, d, S, 1.0f, probs, S, dctx, h, 0.0f, dqkv + 2 * h, 3 * h,
-                  attention_batch(B, H, st.p_seq, st.p_head, st.ctx_seq, st.ctx_head, st.qkv_seq,
-                                  st.qkv_head));
+  be.gemm_batched(
+      kNoTrans, kTrans, S, S, d, 1.0f, dctx, h, qkv + 2 * h, 3 * h, 0.0f, dprobs, S,
+      attention_batch(B, H, st.ctx_seq, st.ctx_head, st.qkv_seq, st.qkv_head, st.p_seq, st.p_head));
+  be.gemm_batched(
+      kTrans, kNoTrans, S, d, S, 1.0f, probs, S, dctx, h, 0.0f, dqkv + 2 * h, 3 * h,
+      attention_batch(B, H, st.p_seq, st.p_head, st.ctx_seq, st.ctx_head, st.qkv_seq, st.qkv_head));
   be.softmax_backward(probs, dprobs, dprobs, B * H * S, S);
-  be.gemm_batched(kNoTrans, kNoTrans, S, d, S, alpha, dprobs, S, qkv + h, 3 * h, 0.0f, dqkv, 3 * h,
-                  attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.qkv_seq,
-                                  st.qkv_head));
-  be.gemm_batched(kTrans, kNoTrans, S, d, S, alpha, dprobs, S, qkv, 3 * h, 0.0f, dqkv + h, 3 * h,
-                  attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.qkv_seq,
-                                  st.qkv_head));
+  be.gemm_batched(
+      kNoTrans, kNoTrans, S, d, S, alpha, dprobs, S, qkv + h, 3 * h, 0.0f, dqkv, 3 * h,
+      attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.qkv_seq, st.qkv_head));
+  be.gemm_batched(
+      kTrans, kNoTrans, S, d, S, alpha, dprobs, S, qkv, 3 * h, 0.0f, dqkv + h, 3 * h,
+      attention_batch(B, H, st.p_seq, st.p_head, st.qkv_seq, st.qkv_head, st.qkv_seq, st.qkv_head));
   // QKV projection and LN1.
   be.gemm(kNoTrans, kTrans, T, h, 3 * h, 1.0f, dqkv, 3 * h, param(l, kWqkv), 3 * h, 0.0f,
           act_at(bw, b_.dln1), h);

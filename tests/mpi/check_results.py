@@ -52,9 +52,13 @@ EVENT_FIELDS = [("iter", "u4"), ("rank", "u4"), ("chunk", "u4"), ("microbatch", 
                 ("kind", "O"), ("t_start_s", "f8"), ("t_end_s", "f8")]
 RANK_FIELDS = ["rank", "host", "device", "busy_s", "wait_s", "comm_s", "peak_activation_bytes",
                "peak_device_bytes", "param_bytes", "peak_activation_bytes_model",
+               "rank_device_name",  # the GPU's name (issue 29; empty on CPU)
                "cpus", "mps",  # placement (issue 19): the CPUs a rank may run on, CUDA MPS
-               # the study's metrics (issue 20, docs/run-record.md "Metrics")
-               "runtime_bytes", "peak_memory_bytes", "rank_utilisation", "rank_comm_share",
+               # the study's metrics (issue 20, docs/run-record.md "Metrics"), and beside the
+               # allocator the transport's device and pinned host bytes and the device's
+               # used-memory peak (issue 29)
+               "runtime_bytes", "comm_device_bytes", "pinned_host_bytes", "device_used_peak_bytes",
+               "peak_memory_bytes", "rank_utilisation", "rank_comm_share",
                "rank_flops", "rank_flops_per_s", "rank_mfu"]
 COMPUTE = {"F", "B", "W", "BW", "FB"}
 COMM = {"SEND_F", "RECV_F", "SEND_B", "RECV_B"}

@@ -22,7 +22,7 @@ namespace {
 float round_bf16_reference(float x) {
   if (std::isnan(x) || std::isinf(x)) return x;
   const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  const float lo = std::bit_cast<float>(u & 0xffff0000u);            // toward zero
+  const float lo = std::bit_cast<float>(u & 0xffff0000u);               // toward zero
   const float hi = std::bit_cast<float>((u & 0xffff0000u) + 0x10000u);  // away from zero
   // Past the largest bf16 the next value is 2^128 (it rounds to infinity).
   const double hi_value = std::isinf(hi) ? std::copysign(0x1p128, x) : hi;
@@ -59,7 +59,8 @@ TEST(DeviceMath, Bf16RoundsToNearestEven) {
   const float nan = math::round_bf16(-std::numeric_limits<float>::quiet_NaN());
   EXPECT_TRUE(std::isnan(nan));
   EXPECT_TRUE(std::signbit(nan));
-  EXPECT_TRUE(std::isnan(math::bf16_value(bf16{math::bf16_bits(std::bit_cast<float>(0x7f800001u))})));
+  EXPECT_TRUE(
+      std::isnan(math::bf16_value(bf16{math::bf16_bits(std::bit_cast<float>(0x7f800001u))})));
   // Rounding is idempotent, and load/store go through it.
   for (float x : {0.1f, -3.14159f, 1e-20f, 65504.0f}) {
     EXPECT_EQ(math::round_bf16(math::round_bf16(x)), math::round_bf16(x));

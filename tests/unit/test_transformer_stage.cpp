@@ -117,18 +117,19 @@ std::vector<float> one_microbatch(TransformerStage& stage, int mb, int M, bool s
                                   std::vector<float>* y_out = nullptr) {
   Backend& be = stage.backend();
   const std::size_t n = stage.activation_count();
-  Buffer x = be.allocate(n), y = be.allocate(n), dx = be.allocate(n);
-  stage.make_input(mb, x.data());
-  stage.forward(mb, x.data(), y.data());
-  if (y_out != nullptr) *y_out = be.download(y.data(), n);
-  stage.loss(mb, M, y.data(), y.data());
+  const Dtype dt = stage.activation_dtype();
+  Buffer x = be.allocate(n, dt), y = be.allocate(n, dt), dx = be.allocate(n, dt);
+  stage.make_input(mb, x.ptr());
+  stage.forward(mb, x.ptr(), y.ptr());
+  if (y_out != nullptr) *y_out = be.download(y.ptr(), n);
+  stage.loss(mb, M, y.ptr(), y.ptr());
   if (split) {
-    stage.backward_input(mb, y.data(), dx.data());
+    stage.backward_input(mb, y.ptr(), dx.ptr());
     stage.backward_weight(mb);
   } else {
-    stage.backward_full(mb, y.data(), dx.data());
+    stage.backward_full(mb, y.ptr(), dx.ptr());
   }
-  return be.download(dx.data(), n);
+  return be.download(dx.ptr(), n);
 }
 
 void check_finite_differences(bool causal, bool split) {
@@ -592,24 +593,152 @@ TEST(CudaTransformer, KernelsMatchCpu) {
 #endif
 }
 
+// The whole stage on both devices: the blocks alone and with both of the model's ends, fp32
+// (1e-5) and bf16 (the reductions' order may flip a bf16 rounding here and there: 2e-2).
 TEST(CudaTransformer, StageMatchesCpu) {
   BB_REQUIRE_GPU();
 #ifdef BB_HAVE_CUDA
   CpuBackend cpu;
   cuda::CudaBackend gpu(0);
-  for (bool recompute : {false, true}) {
-    TransformerConfig cfg = small_config(true, 2, 1);
-    cfg.recompute = recompute;
-    TransformerStage a(cpu, cfg), b(gpu, cfg);
-    std::vector<float> ya, yb;
-    const auto dxa = one_microbatch(a, 0, 1, true, &ya);
-    const auto dxb = one_microbatch(b, 0, 1, true, &yb);
-    EXPECT_LT(relative_error(ya, yb), 1e-5);
-    EXPECT_LT(relative_error(dxa, dxb), 1e-5);
-    EXPECT_LT(relative_error(cpu.download(a.grads(), a.param_count()),
-                             gpu.download(b.grads(), b.param_count())),
-              1e-5);
-    EXPECT_NEAR(a.loss_sum(), b.loss_sum(), 1e-5 * a.loss_sum());
+  for (const Dtype dtype : {Dtype::kF32, Dtype::kBF16})
+    for (const int vocab : {0, 11})
+      for (bool recompute : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " vocab " + std::to_string(vocab) +
+                     (recompute ? " recompute" : ""));
+        TransformerConfig cfg = small_config(true, 2, vocab > 0 ? 0 : 1);
+        cfg.recompute = recompute;
+        cfg.dtype = dtype;
+        cfg.vocab = vocab;
+        cfg.embed = cfg.head = vocab > 0;
+        const double tol = dtype == Dtype::kF32 ? 1e-5 : 2e-2;
+        TransformerStage a(cpu, cfg), b(gpu, cfg);
+        std::vector<float> ya, yb;
+        const auto dxa = one_microbatch(a, 0, 1, true, &ya);
+        const auto dxb = one_microbatch(b, 0, 1, true, &yb);
+        EXPECT_LT(relative_error(ya, yb), tol);
+        if (vocab == 0) {  // token ids have no gradient
+          EXPECT_LT(relative_error(dxa, dxb), tol);
+        }
+        EXPECT_LT(relative_error(cpu.download(a.grads(), a.param_count()),
+                                 gpu.download(b.grads(), b.param_count())),
+                  tol);
+        EXPECT_NEAR(a.loss_sum(), b.loss_sum(), tol * a.loss_sum());
+      }
+#endif
+}
+
+#ifdef BB_HAVE_CUDA
+// Both backends run OP (on a backend, returning host values); their relative error is below TOL,
+// and on the GPU two runs give the same bits (no atomics: deterministic reductions).
+template <class Op>
+void cpu_gpu_agree(const char* what, double tol, Op&& op) {
+  CpuBackend cpu;
+  cuda::CudaBackend gpu(0);
+  const std::vector<float> a = op(static_cast<Backend&>(cpu));
+  const std::vector<float> b = op(static_cast<Backend&>(gpu));
+  const std::vector<float> again = op(static_cast<Backend&>(gpu));
+  EXPECT_LT(relative_error(a, b), tol) << what;
+  EXPECT_EQ(b, again) << what << ": two GPU runs differ";
+}
+#endif
+
+// The model's ends on the GPU: token ids bit-identical to the CPU's; the embedding, its
+// backward with many repeated ids (the sorted, deterministic accumulation) and the
+// cross-entropy against the CPU.
+TEST(CudaTransformer, ModelEndsMatchCpu) {
+  BB_REQUIRE_GPU();
+#ifdef BB_HAVE_CUDA
+  const int T = 300, V = 17, S = 20, h = 40;
+  auto ids = [&](Backend& be, Buffer& buf, SeedKind kind) {
+    buf = be.allocate(T);
+    make_seeded_tokens(be, 3, kind, 1, T, V, token_ids(buf.ptr()));
+  };
+  cpu_gpu_agree("token ids", 0.0, [&](Backend& be) {
+    Buffer b;
+    ids(be, b, SeedKind::kTokens);
+    std::vector<std::int32_t> host(T);
+    be.copy_to_host(b.raw(), host.data(), T * sizeof(std::int32_t));
+    return std::vector<float>(host.begin(), host.end());
+  });
+  for (const Dtype dt : {Dtype::kF32, Dtype::kBF16})
+    cpu_gpu_agree("embedding and its backward", dt == Dtype::kF32 ? 1e-6 : 1e-2, [&](Backend& be) {
+      Buffer id, table = be.allocate(V * h), pos = be.allocate(S * h), out = be.allocate(T * h, dt);
+      Buffer dtable = be.allocate(V * h), dpos = be.allocate(S * h), dout = be.allocate(T * h, dt);
+      ids(be, id, SeedKind::kTokens);
+      be.seeded_uniform(table.ptr(), V * h, 1, 1, 1.0f);
+      be.seeded_uniform(pos.ptr(), S * h, 1, 2, 1.0f);
+      be.seeded_uniform(dout.ptr(), T * h, 1, 3, 1.0f);
+      be.fill(dtable.ptr(), 0.5f, V * h);
+      be.fill(dpos.ptr(), 0.0f, S * h);
+      be.embedding(token_ids(id.ptr()), table.data(), pos.data(), out.ptr(), T, S, h);
+      be.embedding_backward(token_ids(id.ptr()), dout.ptr(), dtable.data(), dpos.data(), T, S, h);
+      std::vector<float> r = be.download(out.ptr(), T * h);
+      for (const Buffer* b : {&dtable, &dpos}) {
+        const auto x = be.download(b->ptr(), b->size());
+        r.insert(r.end(), x.begin(), x.end());
+      }
+      return r;
+    });
+  for (const Dtype dt : {Dtype::kF32, Dtype::kBF16})
+    cpu_gpu_agree("cross-entropy", dt == Dtype::kF32 ? 1e-6 : 1e-2, [&](Backend& be) {
+      Buffer logits = be.allocate(T * V, dt), target, loss = be.allocate(1);
+      ids(be, target, SeedKind::kTokenTargets);
+      be.seeded_uniform(logits.ptr(), T * V, 1, 4, 4.0f);
+      be.fill(loss.ptr(), 0.0f, 1);
+      be.cross_entropy(logits.ptr(), token_ids(target.ptr()), logits.ptr(), T, V, 0.25f,
+                       loss.data());
+      std::vector<float> r = be.download(logits.ptr(), T * V);
+      r.push_back(be.download(loss.ptr(), 1)[0]);
+      return r;
+    });
+#endif
+}
+
+// Column reductions at a real size (a bias's gradient over 5000 tokens, LayerNorm's
+// parameter gradients), and the two-level batched GEMM of attention (sequences × heads whose
+// strides do not collapse into one), fp32 and bf16.
+TEST(CudaTransformer, ReductionsAndBatchedGemmMatchCpu) {
+  BB_REQUIRE_GPU();
+#ifdef BB_HAVE_CUDA
+  const int rows = 5000, cols = 300;
+  for (const Dtype dt : {Dtype::kF32, Dtype::kBF16}) {
+    const double tol = dt == Dtype::kF32 ? 1e-5 : 1e-2;
+    cpu_gpu_agree("column sums and LayerNorm parameters", tol, [&](Backend& be) {
+      Buffer x = be.allocate(rows * cols, dt), dy = be.allocate(rows * cols, dt);
+      Buffer mean = be.allocate(rows), rstd = be.allocate(rows), out = be.allocate(cols);
+      Buffer dg = be.allocate(cols), db = be.allocate(cols);
+      be.seeded_uniform(x.ptr(), rows * cols, 2, 1, 1.0f);
+      be.seeded_uniform(dy.ptr(), rows * cols, 2, 2, 1.0f);
+      be.seeded_uniform(mean.ptr(), rows, 2, 3, 0.1f);
+      be.fill(rstd.ptr(), 1.5f, rows);
+      for (Buffer* b : {&out, &dg, &db}) be.fill(b->ptr(), 0.25f, cols);
+      be.column_sums(x.ptr(), out.data(), rows, cols);
+      be.layernorm_backward_params(x.ptr(), mean.data(), rstd.data(), dy.ptr(), dg.data(),
+                                   db.data(), rows, cols);
+      std::vector<float> r;
+      for (const Buffer* b : {&out, &dg, &db}) {
+        const auto v = be.download(b->ptr(), cols);
+        r.insert(r.end(), v.begin(), v.end());
+      }
+      return r;
+    });
+    cpu_gpu_agree("two-level batched GEMM", tol, [&](Backend& be) {
+      // 3 sequences × 2 heads of Q·Kᵀ: S = 4 rows, d = 3, rows of width 3h (h = 6) as in qkv.
+      const int S = 4, d = 3, h = 6, B = 3, H = 2;
+      Buffer qkv = be.allocate(B * S * 3 * h, dt), p = be.allocate(B * H * S * S, dt);
+      be.seeded_uniform(qkv.ptr(), B * S * 3 * h, 2, 5, 1.0f);
+      be.fill(p.ptr(), 0.0f, B * H * S * S);
+      GemmBatch g;
+      g.outer = B;
+      g.inner = H;
+      g.outer_a = g.outer_b = S * 3 * h;
+      g.inner_a = g.inner_b = d;
+      g.outer_c = H * S * S;
+      g.inner_c = S * S;
+      be.gemm_batched(kNoTrans, kTrans, S, S, d, 0.5f, qkv.ptr(), 3 * h, qkv.ptr() + h, 3 * h, 0.0f,
+                      p.ptr(), S, g);
+      return be.download(p.ptr(), B * H * S * S);
+    });
   }
 #endif
 }

@@ -157,8 +157,8 @@ struct CudaBackend::Impl {
     for (const auto& [p, size] : used_blocks) device_free(p, size);
     device_free(cublas_workspace, options.cublas_workspace_bytes);
     device_free(mse_partials, kernels::kMaxBlocks * sizeof(double));
-    for (Workspace* w : {&bf16_a, &bf16_b, &partials, &batch_ptrs, &row_loss, &sort_ints,
-                         &sort_scratch})
+    for (Workspace* w :
+         {&bf16_a, &bf16_b, &partials, &batch_ptrs, &row_loss, &sort_ints, &sort_scratch})
       device_free(w->p, w->bytes);
     free_retired();
     for (const Bf16Copy& c : bf16_copies) device_free(c.bf16, c.bytes);
@@ -542,8 +542,7 @@ void CudaBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float 
   const auto [b16, b_ld] = s.bf16_operand(b, b_rows, b_cols, ldb, s.bf16_b);
   BB_CHECK_CUBLAS(cublasGemmEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b16,
                                CUDA_R_16BF, b_ld, a16, CUDA_R_16BF, a_ld, &beta, c.get(),
-                               cuda_type(c.dtype()), ldc, CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
+                               cuda_type(c.dtype()), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // Operands of one dtype each (no conversion: activations): bf16 operands make a bf16 GEMM,
@@ -572,22 +571,32 @@ void CudaBackend::gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k
     const std::int64_t sb = by_outer ? g.outer_b : g.inner_b;
     const std::int64_t sc = by_outer ? g.outer_c : g.inner_c;
     if (!bf16 && c.dtype() == Dtype::kF32) {
-      BB_CHECK_CUBLAS(cublasSgemmStridedBatched(s.cublas, op(trans_b), op(trans_a), n, m, k,
-                                                &alpha, b.f32(), ldb, sb, a.f32(), lda, sa, &beta,
-                                                c.f32(), ldc, sc, count));
+      BB_CHECK_CUBLAS(cublasSgemmStridedBatched(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha,
+                                                b.f32(), ldb, sb, a.f32(), lda, sa, &beta, c.f32(),
+                                                ldc, sc, count));
       return;
     }
-    BB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha,
-                                               b.get(), ab, ldb, sb, a.get(), ab, lda, sa, &beta,
-                                               c.get(), ct, ldc, sc, count, compute,
-                                               CUBLAS_GEMM_DEFAULT));
+    BB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+        s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b.get(), ab, ldb, sb, a.get(), ab, lda,
+        sa, &beta, c.get(), ct, ldc, sc, count, compute, CUBLAS_GEMM_DEFAULT));
     return;
   }
-  void* arrays = s.ensure_workspace(s.batch_ptrs, 3 * static_cast<std::size_t>(count) * sizeof(void*));
-  kernels::BatchPointers bp{a.get(),   b.get(),   c.get(),   dtype_size(a.dtype()),
-                            dtype_size(b.dtype()), dtype_size(c.dtype()), g.outer,
-                            g.inner,   g.outer_a, g.outer_b, g.outer_c,
-                            g.inner_a, g.inner_b, g.inner_c};
+  void* arrays =
+      s.ensure_workspace(s.batch_ptrs, 3 * static_cast<std::size_t>(count) * sizeof(void*));
+  kernels::BatchPointers bp{a.get(),
+                            b.get(),
+                            c.get(),
+                            dtype_size(a.dtype()),
+                            dtype_size(b.dtype()),
+                            dtype_size(c.dtype()),
+                            g.outer,
+                            g.inner,
+                            g.outer_a,
+                            g.outer_b,
+                            g.outer_c,
+                            g.inner_a,
+                            g.inner_b,
+                            g.inner_c};
   void** ptrs = static_cast<void**>(arrays);
   BB_CHECK_CUDA(kernels::batch_pointers(s.stream, bp, ptrs));
   BB_CHECK_CUBLAS(cublasGemmBatchedEx(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha,
@@ -635,8 +644,8 @@ void CudaBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean,
   s.wrote(dbeta, static_cast<std::size_t>(cols));
   auto* partials = static_cast<float*>(
       s.ensure_workspace(s.partials, kernels::column_partials_floats(cols) * sizeof(float)));
-  BB_CHECK_CUDA(kernels::layernorm_backward_params(s.stream, x, mean, rstd, dy, dgamma, dbeta,
-                                                   rows, cols, partials));
+  BB_CHECK_CUDA(kernels::layernorm_backward_params(s.stream, x, mean, rstd, dy, dgamma, dbeta, rows,
+                                                   cols, partials));
 }
 
 void CudaBackend::add_bias(TensorPtr y, const float* bias, int rows, int cols) {
@@ -698,8 +707,8 @@ void CudaBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr d
   BB_CHECK_CUDA(kernels::gelu_backward(impl_->stream, z, da, dz, count));
 }
 
-void CudaBackend::mse_loss(ConstTensorPtr y, ConstTensorPtr target, TensorPtr dy,
-                           std::size_t count, float scale, float* loss_sum) {
+void CudaBackend::mse_loss(ConstTensorPtr y, ConstTensorPtr target, TensorPtr dy, std::size_t count,
+                           float scale, float* loss_sum) {
   impl_->bind();
   impl_->wrote(dy, count);
   BB_CHECK_CUDA(

@@ -172,8 +172,7 @@ PinnedStaging::Ticket PinnedStaging::stage_send(ConstTensorPtr device_src, std::
   try {
     s.after_compute(s.d2h);
     if (copy > 0)
-      BB_CHECK_CUDA(
-          cudaMemcpyAsync(host, device_src.get(), copy, cudaMemcpyDeviceToHost, s.d2h));
+      BB_CHECK_CUDA(cudaMemcpyAsync(host, device_src.get(), copy, cudaMemcpyDeviceToHost, s.d2h));
     e.copied = s.take_event();
     BB_CHECK_CUDA(cudaEventRecord(e.copied, s.d2h));
   } catch (...) {

@@ -5,11 +5,11 @@
 // expf/erff/exp may differ in the last bits; reductions sum in a tree instead of serially.
 // Every kernel is templated on the activation type T (float or bf16) where it reads or
 // writes activations; parameters, their gradients and statistics are fp32.
-#include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "runtime/cuda/kernels.hpp"
 #include "runtime/device_math.hpp"
@@ -35,8 +35,10 @@ __device__ inline std::size_t grid_stride() {
 // Calls f(T{}) with T the element type of `dtype`.
 template <class F>
 cudaError_t with_type(Dtype dtype, F&& f) {
-  if (dtype == Dtype::kBF16) f(bf16{});
-  else f(float{});
+  if (dtype == Dtype::kBF16)
+    f(bf16{});
+  else
+    f(float{});
   return cudaGetLastError();
 }
 template <class T>
@@ -258,7 +260,8 @@ __global__ void softmax_kernel(const T* x, T* y, int cols, bool causal) {
   for (int j = threadIdx.x; j < valid; j += blockDim.x) mx = fmaxf(mx, load(x, o + j));
   mx = block_all_max(mx, shared);
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < valid; j += blockDim.x) sum += math::softmax_exp(load(x, o + j), mx);
+  for (int j = threadIdx.x; j < valid; j += blockDim.x)
+    sum += math::softmax_exp(load(x, o + j), mx);
   sum = block_all_sum(sum, shared);
   const float inv = 1.0f / sum;
   for (int j = threadIdx.x; j < cols; j += blockDim.x)
@@ -315,9 +318,9 @@ __global__ void layernorm_backward_input_kernel(const T* x, const float* gamma, 
   const float mean_gx = block_all_sum(sum_gx, shared) / static_cast<float>(cols);
   for (int j = threadIdx.x; j < cols; j += blockDim.x)
     store(dx, o + j,
-          math::add(load(dx, o + j), math::layernorm_input_grad(load(x, o + j), mu, rs,
-                                                                load(dy, o + j), gamma[j],
-                                                                mean_g, mean_gx)));
+          math::add(load(dx, o + j),
+                    math::layernorm_input_grad(load(x, o + j), mu, rs, load(dy, o + j), gamma[j],
+                                               mean_g, mean_gx)));
 }
 
 template <class T>
@@ -418,7 +421,7 @@ cudaError_t column_reduce(cudaStream_t s, Terms terms, int rows, int cols, float
                                                 out1 != nullptr, partials);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   column_finish_kernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(partials, rc.count,
-                                                                            cols, out0, out1);
+                                                                             cols, out0, out1);
   return cudaGetLastError();
 }
 
@@ -429,7 +432,8 @@ __global__ void embedding_kernel(const std::int32_t* ids, const float* table,
                                  const float* positions, T* out, int tokens, int seq, int cols) {
   const std::size_t n = static_cast<std::size_t>(tokens) * cols;
   for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-    const std::size_t t = i / static_cast<std::size_t>(cols), c = i % static_cast<std::size_t>(cols);
+    const std::size_t t = i / static_cast<std::size_t>(cols),
+                      c = i % static_cast<std::size_t>(cols);
     const float e = table[static_cast<std::size_t>(ids[t]) * cols + c];
     const float p = positions[(t % static_cast<std::size_t>(seq)) * cols + c];
     store(out, i, math::add(e, p));
@@ -442,9 +446,11 @@ __global__ void position_grad_kernel(const T* dout, float* dpositions, int token
                                      int cols) {
   const std::size_t n = static_cast<std::size_t>(seq) * cols;
   for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-    const std::size_t p = i / static_cast<std::size_t>(cols), c = i % static_cast<std::size_t>(cols);
+    const std::size_t p = i / static_cast<std::size_t>(cols),
+                      c = i % static_cast<std::size_t>(cols);
     float sum = 0.0f;
-    for (std::size_t t = p; t < static_cast<std::size_t>(tokens); t += static_cast<std::size_t>(seq))
+    for (std::size_t t = p; t < static_cast<std::size_t>(tokens);
+         t += static_cast<std::size_t>(seq))
       sum += load(dout, t * cols + c);
     dpositions[i] += sum;
   }
@@ -727,8 +733,8 @@ cudaError_t embedding_backward(cudaStream_t s, const std::int32_t* ids, ConstTen
   while (end_bit < 31 && (1 << end_bit) < vocab) ++end_bit;
   std::size_t bytes = sort.scratch_bytes;
   if (const cudaError_t e3 =
-          cub::DeviceRadixSort::SortPairs(sort.scratch, bytes, ids, sort.sorted_ids,
-                                          sort.tokens_in, sort.sorted_tokens, tokens, 0, end_bit, s);
+          cub::DeviceRadixSort::SortPairs(sort.scratch, bytes, ids, sort.sorted_ids, sort.tokens_in,
+                                          sort.sorted_tokens, tokens, 0, end_bit, s);
       e3 != cudaSuccess)
     return e3;
   return with_type(dout.dtype(), [&](auto t) {

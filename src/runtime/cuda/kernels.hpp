@@ -66,8 +66,7 @@ struct BatchPointers {
 cudaError_t batch_pointers(cudaStream_t s, const BatchPointers& p, void** out);
 
 // The transformer block's kernels (Backend's contracts). Row kernels run one block per row.
-cudaError_t softmax(cudaStream_t s, ConstTensorPtr x, TensorPtr y, int rows, int cols,
-                    bool causal);
+cudaError_t softmax(cudaStream_t s, ConstTensorPtr x, TensorPtr y, int rows, int cols, bool causal);
 cudaError_t softmax_backward(cudaStream_t s, ConstTensorPtr y, ConstTensorPtr dy, TensorPtr dx,
                              int rows, int cols);
 cudaError_t layernorm(cudaStream_t s, ConstTensorPtr x, const float* gamma, const float* beta,

@@ -17,9 +17,9 @@
 #include <exception>
 #include <set>
 #include <string>
-#include <utility>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/cuda/check.hpp"
@@ -278,9 +278,9 @@ class NcclTransport final : public Transport {
     BB_CHECK_CUDA(cudaDeviceGetPCIBusId(bus, sizeof bus, backend_->device()));
     std::snprintf(mine.data(), kLen, "%s %s", host, bus);
     MPI_Request request;
-    check_mpi(MPI_Iallgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm,
-                             &request),
-              "MPI_Iallgather of the devices");
+    check_mpi(
+        MPI_Iallgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm, &request),
+        "MPI_Iallgather of the devices");
     wait_mpi(request, deadline, "MPI_Iallgather of the devices");
     for (int a = 0; a < size_; ++a)
       for (int b = a + 1; b < size_; ++b)

@@ -95,9 +95,9 @@ int bb_cuda_memory(bb::Backend* backend, int flags, bb_cuda_memory_info* out) {
   if ((flags & 2) != 0) cuda->release_cached_memory();
   if ((flags & 1) != 0) cuda->reset_peak_memory();
   const bb::cuda::DeviceMemoryStats s = cuda->memory_stats();
-  *out = bb_cuda_memory_info{s.reserved_bytes,    s.peak_reserved_bytes, s.device_free_bytes,
-                        s.device_total_bytes, s.device_peak_used_bytes, s.context_bytes,
-                        s.cublas_bytes};
+  *out = bb_cuda_memory_info{s.reserved_bytes,     s.peak_reserved_bytes,    s.device_free_bytes,
+                             s.device_total_bytes, s.device_peak_used_bytes, s.context_bytes,
+                             s.cublas_bytes};
   return 0;
 }
 
