@@ -5,6 +5,7 @@ backend switch), so the module works headless and inside notebooks alike.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,14 +22,17 @@ from matplotlib.patches import Patch
 from .loader import COMPUTE_KINDS
 from .model import FORMULAS, closed_form_curve, has_closed_form, simulate_uniform
 
-#: Canonical schedule order for panels and legends.
-SCHEDULE_ORDER = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v",
-                  "dualpipe", "dualpipev")
-SCHEDULE_COLORS = {
-    "naive": "#7f7f7f", "gpipe": "#1f77b4", "1f1b": "#ff7f0e", "interleaved": "#2ca02c",
-    "zb-h1": "#d62728", "zb-h2": "#9467bd", "zb-v": "#8c564b", "dualpipe": "#e377c2",
-    "dualpipev": "#17becf",
-}
+#: The built-in schedules, as bubblebench's registry lists them (`bubblebench list --format
+#: json`; a unit test regenerates the file and keeps it up to date).
+SCHEDULES = json.loads(Path(__file__).with_name("schedules.json").read_text(encoding="utf-8"))
+#: Canonical schedule order for panels and legends: the registry's.
+SCHEDULE_ORDER = tuple(s["name"] for s in SCHEDULES)
+#: Schedules that take -v (their series name v).
+TAKES_V = frozenset(s["name"] for s in SCHEDULES if s["takes_v"])
+#: One colour per schedule, by its place in the registry.
+_PALETTE = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+            "#e377c2", "#17becf", "#bcbd22", "#393b79", "#ad494a", "#637939", "#7b4173"]
+SCHEDULE_COLORS = {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(SCHEDULE_ORDER)}
 #: One colour per action kind, the same in every Gantt chart.
 KIND_COLORS = {
     "F": "#4C78A8",   # forward: blue
@@ -140,7 +144,7 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110,
 
     def series_label(row) -> str:
         s = f"P={_int(row['P'])}"
-        if _int(row.get("v", 1)) != 1 or row["schedule"] == "interleaved":
+        if _int(row.get("v", 1)) != 1 or row["schedule"] in TAKES_V:
             s += f", v={_int(row.get('v', 1))}"
         for a in varying:
             s += f", {a}={_fmt_val(row[a])}"

@@ -24,6 +24,7 @@
 #include "cli/list.hpp"
 #include "cli/options.hpp"
 #include "cli/run.hpp"
+#include "cli/schedule_table.hpp"
 #include "cli/table.hpp"
 #include "cli/timeline.hpp"
 #include "common/error.hpp"
@@ -66,19 +67,17 @@ const CLI::Validator kFileName(
     "FILE");
 
 void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
-  add_with_default(*app, "--schedule,-s", sel.schedules,
-                   lists ? "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 "
-                           "zb-h2 zb-v dualpipe dualpipev zb-auto (or all), or csv:FILE"
-                         : "Schedule name: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe "
-                           "dualpipev zb-auto, or csv:FILE");
+  add_with_default(*app, "--schedule,-s", sel.schedules, schedule_option_help(lists));
   sel.P_opt = add_with_default(*app, "-P", sel.P, "Pipeline ranks");
   sel.M_opt = add_with_default(
       *app, "-M", sel.M,
       lists ? "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)" : "Micro-batches per step");
   sel.v_opt = add_with_default(
-      *app, "-v", sel.v, lists ? "Chunks per rank for interleaved (LIST)" : "Chunks per rank");
+      *app, "-v", sel.v,
+      lists ? "Chunks per rank for " + schedules_taking_v() + " (LIST)" : "Chunks per rank");
   app->add_option("--mem-limit", sel.mem_limit,
-                  "zb-auto: live micro-batches per rank (stage units; 0: P, as 1F1B)")
+                  schedules_ordered_by_costs() +
+                      ": live micro-batches per rank (stage units; 0: P, as 1F1B)")
       ->check(CLI::NonNegativeNumber);
   if (!costs) return;
   add_with_default(*app, "--t-f", sel.t_f, "Forward time of one stage (or one value per chunk)");
@@ -543,6 +542,13 @@ int commands(int argc, char** argv) {
              "text, grid, csv (bubblebench's CSV) or pytorch-csv (PyTorch's pipelining "
              "CSV, compute actions only; docs/csv.md)",
              {"text", "grid", "csv", "pytorch-csv"});
+  std::string list_format = "text";
+  auto* lst = app.add_subcommand(
+      "list", "The built-in schedules: placement, chunks per rank, backward, what each accepts");
+  add_choice(*lst, "--format", list_format,
+             "text, markdown (also the closed forms: docs/schedules.md's table) or json (every "
+             "fact)",
+             {"text", "markdown", "json"});
   // `run` and `calibrate` are dispatched before this parser (cli_main); listed for --help.
   app.add_subcommand("run",
                      "Every schedule end to end over MPI: mpiexec -n P bubblebench run ... "
@@ -559,8 +565,9 @@ int commands(int argc, char** argv) {
     return false;
   };
   if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
-    std::cerr << "bubblebench: error: unknown command '" << argv[1]
-              << "' (commands: sim, model, validate, show, run, calibrate, advise; see --help)\n";
+    std::cerr
+        << "bubblebench: error: unknown command '" << argv[1]
+        << "' (commands: sim, model, validate, show, list, run, calibrate, advise; see --help)\n";
     return kExitConfig;
   }
 
@@ -579,6 +586,12 @@ int commands(int argc, char** argv) {
     };
     if (*val) return cmd_validate(val_sel, given(val_csv_opt, val_csv));
     if (*show) return cmd_show(show_sel, given(show_csv_opt, show_csv), show_lowered, show_format);
+    if (*lst) {
+      std::cout << (list_format == "json"       ? schedules_json()
+                    : list_format == "markdown" ? schedules_markdown()
+                                                : schedules_text());
+      return kExitOk;
+    }
   } catch (const ConfigError& e) {
     std::cerr << "bubblebench: error: " << e.what() << "\n";
     return kExitConfig;

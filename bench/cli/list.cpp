@@ -230,7 +230,7 @@ void for_each_schedule(const std::string& names_text, const ScheduleParams& base
           ScheduleParams p = base;
           p.M = M;
           p.v = v;
-          s = info.generate(p);
+          s = generate(info, p);
         } catch (const ConfigError& e) {
           last_error = e.what();
           tell("skip", with_v(e.what(), takes_v, v));
@@ -249,6 +249,20 @@ void for_each_schedule(const std::string& names_text, const ScheduleParams& base
       }
   }
   if (!accepted) throw ConfigError(last_error.empty() ? "no configuration to run" : last_error);
+}
+
+std::string schedule_option_help(bool lists) {
+  return lists ? "Schedule name(s), comma-separated: " + joined_schedule_names() +
+                     " (or all), or csv:FILE"
+               : "Schedule name: " + joined_schedule_names() + ", or csv:FILE";
+}
+
+std::string schedules_taking_v() {
+  return joined_schedule_names(", ", [](const ScheduleInfo& i) { return i.takes_v(); });
+}
+
+std::string schedules_ordered_by_costs() {
+  return joined_schedule_names(", ", [](const ScheduleInfo& i) { return i.orders_by_costs; });
 }
 
 ScheduleSweep expand_schedules(const std::string& names_text, int P, const std::vector<int>& Ms,

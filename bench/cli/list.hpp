@@ -51,6 +51,13 @@ void dry_run_or_throw(const Schedule& lowered, const std::string& what);
 // it a sweep is almost surely a typo (-M 1:100000:1), refused before it runs for hours.
 inline constexpr long long kMaxSweepActions = 1LL << 33;
 
+// Help texts that name schedules, all from the registry (schedule_info.hpp): --schedule's
+// (a LIST, or one name), and the names of the schedules that take -v or that order by the
+// per-stage costs and --mem-limit ("interleaved", "zb-auto").
+std::string schedule_option_help(bool lists);
+std::string schedules_taking_v();
+std::string schedules_ordered_by_costs();
+
 // How many configurations the lists name before any is skipped (a CSV counts once).
 std::size_t sweep_combinations(const std::string& names, const std::vector<int>& Ms,
                                const std::vector<int>& vs);

@@ -109,11 +109,9 @@ int world_rank() {
 }
 
 void add_options(CLI::App& app, RunOptions& o) {
-  add_with_default(app, "--schedule,-s", o.schedules,
-                   "Schedule name(s), comma-separated: naive gpipe 1f1b interleaved zb-h1 zb-h2 "
-                   "zb-v dualpipe dualpipev zb-auto (or all), or csv:FILE");
+  add_with_default(app, "--schedule,-s", o.schedules, schedule_option_help(true));
   add_with_default(app, "-M", o.M, "Micro-batches per step (LIST: 4,8 or 4:64:x2 or 2:8:2)");
-  add_with_default(app, "-v", o.v, "Chunks per rank for interleaved (LIST)");
+  add_with_default(app, "-v", o.v, "Chunks per rank for " + schedules_taking_v() + " (LIST)");
   app.add_option("-P", o.P, "Pipeline ranks: must equal the MPI world size (optional)");
   add_backend_options(app, o.backend, o.transport);
   add_choice(app, "--compute", o.compute, "gemm (the MLP math) or synthetic (timed waits)",
@@ -124,7 +122,8 @@ void add_options(CLI::App& app, RunOptions& o) {
                    "Synthetic W time of one stage (0: B is the whole backward)");
   app.add_option("--t-fb", o.t_fb, "Synthetic overlapped F&B pair time (default: the sum)");
   app.add_option("--mem-limit", o.mem_limit,
-                 "zb-auto: live micro-batches per rank (0: P); it orders by --t-f/--t-b/--t-w")
+                 schedules_ordered_by_costs() +
+                     ": live micro-batches per rank (0: P); it orders by --t-f/--t-b/--t-w")
       ->check(CLI::NonNegativeNumber);
   add_with_default(app, "--hidden", o.hidden, "Hidden width h (LIST)");
   add_with_default(app, "--layers", o.layers, "Blocks per chunk (LIST)");

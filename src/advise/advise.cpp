@@ -217,7 +217,7 @@ std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, in
   c.mb_size = in.global_batch > 0 ? in.global_batch / M : in.mb_size;
   const double scale = c.mb_size / in.mb_size;
   ScheduleParams p{in.P, M, v_arg};
-  if (info->id == ScheduleId::zb_auto) {  // it orders by the per-stage costs (not recompute's)
+  if (info->orders_by_costs) {  // by the per-stage costs (not recompute's)
     Schedule stages = make_schedule("", in.P, 1, 1);
     set_looped_placement(stages);
     p.t_f = chunk_costs(in.t_f, stages, scale);
@@ -231,7 +231,7 @@ std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, in
   }
   Schedule s;
   try {
-    s = info->generate(p);
+    s = generate(*info, p);
   } catch (const ConfigError& e) {
     c.excluded = "refused";
     c.reason = e.what();

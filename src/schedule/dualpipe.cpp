@@ -144,17 +144,21 @@ void append_dualpipe_steps(std::vector<Action>& out, int K, int k, int N,
 
 }  // namespace detail
 
-Schedule generate_dualpipe(const ScheduleParams& p) {
-  const int P = p.P;
-  const int M = p.M;
-  require_accepted(ScheduleId::dualpipe, p);
+namespace {
 
-  Schedule s;
-  s.name = "dualpipe";
-  s.P = P;
-  s.M = M;
-  set_dualpipe_placement(s);  // sets v = 2, routes, empty rank lists
+std::string refuse(const ScheduleParams& p) {
+  const auto n = [](int x) { return std::to_string(x); };
+  if (p.P < 2 || p.P % 2 != 0) return "dualpipe: P must be even and >= 2 (got P=" + n(p.P) + ")";
+  if (p.P > 32767) return "dualpipe: P must be <= 32767 (got P=" + n(p.P) + ")";
+  if (p.M % 2 != 0 || p.M < 2 * p.P)
+    return "dualpipe: M must be even and >= 2P (M/2 from each end; got M=" + n(p.M) +
+           ", P=" + n(p.P) + ")";
+  return {};
+}
 
+void build(Schedule& s, const ScheduleParams&) {
+  const int P = s.P;
+  const int M = s.M;
   const int K = P / 2;
   const int N = M / 2;
   // F, B and W of N micro-batches in each direction.
@@ -167,7 +171,32 @@ Schedule generate_dualpipe(const ScheduleParams& p) {
     detail::append_dualpipe_steps(out, K, k, N, second_half ? dir1 : dir0,
                                   second_half ? dir0 : dir1);
   });
-  return s;
 }
+
+void bubble(const ModelInput& in, ModelResult& r) {
+  form::dual(in, r, false);
+}
+
+void peak(const ModelInput& in, ModelResult& r) {
+  r.peak_activations.assign(in.P, in.P + 1.0);
+}
+
+}  // namespace
+
+constinit const ScheduleInfo dualpipe_schedule = {
+    .name = "dualpipe",
+    .placement = Placement::dualpipe,
+    .fixed_v = 2,
+    .splits_backward = true,
+    .accepts = "P even, P <= 32767, M even and M >= 2P",
+    .refuse = refuse,
+    .build = build,
+    .form = {.formula = "(P/2-1)*(FB+B+W-3W)",
+             .conditions = form::kDualConditions,
+             .source = form::kDualSource,
+             .bubble = bubble,
+             .peak_formula = "P+1",
+             .peak = peak},
+};
 
 }  // namespace bb

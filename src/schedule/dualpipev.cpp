@@ -16,29 +16,53 @@
 #include <vector>
 
 #include "schedule/dualpipe_steps.hpp"
-#include "schedule/generators.hpp"
 #include "schedule/parallel.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace bb {
+namespace {
 
-Schedule generate_dualpipev(const ScheduleParams& p) {
-  const int P = p.P;
-  const int M = p.M;
-  require_accepted(ScheduleId::dualpipev, p);
+std::string refuse(const ScheduleParams& p) {
+  const auto n = [](int x) { return std::to_string(x); };
+  if (p.P < 2 || p.P > 32767) return "dualpipev: P must be in [2, 32767] (got P=" + n(p.P) + ")";
+  if (p.M < 2 * p.P) return "dualpipev: M must be >= 2P (got M=" + n(p.M) + ", P=" + n(p.P) + ")";
+  return {};
+}
 
-  Schedule s;
-  s.name = "dualpipev";
-  s.P = P;
-  s.M = M;
-  set_v_placement(s);  // sets v = 2, routes over all 2P chunks, empty rank lists
-
+void build(Schedule& s, const ScheduleParams&) {
+  const int P = s.P;
+  const int M = s.M;
   // F, B and W of M micro-batches on each of a rank's two chunks.
   build_rank_lists(s, 6 * static_cast<std::size_t>(M), [&](int r, std::vector<Action>& out) {
     detail::append_dualpipe_steps(out, P, r, M, detail::DualPipePhase{r, 0},
                                   detail::DualPipePhase{2 * P - 1 - r, 0});
   });
-  return s;
 }
+
+void bubble(const ModelInput& in, ModelResult& r) {
+  form::dual(in, r, true);
+}
+
+void peak(const ModelInput& in, ModelResult& r) {
+  r.peak_activations.assign(in.P, in.P + 0.5);
+}
+
+}  // namespace
+
+constinit const ScheduleInfo dualpipev_schedule = {
+    .name = "dualpipev",
+    .placement = Placement::v,
+    .fixed_v = 2,
+    .splits_backward = true,
+    .accepts = "2 <= P <= 32767, M >= 2P",
+    .refuse = refuse,
+    .build = build,
+    .form = {.formula = "(P-1)*(FB+B+W-3W)/2",
+             .conditions = form::kDualConditions,
+             .source = form::kDualSource,
+             .bubble = bubble,
+             .peak_formula = "2P+1 chunks = P+1/2 stages",
+             .peak = peak},
+};
 
 }  // namespace bb

@@ -1,6 +1,6 @@
-// Built-in schedule generators, one per file. Each throws ConfigError (one line) for a
-// configuration it does not accept: the rule is its ScheduleInfo's (schedule_info.hpp), which
-// every generator checks first (require_accepted).
+// Built-in schedules by name: what a generator is given (ScheduleParams) and generate(). Each
+// schedule is one file with its facts and generator (its ScheduleInfo, schedule_info.hpp);
+// generate() refuses a configuration it does not accept with ConfigError (one line).
 #pragma once
 
 #include <string>
@@ -20,21 +20,6 @@ struct ScheduleParams {
   std::vector<double> t_f{1.0}, t_b{1.0}, t_w{1.0};
   int mem_limit = 0;
 };
-
-Schedule generate_naive(const ScheduleParams& p);
-Schedule generate_gpipe(const ScheduleParams& p);
-Schedule generate_1f1b(const ScheduleParams& p);
-Schedule generate_interleaved(const ScheduleParams& p);
-Schedule generate_zb_h1(const ScheduleParams& p);
-Schedule generate_zb_h2(const ScheduleParams& p);
-Schedule generate_zb_v(const ScheduleParams& p);
-Schedule generate_dualpipe(const ScheduleParams& p);
-Schedule generate_dualpipev(const ScheduleParams& p);
-Schedule generate_zb_auto(const ScheduleParams& p);
-
-// Interleaved's micro-batches per round (PyTorch's microbatches_per_round): M / max(1, M/P);
-// P where M is a multiple of P, M where M < 2P.
-int interleaved_round_size(int P, int M);
 
 // The largest chunks x micro-batches a configuration may have (validation and simulation
 // keep per-pair state): 2^28.

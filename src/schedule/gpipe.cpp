@@ -1,18 +1,36 @@
 // GPipe / all-forward-all-backward (Huang et al. 2019): every forward, then every backward.
-#include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace bb {
+namespace {
 
-Schedule generate_gpipe(const ScheduleParams& p) {
-  require_accepted(ScheduleId::gpipe, p);
-  Schedule s = make_schedule("gpipe", p.P, p.M, 1);
-  set_looped_placement(s);
+void build(Schedule& s, const ScheduleParams&) {
   for (int r = 0; r < s.P; ++r) {
     for (int m = 0; m < s.M; ++m) s.ranks[r].push_back(make_action(Op::F, r, m));
     for (int m = 0; m < s.M; ++m) s.ranks[r].push_back(make_action(Op::BW, r, m));
   }
-  return s;
 }
+
+void peak(const ModelInput& in, ModelResult& r) {
+  r.peak_activations.assign(in.P, in.M);
+}
+
+}  // namespace
+
+constinit const ScheduleInfo gpipe_schedule = {
+    .name = "gpipe",
+    .placement = Placement::looped,
+    .fixed_v = 1,
+    .splits_backward = false,
+    .accepts = "any P, M",
+    .refuse = nullptr,
+    .build = build,
+    .form = {.formula = form::kFlushFormula,
+             .conditions = form::kFlushConditions,
+             .source = "Huang et al. 2019 (GPipe)",
+             .bubble = form::flush,
+             .peak_formula = "M",
+             .peak = peak},
+};
 
 }  // namespace bb

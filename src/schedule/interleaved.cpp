@@ -15,22 +15,34 @@
 #include <utility>
 #include <vector>
 
-#include "schedule/generators.hpp"
 #include "schedule/parallel.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace bb {
+namespace {
 
-int interleaved_round_size(int P, int M) {
+// Micro-batches per round (PyTorch's microbatches_per_round): M / max(1, M/P); P where M is a
+// multiple of P, M where M < 2P.
+int round_size(int P, int M) {
   const int rounds = std::max(1, M / std::max(P, 1));
   return M / rounds;
 }
 
-Schedule generate_interleaved(const ScheduleParams& p) {
-  require_accepted(ScheduleId::interleaved, p);
-  Schedule s = make_schedule("interleaved", p.P, p.M, p.v);
-  set_looped_placement(s);
-  const int K = interleaved_round_size(s.P, s.M);
+std::string refuse(const ScheduleParams& p) {
+  const auto n = [](int x) { return std::to_string(x); };
+  if (p.v < 2)
+    return "interleaved: needs v >= 2 chunks per rank (got v=" + n(p.v) + "; v=1 is 1f1b)";
+  if (p.P < 2) return "interleaved: needs P >= 2 (got P=" + n(p.P) + ")";
+  // PyTorch's rounds: R = max(1, M/P) rounds of M/R micro-batches, which must be whole.
+  if (const int rounds = std::max(1, p.M / p.P); p.M % rounds != 0)
+    return "interleaved: M must split into max(1, M/P) equal rounds, as in PyTorch (got M=" +
+           n(p.M) + ", P=" + n(p.P) + ")";
+  if (static_cast<long>(p.P) * p.v > 0xFFFF) return "interleaved: too many chunks";
+  return {};
+}
+
+void build(Schedule& s, const ScheduleParams&) {
+  const int K = round_size(s.P, s.M);
   // (local chunk, micro-batch) in forward order; backward uses the chunks reversed.
   std::vector<std::pair<int, int>> order;
   order.reserve(static_cast<std::size_t>(s.M) * s.v);
@@ -53,7 +65,51 @@ Schedule generate_interleaved(const ScheduleParams& p) {
     }
     for (int k = std::max(0, total - warmup); k < total; ++k) bwd(k);
   });
-  return s;
 }
+
+// Rounds of K = M/max(1, M/P) micro-batches (PyTorch's): for M >= P (K >= P) Megatron's
+// (P-1)(F+B+W)/v; below P the first chunk's round is short of a full pipeline and each of
+// the other v-1 chunks waits (P-M)(F+B+W)/v more (established by the simulator, both views).
+void bubble(const ModelInput& in, ModelResult& r) {
+  if (in.v < 2) return form::refuse(r, "interleaved needs v >= 2");
+  if (in.P < 2 || in.M % std::max(1, in.M / in.P) != 0)
+    return form::refuse(r,
+                        "interleaved's closed form needs P >= 2 and M in max(1, M/P) equal rounds");
+  const double bt =
+      ((in.P - 1) + std::max(0, in.P - in.M) * (in.v - 1)) * form::pass_sum(in) / in.v;
+  form::times(in, r, bt, bt);
+}
+
+void peak(const ModelInput& in, ModelResult& r) {
+  if (in.P < 2) return;
+  r.peak_activations = form::per_rank(
+      in.P,
+      [](int rk, const ModelInput& i) {
+        const int warm = (i.P - rk - 1) * 2 + (i.v - 1) * round_size(i.P, i.M);
+        return std::min(warm + 1, i.M * i.v) / static_cast<double>(i.v);
+      },
+      in);
+}
+
+}  // namespace
+
+constinit const ScheduleInfo interleaved_schedule = {
+    .name = "interleaved",
+    .placement = Placement::looped,
+    .fixed_v = 0,
+    .splits_backward = false,
+    .accepts = "v >= 2, P >= 2, M in max(1, M/P) equal rounds, P*v <= 65535",
+    .refuse = refuse,
+    .build = build,
+    .form = {.formula = "((P-1) + max(0, P-M)*(v-1))*(F+B+W)/v",
+             .conditions = "v >= 2, M in max(1, M/P) equal rounds (M >= P: fraction "
+                           "(P-1)/(v*M+P-1))",
+             .source = "Narayanan et al. 2021 (Megatron-LM); rounds as PyTorch; M < P term "
+                       "derived here",
+             .bubble = bubble,
+             .peak_formula = "min((P-s-1)*2 + (v-1)*K + 1, v*M)/v, K = M/max(1, M/P)  (rank 0, "
+                             "M%P=0: P + (P-1)/v)",
+             .peak = peak},
+};
 
 }  // namespace bb

@@ -2,15 +2,12 @@
 // backward in turn, then the remaining backwards. At most min(P-r, M) micro-batches live.
 #include <algorithm>
 
-#include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
 
 namespace bb {
+namespace {
 
-Schedule generate_1f1b(const ScheduleParams& p) {
-  require_accepted(ScheduleId::one_f_one_b, p);
-  Schedule s = make_schedule("1f1b", p.P, p.M, 1);
-  set_looped_placement(s);
+void build(Schedule& s, const ScheduleParams&) {
   for (int r = 0; r < s.P; ++r) {
     auto& out = s.ranks[r];
     out.reserve(2 * static_cast<std::size_t>(s.M));
@@ -22,7 +19,30 @@ Schedule generate_1f1b(const ScheduleParams& p) {
     }
     for (int m = std::max(0, s.M - warmup); m < s.M; ++m) out.push_back(make_action(Op::BW, r, m));
   }
-  return s;
 }
+
+void peak(const ModelInput& in, ModelResult& r) {
+  r.peak_activations = form::per_rank(
+      in.P,
+      [](int rk, const ModelInput& i) { return static_cast<double>(std::min(i.P - rk, i.M)); }, in);
+}
+
+}  // namespace
+
+constinit const ScheduleInfo one_f_one_b_schedule = {
+    .name = "1f1b",
+    .placement = Placement::looped,
+    .fixed_v = 1,
+    .splits_backward = false,
+    .accepts = "any P, M",
+    .refuse = nullptr,
+    .build = build,
+    .form = {.formula = form::kFlushFormula,
+             .conditions = form::kFlushConditions,
+             .source = "Narayanan et al. 2019 (PipeDream-Flush)",
+             .bubble = form::flush,
+             .peak_formula = "min(P-s, M)",
+             .peak = peak},
+};
 
 }  // namespace bb

@@ -1,8 +1,9 @@
-// One descriptor per built-in schedule, filled once (schedule_info.cpp): its name, what P, M
-// and v it accepts and why it refuses the rest, its placement, whether it takes v, how its
-// backward is split, its generator, and its closed form and peak formula (model/closed_form).
-// The registry (generate, schedule_names), the sweep's name expansion and the closed forms
-// read this table instead of comparing names.
+// One descriptor per built-in schedule, defined in the schedule's own file beside its
+// generator (src/schedule/<id>.cpp) and registered by one line of schedules.inc: its name, what
+// P, M and v it accepts and why it refuses the rest, its placement, whether it takes v, how
+// its backward is split, its generator, and its closed form and peak formula (form.hpp). The
+// registry (generate, schedule_names), the sweep's name expansion, the help texts, the docs
+// table and the closed forms read this table instead of comparing names.
 #pragma once
 
 #include <cstdint>
@@ -12,25 +13,17 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule/form.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/schedule.hpp"
 
 namespace bb {
 
-struct ModelInput;
-struct ModelResult;
-
+// In the order of schedules.inc.
 enum class ScheduleId : std::uint8_t {
-  naive,
-  gpipe,
-  one_f_one_b,
-  interleaved,
-  zb_h1,
-  zb_h2,
-  zb_v,
-  dualpipe,
-  dualpipev,
-  zb_auto
+#define BB_SCHEDULE(id) id,
+#include "schedule/schedules.inc"
+#undef BB_SCHEDULE
 };
 
 // Where chunks live and which chunks a micro-batch visits (schedule.hpp's set_*_placement).
@@ -45,12 +38,7 @@ std::optional<Placement> placement_of(const Schedule& s);
 // Sets s.chunk_rank, chunk_stage and routes (and v for the V and DualPipe placements).
 void set_placement(Schedule& s, Placement p);
 
-// A closed form or a peak formula of one schedule (model/closed_form.hpp): fills its part of
-// the result, or leaves `applies` false with a reason.
-using ModelForm = void (*)(const ModelInput&, ModelResult&);
-
 struct ScheduleInfo {
-  ScheduleId id;
   std::string_view name;  // as on the command line and in results
   Placement placement;
   // Chunks per rank the schedule always has (1 looped, 2 for the V and DualPipe placements);
@@ -60,19 +48,27 @@ struct ScheduleInfo {
   // (DualPipe's keep some BW); false when each backward is one BW action.
   bool splits_backward;
   // What it accepts besides the common range (P, M, v >= 1 and kMaxChunkMicroBatches), in
-  // words; `refuse` is the rule itself.
+  // words; `refuse` is the rule itself: why the generator refuses p (one line naming the
+  // schedule), or empty. Null: it accepts the whole common range (refusal() checks that).
   std::string_view accepts;
-  // Why the generator refuses p (one line naming the schedule), or empty. Does not include
-  // the common range check: refusal() below adds it.
   std::string (*refuse)(const ScheduleParams& p);
-  Schedule (*generate)(const ScheduleParams& p);
-  ModelForm closed_form;  // bubble times, formula, conditions, source
-  ModelForm peak;         // peak activations and their formula
+  // Writes the rank lists of `s`, which generate() hands over with its name, P, M, v and
+  // placement set from this row and p accepted.
+  void (*build)(Schedule& s, const ScheduleParams& p);
+  PublishedForm form;  // its closed form and peak formula, where published
+  // True when the order depends on ScheduleParams' per-stage costs and memory limit (zb-auto),
+  // not only on P, M and v.
+  bool orders_by_costs = false;
 
   bool takes_v() const { return fixed_v == 0; }
 };
 
-// Every built-in schedule, in the order of design §5.1 (the order of ScheduleId).
+// Each row, defined in its schedule's file (constinit: complete before any code runs).
+#define BB_SCHEDULE(id) extern const ScheduleInfo id##_schedule;
+#include "schedule/schedules.inc"
+#undef BB_SCHEDULE
+
+// Every built-in schedule, in the order of schedules.inc (of ScheduleId).
 std::span<const ScheduleInfo> schedule_infos();
 const ScheduleInfo& schedule_info(ScheduleId id);
 // By name; nullptr when no built-in schedule has it.
@@ -83,8 +79,19 @@ const ScheduleInfo& schedule_info_or_throw(std::string_view name);
 // Why `info`'s generator refuses p, or empty: first the range every schedule shares (P, M,
 // v >= 1, at most kMaxChunkMicroBatches chunk x micro-batch pairs), then its own rule.
 std::string refusal(const ScheduleInfo& info, const ScheduleParams& p);
-// Throws ConfigError with refusal(id, p) when it is not empty. Every generator starts here.
+// Throws ConfigError with refusal(id, p) when it is not empty.
 void require_accepted(ScheduleId id, const ScheduleParams& p);
+void require_accepted(const ScheduleInfo& info, const ScheduleParams& p);
+
+// `info`'s schedule for p: refused (ConfigError with refusal(info, p)), or built by its row's
+// generator on a schedule with the row's name, v and placement.
+Schedule generate(const ScheduleInfo& info, const ScheduleParams& p);
+Schedule generate(ScheduleId id, const ScheduleParams& p);
+
+// The built-in names joined by `separator`, in order ("naive gpipe ... zb-auto"); with `keep`,
+// those it keeps (help texts: the schedules that take v, ...).
+std::string joined_schedule_names(std::string_view separator = " ",
+                                  bool (*keep)(const ScheduleInfo&) = nullptr);
 
 // The chunks per rank a configuration runs with: p.v when the schedule takes v, else fixed_v.
 int chunks_per_rank(const ScheduleInfo& info, int v);

@@ -1,5 +1,5 @@
-// zb-auto's facts and candidates (zb_auto.hpp); the search that simulates the candidates and
-// keeps the best is generate_zb_auto in src/sim/zb_auto_search.cpp.
+// zb-auto's facts (its ScheduleInfo, at the end) and candidates (zb_auto.hpp); the search that
+// simulates the candidates and keeps the best is generate_zb_auto in src/sim/zb_auto_search.cpp.
 #include "schedule/zb_auto.hpp"
 
 #include <algorithm>
@@ -95,8 +95,8 @@ std::vector<Schedule> zb_auto_candidates(const ScheduleParams& p) {
   const int P = p.P, M = p.M, L = zb_auto_memory_limit(p);
   const StageCosts c = zb_auto_costs(p);
   std::vector<Schedule> out;
-  if (std::min(P, M) <= L) out.push_back(generate_zb_h1({P, M, 1}));
-  if (std::min(2 * P - 1, M) <= L) out.push_back(generate_zb_h2({P, M, 1}));
+  if (std::min(P, M) <= L) out.push_back(generate(ScheduleId::zb_h1, {P, M, 1}));
+  if (std::min(2 * P - 1, M) <= L) out.push_back(generate(ScheduleId::zb_h2, {P, M, 1}));
   const bool few = 3LL * P * M > kFewCandidatesAbove;
   ZeroBubbleOrder ord;
   ord.cap = L;
@@ -108,5 +108,37 @@ std::vector<Schedule> zb_auto_candidates(const ScheduleParams& p) {
     }
   return out;
 }
+
+namespace {
+
+void build(Schedule& s, const ScheduleParams& p) {
+  s = generate_zb_auto(p);
+}
+
+// Its order is chosen by simulating candidates with the given costs: no form; its peak is at
+// most the memory limit (the generator's input, not the model's).
+void bubble(const ModelInput&, ModelResult& r) {
+  form::refuse(r, "zb-auto has no closed form: its order depends on the costs (simulate it)");
+}
+
+}  // namespace
+
+constinit const ScheduleInfo zb_auto_schedule = {
+    .name = "zb-auto",
+    .placement = Placement::looped,
+    .fixed_v = 1,
+    .splits_backward = true,
+    .accepts = "any P, M; F/B/W times 1 value or P; memory limit >= 1 (0: P)",
+    .refuse = zb_auto_refusal,
+    .build = build,
+    .form = {.formula = "none (the order is searched with the simulator)",
+             .conditions = "never",
+             .source = "Qi et al. 2024 (Zero Bubble PP), automatic scheduler; heuristic search "
+                       "here",
+             .bubble = bubble,
+             .peak_formula = "<= the memory limit (--mem-limit, default P)",
+             .peak = nullptr},
+    .orders_by_costs = true,
+};
 
 }  // namespace bb

@@ -1,9 +1,8 @@
 // zb-auto: a cost- and memory-aware zero-bubble order (docs/schedules.md), after the automatic
 // scheduler of Qi et al. 2024 ("Zero Bubble Pipeline Parallelism", §3.1): warm-up forwards
 // bounded by memory, W placed by the real costs. Here: its facts (costs, memory limit, what it
-// refuses, a lower bound) and its candidate orders; generate_zb_auto (declared in
-// generators.hpp, defined in src/sim/zb_auto_search.cpp) simulates the candidates and keeps
-// the best.
+// refuses, a lower bound) and its candidate orders; generate_zb_auto (defined in
+// src/sim/zb_auto_search.cpp) simulates the candidates and keeps the best.
 #pragma once
 
 #include <string>
@@ -37,5 +36,9 @@ inline constexpr long long kFewCandidatesAbove = 1LL << 18;
 // can start before its first gradient can return, each clamped to [0, L-1] and made
 // non-increasing in r, with W filling every gap or only those it fits in. p must be accepted.
 std::vector<Schedule> zb_auto_candidates(const ScheduleParams& p);
+
+// The best candidate under p's costs and memory limit (src/sim/zb_auto_search.cpp; zb-auto's
+// ScheduleInfo builds with it).
+Schedule generate_zb_auto(const ScheduleParams& p);
 
 }  // namespace bb

@@ -32,7 +32,6 @@
 #include <string>
 #include <vector>
 
-#include "schedule/generators.hpp"
 #include "schedule/parallel.hpp"
 #include "schedule/schedule_info.hpp"
 
@@ -65,19 +64,14 @@ class ZbvRankBuilder {
   int w_[2] = {0, 0};
 };
 
-}  // namespace
+std::string refuse(const ScheduleParams& p) {
+  if (p.P > 32767) return "zb-v: P must be in [1, 32767] (got P=" + std::to_string(p.P) + ")";
+  return {};
+}
 
-Schedule generate_zb_v(const ScheduleParams& p) {
-  const int P = p.P;
-  const int M = p.M;
-  require_accepted(ScheduleId::zb_v, p);
-
-  Schedule s;
-  s.name = "zb-v";
-  s.P = P;
-  s.M = M;
-  set_v_placement(s);  // sets v = 2, routes over all 2P chunks, empty rank lists
-
+void build(Schedule& s, const ScheduleParams&) {
+  const int P = s.P;
+  const int M = s.M;
   const int slots = std::max(M, 2 * P - 1);
   // F, B and W of M micro-batches on each of a rank's two chunks.
   build_rank_lists(s, 6 * static_cast<std::size_t>(M), [&](int r, std::vector<Action>& out) {
@@ -111,7 +105,35 @@ Schedule generate_zb_v(const ScheduleParams& p) {
     while (a.w_count(1) < a.b_count(1)) a.w(1);  // 7
     while (a.w_count(0) < a.b_count(0)) a.w(0);
   });
-  return s;
 }
+
+void bubble(const ModelInput& in, ModelResult& r) {
+  if (in.M < 2 * in.P - 1) return form::refuse(r, "zb-v's closed form needs M >= 2P-1");
+  if (!form::equal_passes(in)) return form::refuse(r, "zb-v's closed form needs F = B = W");
+  form::times(in, r, (in.P - 1) * in.t_f / 2, 0.0);
+}
+
+void peak(const ModelInput& in, ModelResult& r) {
+  // Known only once the ramp fills (M >= 2P-1): otherwise none.
+  if (in.M >= 2 * in.P - 1) r.peak_activations.assign(in.P, static_cast<double>(in.P));
+}
+
+}  // namespace
+
+constinit const ScheduleInfo zb_v_schedule = {
+    .name = "zb-v",
+    .placement = Placement::v,
+    .fixed_v = 2,
+    .splits_backward = true,
+    .accepts = "P <= 32767, any M",
+    .refuse = refuse,
+    .build = build,
+    .form = {.formula = "0 in the steady state; (P-1)*F/2 for a single step (the ramp)",
+             .conditions = "F = B = W and M >= 2P-1",
+             .source = "Qi et al. 2024 (ZB-V); ramp derived here",
+             .bubble = bubble,
+             .peak_formula = "P (as 1F1B), when M >= 2P-1",
+             .peak = peak},
+};
 
 }  // namespace bb

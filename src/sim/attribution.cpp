@@ -7,10 +7,10 @@
 #include <string>
 #include <tuple>
 
+#include "common/bubble_metrics.hpp"
 #include "common/error.hpp"
 #include "common/stats.hpp"
 #include "schedule/edges.hpp"
-#include "sim/metrics.hpp"
 
 namespace bb {
 namespace {

@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
+#include "common/bubble_metrics.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/schedule.hpp"
 #include "sim/links.hpp"
-#include "sim/metrics.hpp"
 
 namespace bb {
 

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,8 +13,6 @@
 
 namespace bb {
 namespace {
-
-using Generator = std::function<Schedule(const ScheduleParams&)>;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -234,9 +231,9 @@ void check_structure(const Schedule& s, bool allow_fb) {
   }
 }
 
-void check_rejected(const Generator& gen, int P, int M, const std::string& prefix) {
+void check_rejected(const std::string& name, int P, int M, const std::string& prefix) {
   try {
-    gen(ScheduleParams{P, M, 2});
+    generate(name, ScheduleParams{P, M, 2});
     ADD_FAILURE() << prefix << " accepted P=" << P << " M=" << M;
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
@@ -249,39 +246,39 @@ void check_rejected(const Generator& gen, int P, int M, const std::string& prefi
 // Rejected configurations.
 
 TEST(GenDualPipe, RejectsUnsupported) {
-  check_rejected(generate_dualpipe, 0, 8, "dualpipe");
-  check_rejected(generate_dualpipe, 1, 8, "dualpipe");
-  check_rejected(generate_dualpipe, 3, 12, "dualpipe");
-  check_rejected(generate_dualpipe, 4, 7, "dualpipe");   // M odd
-  check_rejected(generate_dualpipe, 4, 9, "dualpipe");   // M odd
-  check_rejected(generate_dualpipe, 4, 6, "dualpipe");   // M < 2P
-  check_rejected(generate_dualpipe, 8, 14, "dualpipe");  // M < 2P
-  EXPECT_NO_THROW(generate_dualpipe(ScheduleParams{2, 4, 1}));
-  EXPECT_NO_THROW(generate_dualpipe(ScheduleParams{4, 8, 1}));
+  check_rejected("dualpipe", 0, 8, "dualpipe");
+  check_rejected("dualpipe", 1, 8, "dualpipe");
+  check_rejected("dualpipe", 3, 12, "dualpipe");
+  check_rejected("dualpipe", 4, 7, "dualpipe");   // M odd
+  check_rejected("dualpipe", 4, 9, "dualpipe");   // M odd
+  check_rejected("dualpipe", 4, 6, "dualpipe");   // M < 2P
+  check_rejected("dualpipe", 8, 14, "dualpipe");  // M < 2P
+  EXPECT_NO_THROW(generate("dualpipe", ScheduleParams{2, 4, 1}));
+  EXPECT_NO_THROW(generate("dualpipe", ScheduleParams{4, 8, 1}));
 }
 
 TEST(GenDualPipeV, RejectsUnsupported) {
-  check_rejected(generate_dualpipev, 0, 8, "dualpipev");
-  check_rejected(generate_dualpipev, 1, 8, "dualpipev");
-  check_rejected(generate_dualpipev, 4, 7, "dualpipev");
-  check_rejected(generate_dualpipev, 3, 5, "dualpipev");
-  EXPECT_NO_THROW(generate_dualpipev(ScheduleParams{3, 6, 1}));  // odd P and M accepted
-  EXPECT_NO_THROW(generate_dualpipev(ScheduleParams{4, 9, 1}));
+  check_rejected("dualpipev", 0, 8, "dualpipev");
+  check_rejected("dualpipev", 1, 8, "dualpipev");
+  check_rejected("dualpipev", 4, 7, "dualpipev");
+  check_rejected("dualpipev", 3, 5, "dualpipev");
+  EXPECT_NO_THROW(generate("dualpipev", ScheduleParams{3, 6, 1}));  // odd P and M accepted
+  EXPECT_NO_THROW(generate("dualpipev", ScheduleParams{4, 9, 1}));
 }
 
 TEST(GenZbV, RejectsUnsupported) {
-  check_rejected(generate_zb_v, 0, 8, "zb-v");
-  check_rejected(generate_zb_v, 4, 0, "zb-v");
-  check_rejected(generate_zb_v, -2, 4, "zb-v");
-  EXPECT_NO_THROW(generate_zb_v(ScheduleParams{1, 1, 1}));
-  EXPECT_NO_THROW(generate_zb_v(ScheduleParams{4, 1, 1}));
+  check_rejected("zb-v", 0, 8, "zb-v");
+  check_rejected("zb-v", 4, 0, "zb-v");
+  check_rejected("zb-v", -2, 4, "zb-v");
+  EXPECT_NO_THROW(generate("zb-v", ScheduleParams{1, 1, 1}));
+  EXPECT_NO_THROW(generate("zb-v", ScheduleParams{4, 1, 1}));
 }
 
 // ---------------------------------------------------------------------------------------------
 // Metadata and exact step structure on small cases (traced by hand from the reference loops).
 
 TEST(GenDualPipe, Metadata) {
-  const Schedule s = generate_dualpipe(ScheduleParams{4, 10, 7});
+  const Schedule s = generate("dualpipe", ScheduleParams{4, 10, 7});
   EXPECT_EQ(s.name, "dualpipe");
   EXPECT_EQ(s.P, 4);
   EXPECT_EQ(s.M, 10);
@@ -295,7 +292,7 @@ TEST(GenDualPipe, Metadata) {
 }
 
 TEST(GenDualPipeV, MetadataAndSteps) {
-  const Schedule s = generate_dualpipev(ScheduleParams{2, 4, 1});
+  const Schedule s = generate("dualpipev", ScheduleParams{2, 4, 1});
   EXPECT_EQ(s.name, "dualpipev");
   EXPECT_EQ(s.v, 2);
   EXPECT_EQ(s.routes[3], (Route{0, 3}));
@@ -313,13 +310,13 @@ TEST(GenDualPipeV, MetadataAndSteps) {
 
 TEST(GenDualPipe, StepsOnSmallestPipeline) {
   // P=2: both ranks are middle ranks (K=1, k=0); rank 1's phase 0 is direction 1.
-  const Schedule s = generate_dualpipe(ScheduleParams{2, 4, 1});
+  const Schedule s = generate("dualpipe", ScheduleParams{2, 4, 1});
   EXPECT_EQ(rank_text(s.ranks[0]), "0F0,3F2,0F1,3BW2,(3F3;0BW0)FB,3BW3,0B1,0W1");
   EXPECT_EQ(rank_text(s.ranks[1]), "2F2,1F0,2F3,1BW0,(1F1;2BW2)FB,1BW1,2B3,2W3");
 }
 
 TEST(GenZbV, MetadataAndSteps) {
-  const Schedule s = generate_zb_v(ScheduleParams{2, 4, 1});
+  const Schedule s = generate("zb-v", ScheduleParams{2, 4, 1});
   EXPECT_EQ(s.name, "zb-v");
   EXPECT_EQ(s.v, 2);
   EXPECT_EQ(s.chunk_rank, (std::vector<int>{0, 1, 1, 0}));
@@ -336,14 +333,13 @@ TEST(GenZbV, MetadataAndSteps) {
 
 struct GridCase {
   std::string name;
-  Generator gen;
   std::vector<int> Ps;
 };
 
 std::vector<GridCase> grid() {
-  return {{"dualpipe", generate_dualpipe, {2, 4, 6, 8}},
-          {"dualpipev", generate_dualpipev, {2, 3, 4, 5, 6, 7, 8}},
-          {"zb-v", generate_zb_v, {1, 2, 3, 4, 5, 6, 7, 8}}};
+  return {{"dualpipe", {2, 4, 6, 8}},
+          {"dualpipev", {2, 3, 4, 5, 6, 7, 8}},
+          {"zb-v", {1, 2, 3, 4, 5, 6, 7, 8}}};
 }
 
 TEST(GenDualPipeZbV, StructureAndDryRun) {
@@ -352,7 +348,7 @@ TEST(GenDualPipeZbV, StructureAndDryRun) {
       for (int M = 1; M <= 4 * P; ++M) {
         Schedule s;
         try {
-          s = g.gen(ScheduleParams{P, M, 2});
+          s = generate(g.name, ScheduleParams{P, M, 2});
         } catch (const ConfigError&) {
           continue;
         }
@@ -367,7 +363,7 @@ TEST(GenDualPipeZbV, StructureAndDryRun) {
 
 // The dry run itself must notice a stuck order.
 TEST(GenDualPipeZbV, DryRunDetectsDeadlock) {
-  Schedule s = generate_zb_v(ScheduleParams{2, 4, 1});
+  Schedule s = generate("zb-v", ScheduleParams{2, 4, 1});
   ASSERT_TRUE(simulate(s).finished);
   auto& r1 = s.ranks[1];
   std::rotate(r1.begin(), r1.begin() + 1, r1.end());  // rank 1's first forward moved last
@@ -382,7 +378,7 @@ TEST(GenZbV, UnitTimeBubbleAndMemory) {
   for (int P = 1; P <= 8; ++P) {
     for (int M = 2 * P - 1; M <= 4 * P + 1; ++M) {
       SCOPED_TRACE("P=" + std::to_string(P) + " M=" + std::to_string(M));
-      const Schedule s = generate_zb_v(ScheduleParams{P, M, 2});
+      const Schedule s = generate("zb-v", ScheduleParams{P, M, 2});
       const SimResult r = simulate(s);
       ASSERT_TRUE(r.finished);
       EXPECT_DOUBLE_EQ(r.makespan, 6.0 * M + (P - 1));
@@ -401,7 +397,7 @@ TEST(GenZbV, SmallMStaysWithinMemory) {
   for (int P = 2; P <= 8; ++P) {
     for (int M = 1; M < 2 * P - 1; ++M) {
       SCOPED_TRACE("P=" + std::to_string(P) + " M=" + std::to_string(M));
-      const SimResult r = simulate(generate_zb_v(ScheduleParams{P, M, 2}));
+      const SimResult r = simulate(generate("zb-v", ScheduleParams{P, M, 2}));
       ASSERT_TRUE(r.finished);
       EXPECT_GE(r.makespan, 6.0 * M + (P - 1));
       for (int x : r.peak_live) EXPECT_LE(x, std::min(2 * P, 2 * M));
@@ -423,8 +419,8 @@ TEST(GenDualPipe, UnitTimeBubbleAndMemory) {
         for (const double gain : {0.0, 1.0}) {
           SCOPED_TRACE(std::string(v ? "dualpipev" : "dualpipe") + " P=" + std::to_string(P) +
                        " M=" + std::to_string(M) + " gain=" + std::to_string(gain));
-          const Schedule s = v ? generate_dualpipev(ScheduleParams{P, M, 2})
-                               : generate_dualpipe(ScheduleParams{P, M, 2});
+          const Schedule s = v ? generate("dualpipev", ScheduleParams{P, M, 2})
+                               : generate("dualpipe", ScheduleParams{P, M, 2});
           Costs c;
           c.fb_gain = gain;
           const SimResult r = simulate(s, c);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "generated_files.hpp"
 #include "harness/fields.hpp"
 #include "harness/measure.hpp"
 #include "harness/output.hpp"
@@ -507,23 +508,10 @@ TEST(HarnessFields, PlacementReachesJsonAndTheRanksTable) {
   EXPECT_EQ(std::get<std::int64_t>(rank_column(ranks[1], "mps")), 0);
 }
 
-// The generated files: up to date with the table (BB_REGENERATE=1 rewrites them).
-void expect_generated(const std::string& rel, const std::string& text) {
-  const fs::path path = fs::path(BB_SOURCE_DIR) / rel;
-  if (const char* r = std::getenv("BB_REGENERATE"); r != nullptr && std::string(r) == "1") {
-    std::ofstream(path, std::ios::binary) << text;
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream have;
-  have << in.rdbuf();
-  EXPECT_EQ(have.str(), text) << rel << " is stale: run BB_REGENERATE=1 build/unit_tests "
-                              << "--gtest_filter='HarnessFields.*' and commit it";
-}
-
 TEST(HarnessFields, GeneratedFilesAreUpToDate) {
-  expect_generated("docs/run-record.md", fields_markdown());
-  expect_generated("analysis/bbanalysis/run_fields.json", fields_json());
+  // BB_REGENERATE=1 rewrites them.
+  test::expect_generated("docs/run-record.md", fields_markdown());
+  test::expect_generated("analysis/bbanalysis/run_fields.json", fields_json());
 }
 
 TEST(HarnessFields, NamesAreUnique) {

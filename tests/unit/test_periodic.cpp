@@ -12,8 +12,8 @@
 #include "common/error.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
-#include "schedule/periodic.hpp"
 #include "schedule/message_slots.hpp"
+#include "schedule/periodic.hpp"
 #include "schedule/validate.hpp"
 #include "schedule_cases.hpp"
 #include "sim/sim.hpp"
@@ -601,7 +601,7 @@ TEST(Periodic, InexactCostsUseThePlainEngine) {
 // A cyclic wait is still reported (by the plain engine the periodic one hands over to).
 TEST(Periodic, CyclicWaitIsStillReported) {
   // Rank 0 runs micro-batch 0 to the end first; rank 1 wants micro-batch 1 first.
-  Schedule s = generate_naive({2, 64, 1});
+  Schedule s = generate("naive", {2, 64, 1});
   s.ranks[1] = {make_action(Op::F, 1, 1), make_action(Op::BW, 1, 1), make_action(Op::F, 1, 0),
                 make_action(Op::BW, 1, 0)};
   for (int m = 2; m < 64; ++m) {

@@ -30,7 +30,7 @@ std::size_t find_action(const std::vector<Action>& v, Op op, int chunk, int mb) 
 }
 
 TEST(Corrupt, SwappedOrderIsReportedOnTheGrid) {
-  Schedule s = generate_1f1b({4, 8, 1});
+  Schedule s = generate("1f1b", {4, 8, 1});
   auto& r1 = s.ranks[1];
   std::swap(r1[find_action(r1, Op::F, 1, 0)], r1[find_action(r1, Op::BW, 1, 0)]);
   const ValidationReport rep = validate(s);
@@ -44,7 +44,7 @@ TEST(Corrupt, SwappedOrderIsReportedOnTheGrid) {
 }
 
 TEST(Corrupt, MissingW) {
-  Schedule s = generate_zb_h1({4, 8, 1});
+  Schedule s = generate("zb-h1", {4, 8, 1});
   auto& r2 = s.ranks[2];
   r2.erase(r2.begin() + static_cast<std::ptrdiff_t>(find_action(r2, Op::W, 2, 5)));
   const std::string msg = describe(s);
@@ -52,7 +52,7 @@ TEST(Corrupt, MissingW) {
 }
 
 TEST(Corrupt, WrongRankAndDuplicate) {
-  Schedule s = generate_gpipe({2, 2, 1});
+  Schedule s = generate("gpipe", {2, 2, 1});
   s.ranks[0].push_back(make_action(Op::F, 1, 0));
   s.ranks[1].push_back(make_action(Op::BW, 1, 1));
   const std::string msg = describe(s);
@@ -61,7 +61,7 @@ TEST(Corrupt, WrongRankAndDuplicate) {
 }
 
 TEST(Corrupt, RecvWithoutSend) {
-  Schedule s = lower(generate_1f1b({3, 3, 1}));
+  Schedule s = lower(generate("1f1b", {3, 3, 1}));
   auto& r0 = s.ranks[0];
   r0.erase(r0.begin() + static_cast<std::ptrdiff_t>(find_action(r0, Op::SEND_F, 0, 1)));
   const std::string msg = describe(s);
@@ -82,7 +82,7 @@ TEST(Corrupt, RecvWithoutSend) {
 }
 
 TEST(Corrupt, TimedDryRunRejectsWhatTheSearchRejects) {
-  const Schedule good = lower(generate_1f1b({4, 6, 1}));
+  const Schedule good = lower(generate("1f1b", {4, 6, 1}));
   ASSERT_TRUE(timed_dry_run(good).ok) << timed_dry_run(good).message;
   // A receive posted twice, and one never posted.
   Schedule s = good;
@@ -120,7 +120,7 @@ TEST(Corrupt, TimedDryRunRejectsWhatTheSearchRejects) {
       << timed.message;
   EXPECT_TRUE(dry_run(s).ok);
   // Not lowered, or not valid: no proof.
-  EXPECT_FALSE(timed_dry_run(generate_1f1b({4, 6, 1})).ok);
+  EXPECT_FALSE(timed_dry_run(generate("1f1b", {4, 6, 1})).ok);
   s = good;
   s.ranks[0].pop_back();
   EXPECT_FALSE(timed_dry_run(s).ok);
@@ -128,7 +128,7 @@ TEST(Corrupt, TimedDryRunRejectsWhatTheSearchRejects) {
 
 TEST(Corrupt, CyclicWaitInComputeOrder) {
   // Rank 0 runs micro-batch 0 to the end before starting 1; rank 1 wants 1 first.
-  Schedule s = generate_naive({2, 2, 1});
+  Schedule s = generate("naive", {2, 2, 1});
   s.ranks[1] = parse_actions("1F1,1BW1,1F0,1BW0");
   ASSERT_TRUE(validate(s).ok()) << describe(s);  // statically fine: the cycle is dynamic
   try {
@@ -151,7 +151,7 @@ TEST(Corrupt, CyclicWaitInComputeOrder) {
 }
 
 TEST(Corrupt, CommOrderMismatchAndCommDeadlock) {
-  const Schedule good = lower(generate_gpipe({2, 3, 1}));
+  const Schedule good = lower(generate("gpipe", {2, 3, 1}));
   // Swap two sends to the same peer: in-order matching would deliver the wrong tensor.
   Schedule s = good;
   auto& r0 = s.ranks[0];
@@ -277,9 +277,9 @@ TEST(Limits, MicroBatchesAndChunksThatActionsCannotHold) {
     }
   }
   // Called directly, every generator refuses them too (the placements check): looped and V.
-  EXPECT_THROW(generate_gpipe({2, 70000, 1}), ConfigError);
-  EXPECT_THROW(generate_zb_v({4096, 8192, 1}), ConfigError);
-  EXPECT_THROW(generate_dualpipev({8, 70000, 1}), ConfigError);
+  EXPECT_THROW(generate("gpipe", {2, 70000, 1}), ConfigError);
+  EXPECT_THROW(generate("zb-v", {4096, 8192, 1}), ConfigError);
+  EXPECT_THROW(generate("dualpipev", {8, 70000, 1}), ConfigError);
   EXPECT_EQ(generate("1f1b", {2, 65536, 1}).ranks[1].back(), make_action(Op::BW, 1, 65535));
 }
 

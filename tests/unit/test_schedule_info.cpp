@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cli/list.hpp"
+#include "cli/schedule_table.hpp"
 #include "common/error.hpp"
+#include "generated_files.hpp"
 #include "model/closed_form.hpp"
 #include "schedule/edges.hpp"
 #include "schedule/generators.hpp"
@@ -36,14 +38,13 @@ TEST(ScheduleInfo, TableInIdOrderWithUniqueNames) {
   ASSERT_EQ(infos.size(), 10u);
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < infos.size(); ++i) {
-    EXPECT_EQ(static_cast<std::size_t>(infos[i].id), i);
-    EXPECT_EQ(&schedule_info(infos[i].id), &infos[i]);
+    EXPECT_EQ(&schedule_info(static_cast<ScheduleId>(i)), &infos[i]);
     EXPECT_EQ(find_schedule(infos[i].name), &infos[i]);
     EXPECT_TRUE(names.insert(infos[i].name).second) << infos[i].name;
-    EXPECT_NE(infos[i].generate, nullptr);
-    EXPECT_NE(infos[i].refuse, nullptr);
-    EXPECT_NE(infos[i].closed_form, nullptr);
-    EXPECT_NE(infos[i].peak, nullptr);
+    EXPECT_NE(infos[i].build, nullptr);
+    EXPECT_NE(infos[i].form.bubble, nullptr);
+    EXPECT_FALSE(infos[i].form.formula.empty());
+    EXPECT_FALSE(infos[i].form.peak_formula.empty());
     EXPECT_FALSE(infos[i].accepts.empty());
   }
   const std::vector<std::string> expected = {"naive",     "gpipe",  "1f1b", "interleaved",
@@ -52,6 +53,24 @@ TEST(ScheduleInfo, TableInIdOrderWithUniqueNames) {
   EXPECT_EQ(schedule_names(), expected);
   EXPECT_EQ(find_schedule("csv:x.csv"), nullptr);
   EXPECT_EQ(find_schedule("1F1B"), nullptr);
+}
+
+// Help texts, docs/schedules.md's table and the analysis package's list of schedules come from
+// the table (BB_REGENERATE=1 rewrites the two files).
+TEST(ScheduleInfo, GeneratedFilesAreUpToDate) {
+  test::expect_generated("analysis/bbanalysis/schedules.json", schedules_json());
+  test::expect_generated_section(
+      "docs/schedules.md",
+      "<!-- generated: bubblebench list --format markdown (tests/unit/test_schedule_info.cpp) -->",
+      "<!-- end of the generated table -->", schedules_markdown());
+  for (const ScheduleInfo& i : schedule_infos()) {
+    EXPECT_NE(schedule_option_help(true).find(std::string(" ") + std::string(i.name) + " "),
+              std::string::npos)
+        << i.name;
+    EXPECT_NE(schedules_text().find(std::string(i.name) + " "), std::string::npos) << i.name;
+  }
+  EXPECT_EQ(schedules_taking_v(), "interleaved");
+  EXPECT_EQ(schedules_ordered_by_costs(), "zb-auto");
 }
 
 TEST(ScheduleInfo, Facts) {
@@ -86,7 +105,7 @@ TEST(ScheduleInfo, GeneratorsBuildWhatTheTableSays) {
       for (int v : {1, 2, 3}) {
         const ScheduleParams p{P, 4 * P, v};
         if (!refusal(i, p).empty()) continue;
-        const Schedule s = i.generate(p);
+        const Schedule s = generate(i, p);
         const std::string what =
             std::string(i.name) + " P=" + std::to_string(P) + " v=" + std::to_string(v);
         EXPECT_EQ(s.name, i.name) << what;
@@ -108,7 +127,7 @@ TEST(ScheduleInfo, GeneratorsBuildWhatTheTableSays) {
         // B and W into BW).
         const double est = estimated_actions(i, P, 4 * P, v);
         const double n = static_cast<double>(s.compute_size());
-        if (i.id == ScheduleId::dualpipe || i.id == ScheduleId::dualpipev) {
+        if (i.name == "dualpipe" || i.name == "dualpipev") {
           EXPECT_GE(est, n) << what;
         } else {
           EXPECT_DOUBLE_EQ(est, n) << what;
@@ -164,13 +183,13 @@ TEST(ScheduleInfo, RefusalsWithReasons) {
                              " M=" + std::to_string(c.M) + " v=" + std::to_string(c.v);
     if (std::string(c.why).empty()) {
       EXPECT_EQ(why, "") << what;
-      EXPECT_NO_THROW(i.generate(p)) << what;
-      EXPECT_NO_THROW(require_accepted(i.id, p)) << what;
+      EXPECT_NO_THROW(generate(i, p)) << what;
+      EXPECT_NO_THROW(require_accepted(i, p)) << what;
     } else {
       EXPECT_EQ(why.rfind(c.why, 0), 0u) << what << ": " << why;
       EXPECT_EQ(thrown(c.name, c.P, c.M, c.v), why) << what;
-      EXPECT_THROW(i.generate(p), ConfigError) << what;
-      EXPECT_THROW(require_accepted(i.id, p), ConfigError) << what;
+      EXPECT_THROW(generate(i, p), ConfigError) << what;
+      EXPECT_THROW(require_accepted(i, p), ConfigError) << what;
     }
   }
 }
@@ -284,7 +303,7 @@ TEST(Edges, CommMessagesMatchTheComputeActions) {
       for (int v : {1, 2}) {
         const ScheduleParams p{P, 4 * P, v};
         if (!refusal(i, p).empty()) continue;
-        const Schedule s = lower(i.generate(p));
+        const Schedule s = lower(generate(i, p));
         const std::string what = std::string(i.name) + " P=" + std::to_string(P);
         for (int r = 0; r < s.P; ++r) {
           std::set<std::tuple<int, std::uint32_t, std::uint32_t>> in, out;  // dir, chunk, mb
