@@ -1,10 +1,10 @@
 #include "cli/timeline.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "results/chrome_trace.hpp"
+#include "schedule/edges.hpp"
 #include "schedule/message.hpp"
 #include "schedule/text.hpp"
 
@@ -17,27 +17,6 @@ struct Message {
   Action recv;
   double leaves, arrives;
 };
-
-// The SEND an action's output needs (F: its output to the next chunk; B, BW: its input
-// gradient to the previous chunk) and the receiving rank, if the consumer is on another rank.
-std::optional<std::pair<Action, int>> outgoing(const Schedule& s, int rank, const Action& a) {
-  const int mb = static_cast<int>(a.mb), chunk = static_cast<int>(a.chunk);
-  if (a.op == Op::F) {
-    const int next = s.next_rank(chunk, mb);
-    if (next >= 0 && next != rank) return std::pair{make_action(Op::SEND_F, chunk, mb), next};
-  } else if (a.op == Op::B || a.op == Op::BW) {
-    const int prev = s.prev_rank(chunk, mb);
-    if (prev >= 0 && prev != rank) return std::pair{make_action(Op::SEND_B, chunk, mb), prev};
-  }
-  return std::nullopt;
-}
-
-// The receive that matches SEND (the consumer's chunk).
-Action receive_of(const Action& send) {
-  const bool fwd = send.op == Op::SEND_F;
-  return make_action(fwd ? Op::RECV_F : Op::RECV_B, static_cast<int>(send.chunk) + (fwd ? 1 : -1),
-                     static_cast<int>(send.mb));
-}
 
 TraceSlice slice(const Schedule& s, int rank, TraceLane lane, const Action& a, std::string name,
                  std::string kind, double start, double end) {
@@ -69,9 +48,13 @@ void write_timeline(const std::string& path, const Schedule& s, const SimResult&
     if (e.start > e.ready)
       w.add(slice(s, e.rank, TraceLane::wait, a, "wait " + name, "wait", e.ready, e.start));
     for (int k = 0; k < e.n; ++k) {
-      const auto out = outgoing(s, e.rank, acts[e.index + k]);
-      if (!out) continue;
-      const auto& [send, dst] = *out;
+      // The SEND an action's output needs (F: its output to the next chunk; B, BW: its input
+      // gradient to the previous chunk), if the consumer is on another rank.
+      const Action& b = acts[e.index + k];
+      const RemoteMessage out = remote_out(s, b, s.routes[b.mb]);
+      if (out.none()) continue;
+      const int dst = out.peer;
+      const Action send = send_action(out.msg, b.mb);
       const double arrives = e.end + message_time(cfg, e.rank, dst);
       TraceSlice t = slice(s, e.rank, TraceLane::send, send, to_string(send),
                            std::string(op_name(send.op)), e.end, arrives);
@@ -79,7 +62,7 @@ void write_timeline(const std::string& path, const Schedule& s, const SimResult&
       t.flow = message_flow_id(message_producer(send), static_cast<int>(send.mb),
                                is_forward_comm(send.op), C);
       w.add(t);
-      receives.push_back({dst, receive_of(send), e.end, arrives});
+      receives.push_back({dst, recv_action(out.msg, b.mb), e.end, arrives});
     }
   }
   std::stable_sort(receives.begin(), receives.end(), [](const Message& a, const Message& b) {

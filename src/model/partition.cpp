@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/stats.hpp"
+#include "schedule/edges.hpp"
 #include "schedule/schedule.hpp"
 #include "sim/sim.hpp"
 
@@ -266,7 +267,7 @@ PartitionLayout partition_layout(const Schedule& s) {
   layout.positions.resize(static_cast<std::size_t>(K));
   for (int c = 0; c < C; ++c) {
     int visits = 0;
-    for (const Route& rt : s.routes) visits += rt.first <= c && c <= rt.last ? 1 : 0;
+    for (const Route& rt : s.routes) visits += route_visits(rt, c) ? 1 : 0;
     layout.positions[static_cast<std::size_t>(s.chunk_stage[static_cast<std::size_t>(c)])]
         .push_back({s.chunk_rank[static_cast<std::size_t>(c)],
                     static_cast<double>(visits) / static_cast<double>(std::max(1, s.M))});

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/edges.hpp"
 #include "schedule/schedule.hpp"
 
 namespace bb {
@@ -124,17 +125,10 @@ class DataflowEngine {
 
   Time clock(int rank) const { return st_[rank].clock; }
 
-  // With kSplitSlots, after run(): when chunk c's forward output of micro-batch mb reached the
-  // next chunk, and when chunk c's input gradient reached chunk c-1 (the last step's values).
-  Time activation_time(int chunk, std::uint32_t mb) const requires kSplitSlots {
-    return time_[idx(chunk, mb)];
-  }
-  Time gradient_time(int chunk, std::uint32_t mb) const requires kSplitSlots {
-    return time_[grad_base_ + idx(chunk - 1, mb)];
-  }
-  // When a's input arrived (0 without one: a first chunk's F, a last chunk's B, a W).
-  Time input_time(const Action& a) const requires kSplitSlots {
-    return uniform_ ? arrival<true>(a) : arrival<false>(a);
+  // With kSplitSlots, after run(): when message m of micro-batch mb reached its consumer (the
+  // last step's value).
+  Time message_time(const MessageName& m, std::uint32_t mb) const requires kSplitSlots {
+    return time_[slot(m, mb)];
   }
 
   std::string stuck_report() const {
@@ -193,6 +187,10 @@ class DataflowEngine {
     else
       return static_cast<std::size_t>(mb) * nchunks_ + static_cast<std::size_t>(chunk);
   }
+  // The slot of message m of micro-batch mb.
+  std::size_t slot(const MessageName& m, std::uint32_t mb) const {
+    return (m.dir == 0 ? 0 : grad_base_) + idx(static_cast<int>(m.chunk), mb);
+  }
   template <bool kUniform>
   const Route& route(std::uint32_t mb) const {
     if constexpr (kUniform)
@@ -202,30 +200,21 @@ class DataflowEngine {
   }
 
   std::string wait_reason(const Action& a) const {
-    const Route& rt = s_.routes[a.mb];
-    if (a.op == Op::F && a.chunk > rt.first)
-      return "the forward output of chunk " + std::to_string(a.chunk - 1) + " micro-batch " +
-             std::to_string(a.mb) + " from rank " + std::to_string(s_.chunk_rank[a.chunk - 1]);
-    if ((a.op == Op::B || a.op == Op::BW) && a.chunk < rt.last)
-      return "the gradient of chunk " + std::to_string(a.chunk + 1) + " micro-batch " +
-             std::to_string(a.mb) + " from rank " + std::to_string(s_.chunk_rank[a.chunk + 1]);
-    return "its own earlier action";
+    const MessageName in = message_in(a, s_.routes[a.mb]);
+    if (in.none()) return "its own earlier action";
+    const std::uint32_t from = producer_chunk(in);
+    return std::string(in.dir == 0 ? "the forward output" : "the gradient") + " of chunk " +
+           std::to_string(from) + " micro-batch " + std::to_string(a.mb) + " from rank " +
+           std::to_string(s_.chunk_rank[from]);
   }
 
   // Raises *t to the input's arrival time; returns kNotWaiting, or the slot it waits for.
   template <bool kUniform>
   [[gnu::always_inline]] std::size_t input(const Action& a, std::uint16_t fs, Time* t) const {
-    const Route& rt = route<kUniform>(a.mb);
-    std::size_t k;
-    std::uint16_t want = fs;
-    if (a.op == Op::F) {
-      if (a.chunk == rt.first) return kNotWaiting;
-      k = idx(a.chunk - 1, a.mb);
-    } else {
-      if (a.op == Op::W || a.chunk == rt.last) return kNotWaiting;
-      k = grad_base_ + idx(a.chunk, a.mb);
-      ++want;
-    }
+    const MessageName in = message_in(a, route<kUniform>(a.mb));
+    if (in.none()) return kNotWaiting;
+    const std::size_t k = slot(in, a.mb);
+    const auto want = static_cast<std::uint16_t>(fs + in.dir);
     if constexpr (kStampless) {
       if (!(time_[k] > Time{})) return k;
     } else {
@@ -233,15 +222,6 @@ class DataflowEngine {
     }
     if (time_[k] > *t) *t = time_[k];
     return kNotWaiting;
-  }
-
-  // The arrival time of a's input (a replay that does not check stamps).
-  template <bool kUniform>
-  [[gnu::always_inline]] Time arrival(const Action& a) const {
-    const Route& rt = route<kUniform>(a.mb);
-    if (a.op == Op::F) return a.chunk == rt.first ? Time{} : time_[idx(a.chunk - 1, a.mb)];
-    if (a.op == Op::W || a.chunk == rt.last) return Time{};
-    return time_[grad_base_ + idx(a.chunk, a.mb)];
   }
 
   // Without a branch (whether the rank waits for exactly this is unpredictable): the rank is
@@ -269,13 +249,10 @@ class DataflowEngine {
   template <bool kUniform>
   [[gnu::always_inline]] void output(int r, std::uint16_t fs, const Action& a, Time f_end,
                                      Time grad_at) {
-    const Route& rt = route<kUniform>(a.mb);
-    if (a.op == Op::F) {
-      if (a.chunk != rt.last) put(idx(a.chunk, a.mb), fs, r, s_.chunk_rank[a.chunk + 1], a, f_end);
-    } else if (a.op != Op::W) {  // B or BW
-      if (a.chunk != rt.first)
-        put(grad_base_ + idx(a.chunk - 1, a.mb), fs + 1, r, s_.chunk_rank[a.chunk - 1], a, grad_at);
-    }
+    const MessageName out = message_out(a, route<kUniform>(a.mb));
+    if (out.none()) return;
+    put(slot(out, a.mb), static_cast<std::uint16_t>(fs + out.dir), r, consumer_rank(s_, out), a,
+        out.dir == 0 ? f_end : grad_at);
   }
 
   template <bool kUniform>
@@ -302,7 +279,7 @@ class DataflowEngine {
         continue;
       }
       Time start = clock;
-      if (!p->overlap_next() || p + 1 == end) [[likely]] {
+      if (unit_length(p, end) == 1) [[likely]] {
         waiting = input<kUniform>(*p, fs, &start);
         if (waiting != kNotWaiting) break;
         const Time stop = start + pol_.cost(r, p, 1);
@@ -388,46 +365,27 @@ class DataflowEngine {
     const std::size_t M = static_cast<std::size_t>(s_.M), C = nchunks_, grad = grad_base_;
     const int P = s_.P;
     bool missed = false;
-    const auto slot = [&](int chunk, std::uint32_t mb) {  // idx(), from locals
+    const auto slot = [&](const MessageName& m, std::uint32_t mb) {  // slot(), from locals
+      const auto chunk = static_cast<std::size_t>(m.chunk);
       if constexpr (kSplitSlots)
-        return static_cast<std::size_t>(chunk) * M + mb;
+        return (m.dir == 0 ? 0 : grad) + chunk * M + mb;
       else
-        return static_cast<std::size_t>(mb) * C + static_cast<std::size_t>(chunk);
-    };
-    // The slot a's input arrives in, or none.
-    const auto in_slot = [&](const Action& a, const Route& rt, std::uint16_t* want) {
-      if (a.op == Op::F) {
-        *want = fs;
-        return a.chunk == rt.first ? kNotWaiting : slot(a.chunk - 1, a.mb);
-      }
-      *want = static_cast<std::uint16_t>(fs + 1);
-      return a.op == Op::W || a.chunk == rt.last ? kNotWaiting : grad + slot(a.chunk, a.mb);
+        return static_cast<std::size_t>(mb) * C + chunk;
     };
     const auto arrive = [&](const Action& a, Time* start) {
-      const Route& rt = kUniform ? uniform_route : routes[a.mb];
-      std::uint16_t want;
-      const std::size_t k = in_slot(a, rt, &want);
-      if (k == kNotWaiting) return;
-      if constexpr (kCheck) missed |= stamp[k] != want;
+      const MessageName in = message_in(a, kUniform ? uniform_route : routes[a.mb]);
+      if (in.none()) return;
+      const std::size_t k = slot(in, a.mb);
+      if constexpr (kCheck) missed |= stamp[k] != static_cast<std::uint16_t>(fs + in.dir);
       if (time[k] > *start) *start = time[k];
     };
     const auto leave = [&](int r, const Action& a, Time f_end, Time grad_at) {
-      const Route& rt = kUniform ? uniform_route : routes[a.mb];
-      std::size_t k;
-      int dst;
-      Time t;
-      if (a.op == Op::F) {
-        if (a.chunk == rt.last) return;
-        k = slot(a.chunk, a.mb);
-        dst = chunk_rank[a.chunk + 1];
-        t = f_end;
-      } else {
-        if (a.op == Op::W || a.chunk == rt.first) return;
-        k = grad + slot(a.chunk - 1, a.mb);
-        dst = chunk_rank[a.chunk - 1];
-        t = grad_at;
-      }
-      if constexpr (kCheck) stamp[k] = a.op == Op::F ? fs : static_cast<std::uint16_t>(fs + 1);
+      const MessageName out = message_out(a, kUniform ? uniform_route : routes[a.mb]);
+      if (out.none()) return;
+      const std::size_t k = slot(out, a.mb);
+      const int dst = chunk_rank[consumer_chunk(out)];
+      const Time t = out.dir == 0 ? f_end : grad_at;
+      if constexpr (kCheck) stamp[k] = static_cast<std::uint16_t>(fs + out.dir);
       time[k] = dst == r ? t : t + pol_.delay(r, dst, a);
     };
     for (const Run& run : order_) {
@@ -442,7 +400,7 @@ class DataflowEngine {
         while (p != end && is_comm(p->op)) ++p;
         if (p == end) return false;
         Time start = clock;
-        if (!p->overlap_next() || p + 1 == end) [[likely]] {
+        if (unit_length(p, end) == 1) [[likely]] {
           arrive(*p, &start);
           const Time stop = start + pol_.cost(r, p, 1);
           pol_.record(r, step, static_cast<std::size_t>(p - begin), 1, clock, start, stop);

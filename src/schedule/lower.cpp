@@ -46,138 +46,67 @@ struct PeriodicUnitTimes {
               std::free) {
     if (!times) throw std::bad_alloc();
   }
-  // The message (direction, chunk naming it as the periodic engine does, micro-batch).
-  UnitTime time(int dir, std::uint32_t chunk, std::uint32_t mb) const {
-    return times[(static_cast<std::size_t>(dir) * s.num_chunks() + chunk) * s.M + mb];
-  }
-  UnitTime activation_time(int chunk, std::uint32_t mb) const {
-    return time(0, static_cast<std::uint32_t>(chunk), mb);
-  }
-  UnitTime gradient_time(int chunk, std::uint32_t mb) const {
-    return time(1, static_cast<std::uint32_t>(chunk - 1), mb);
-  }
-  UnitTime input_time(const Action& a) const {
-    // One route for all (the periodic engine's condition).
-    const MessageName in = message_in(a, s.routes.front());
-    return in.dir < 0 ? 0 : time(in.dir, in.chunk, a.mb);
+  UnitTime message_time(const MessageName& m, std::uint32_t mb) const {
+    return times[(static_cast<std::size_t>(m.dir) * s.num_chunks() + m.chunk) * s.M + mb];
   }
 };
 
-// The compute at acts[i] (an FB pair counts as one) on a rank free from `clock`: how many
-// actions it takes, and when it starts and ends in unit time.
-struct UnitSpan {
-  std::size_t n;
-  UnitTime start, end;
-};
-template <class Times>
-UnitSpan unit_span(const Times& times, const std::vector<Action>& acts, std::size_t i,
-                   UnitTime clock) {
-  const std::size_t n =
-      acts[i].overlap_next() && i + 1 < acts.size() && !is_comm(acts[i + 1].op) ? 2 : 1;
-  UnitTime start = clock, cost = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    start = std::max(start, times.input_time(acts[i + k]));
-    cost += unit_cost(acts[i + k]);
+// A rank's receives in key order (RankWalk's Recvs): activations and gradients each arrive in
+// order for most schedules, so two sorted runs, merged.
+class SortedRecvs {
+ public:
+  // Rank r's receives; returns how many sends it has.
+  template <class Times>
+  std::size_t collect(const Schedule& s, const Times& times, const std::vector<Action>& acts) {
+    runs_[0].clear();
+    runs_[1].clear();
+    std::size_t nsend = 0;
+    const Routes routes(s);
+    Msg m;
+    for (const Action& a : acts) {
+      const Route& rt = routes(a.mb);
+      if (recv_before(s, times, a, rt, &m)) runs_[m.hi & 1].push_back(m);  // by direction
+      nsend += !remote_out(s, a, rt).none();
+    }
+    for (auto& v : runs_)
+      if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+    all_.resize(runs_[0].size() + runs_[1].size());
+    std::merge(runs_[0].begin(), runs_[0].end(), runs_[1].begin(), runs_[1].end(), all_.begin());
+    next_ = 0;
+    return nsend;
   }
-  return {n, start, start + cost};
-}
+  std::size_t size() const { return all_.size(); }
+  bool empty() const { return next_ == all_.size(); }
+  const Msg& head() const { return all_[next_]; }
+  void pop() { ++next_; }
+
+ private:
+  std::vector<Msg> runs_[2], all_;
+  std::size_t next_ = 0;
+};
 
 // Recomputes rank r's unit-time timeline from the engine's message times and writes its
-// lowered list. Times: UnitEngine, or PeriodicUnitTimes below.
+// lowered list (RankWalk). Times: UnitEngine, or PeriodicUnitTimes above.
 template <class Times>
 class RankLowering {
  public:
-  RankLowering(const Schedule& s, const Times& times)
-      : s_(s), times_(times), uniform_(s.uniform_routes()) {}
+  RankLowering(const Schedule& s, const Times& times) : s_(s), times_(times) {}
 
   std::vector<Action> run(int r) {
-    r_ = r;
-    const auto& acts = s_.ranks[r_];
-    const std::size_t nsend = collect_recvs(acts);
+    const auto& acts = s_.ranks[r];
+    const std::size_t nsend = recvs_.collect(s_, times_, acts);
     std::vector<Action> out;
     out.reserve(acts.size() + recvs_.size() + nsend);
-    auto o = std::back_inserter(out);
-    Msg sends[2];  // the previous compute's (an FB pair has two)
-    std::size_t ns = 0;
-    std::size_t ri = 0;
-    // Emits the pending sends and the receives keyed below `limit`, in global key order.
-    const auto flush = [&](std::uint64_t limit) {
-      std::size_t si = 0;
-      for (; ri < recvs_.size() && recvs_[ri].hi < limit; ++ri) {
-        while (si < ns && sends[si] < recvs_[ri]) *o = sends[si++].act;
-        *o = recvs_[ri].act;
-      }
-      while (si < ns) *o = sends[si++].act;
-      ns = 0;
-    };
-    UnitTime clock = 0;
-    for (std::size_t i = 0; i < acts.size();) {
-      const auto [n, start, end] = unit_span(times_, acts, i, clock);
-      flush(end_key(end));  // receives timed before this compute's end come before it
-      for (std::size_t k = 0; k < n; ++k) {
-        *o = acts[i + k];
-        if (add_send(acts[i + k], end, &sends[ns])) ++ns;
-      }
-      if (ns == 2 && sends[1] < sends[0]) std::swap(sends[0], sends[1]);
-      clock = end;
-      i += n;
-    }
-    flush(~std::uint64_t{0});
+    RankWalk<Times, SortedRecvs, std::vector<Action>> walk(s_, times_, r, recvs_, out);
+    for (ListCursor c(acts); !c.end();) walk.unit(c);
+    walk.finish();
     return out;
   }
 
  private:
-  std::size_t idx(int c, std::uint32_t m) const { return static_cast<std::size_t>(c) * s_.M + m; }
-  const Route& route(std::uint32_t mb) const { return uniform_ ? s_.routes[0] : s_.routes[mb]; }
-  // Keys of messages timed before `end`: those whose first word is below this one.
-  static std::uint64_t end_key(UnitTime end) {
-    return std::uint64_t{std::bit_cast<std::uint32_t>(end)} << 32;
-  }
-
-  // The rank's receives in key order; returns how many sends it has. Activations and gradients
-  // each arrive in order for most schedules: two sorted runs, merged.
-  std::size_t collect_recvs(const std::vector<Action>& acts) {
-    frecvs_.clear();
-    brecvs_.clear();
-    std::size_t nsend = 0;
-    for (const Action& a : acts) {
-      const Route& rt = route(a.mb);
-      if (a.op == Op::F) {
-        if (a.chunk > rt.first) {
-          const int src = s_.chunk_rank[a.chunk - 1];
-          if (src != r_)
-            frecvs_.push_back(Msg::make(times_.activation_time(a.chunk - 1, a.mb), src, 0,
-                                        a.chunk - 1, a.mb,
-                                        make_action(Op::RECV_F, a.chunk, static_cast<int>(a.mb))));
-        }
-        nsend += a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r_;
-      } else if (a.op == Op::B || a.op == Op::BW) {
-        if (a.chunk < rt.last) {
-          const int src = s_.chunk_rank[a.chunk + 1];
-          if (src != r_)
-            brecvs_.push_back(Msg::make(times_.gradient_time(a.chunk + 1, a.mb), src, 1,
-                                        a.chunk + 1, a.mb,
-                                        make_action(Op::RECV_B, a.chunk, static_cast<int>(a.mb))));
-        }
-        nsend += a.chunk > rt.first && s_.chunk_rank[a.chunk - 1] != r_;
-      }
-    }
-    for (auto* v : {&frecvs_, &brecvs_})
-      if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
-    recvs_.resize(frecvs_.size() + brecvs_.size());
-    std::merge(frecvs_.begin(), frecvs_.end(), brecvs_.begin(), brecvs_.end(), recvs_.begin());
-    return nsend;
-  }
-
-  bool add_send(const Action& a, UnitTime end, Msg* m) const {
-    return send_after(s_, route(a.mb), r_, a, end, m);
-  }
-
   const Schedule& s_;
-  int r_ = 0;
   const Times& times_;
-  bool uniform_;
-  std::vector<Msg> frecvs_, brecvs_, recvs_;
+  SortedRecvs recvs_;
 };
 
 // The timed dry run that lower() uses on its own output. The unit-time pass gave every message
@@ -192,13 +121,15 @@ class RankLowering {
 // smaller keys) and its producer has run (everything before it on that rank waits only for
 // messages of earlier times). So the lowered schedule finishes under blocking, in-order
 // matched send/receive per peer pair. Ranks are checked independently (two threads at scale).
+// The checks of one SEND/RECV and of one compute unit are lower_detail's, shared with the
+// proof on lists in periodic form (PeriodicProof, lower_periodic.cpp).
 template <class Times>
 class TimedDryRun {
  public:
   TimedDryRun(const Schedule& s, const Times& times)
       : s_(s),
+        routes_(s),
         times_(times),
-        uniform_(s.uniform_routes()),
         flags_(static_cast<std::size_t>(s.num_chunks()) * s.M, 0) {}
 
   // Empty when the lowered lists keep to the times; else what broke first.
@@ -226,6 +157,17 @@ class TimedDryRun {
            std::to_string(sends) + " sends and " + std::to_string(recvs) + " receives\n";
   }
 
+  // lower_detail's Marks: per (chunk, micro-batch), written only by the chunk's rank.
+  bool done(std::uint32_t c, std::uint32_t m, std::uint8_t bit) const {
+    return (flags_[idx(c, m)] & bit) != 0;
+  }
+  bool once(std::uint32_t c, std::uint32_t m, std::uint8_t bit) {
+    std::uint8_t& f = flags_[idx(c, m)];
+    if (f & bit) return false;
+    f |= bit;
+    return true;
+  }
+
  private:
   // What one worker saw: the first problem, and the messages of its ranks.
   struct Tally {
@@ -233,58 +175,39 @@ class TimedDryRun {
     std::size_t sends = 0, recvs = 0, remote = 0;  // remote: messages its computes produce
   };
 
-  // Per (chunk, micro-batch), written only by the chunk's rank.
-  enum : std::uint8_t { kF = 1, kB = 2, kSentF = 4, kRecvF = 8, kSentB = 16, kRecvB = 32 };
-
-  std::size_t idx(int c, std::uint32_t m) const { return static_cast<std::size_t>(c) * s_.M + m; }
-  const Route& route(std::uint32_t mb) const { return uniform_ ? s_.routes[0] : s_.routes[mb]; }
-
-  static std::string at(int r, std::size_t i, const Action& a, const std::string& what) {
-    return "  rank " + std::to_string(r) + " step " + std::to_string(i) + " " + to_string(a) +
-           ": " + what + "\n";
+  std::size_t idx(std::uint32_t c, std::uint32_t m) const {
+    return static_cast<std::size_t>(c) * s_.M + m;
   }
 
   // Rank r's list against the times; adds its messages to *t (once, at the end: the workers'
   // tallies share a cache line).
   std::string replay(int r, Tally* t) {
     const auto& acts = s_.ranks[r];
-    const std::size_t size = acts.size();
     std::size_t sends = 0, recvs = 0, remote = 0;
     UnitTime clock = 0;
     Msg last{0, 0, {}};
     bool any = false;
-    for (std::size_t i = 0; i < size;) {
-      const Action& a = acts[i];
+    for (ListCursor c(acts); !c.end();) {
+      const std::size_t i = c.pos().k;
+      const Action a = c.get();
       if (is_comm(a.op)) {
         Msg key{};
-        std::string bad = comm(r, a, &key);
-        if (!bad.empty()) return at(r, i, a, bad);
+        const char* bad = check_comm(s_, routes_, times_, r, a, *this, &key);
+        if (bad != nullptr) return dry_run_line(r, i, a, bad);
         ++(is_send(a.op) ? sends : recvs);
-        if (any && !(last < key)) return at(r, i, a, "out of the order of message times");
+        if (any && !(last < key)) return dry_run_line(r, i, a, "out of the order of message times");
         last = key;
         any = true;
-        ++i;
+        c.next();
         continue;
       }
-      const auto [n, start, end] = unit_span(times_, acts, i, clock);
-      for (std::size_t k = 0; k < n; ++k) {
-        const Action& b = acts[i + k];
-        const Route& rt = route(b.mb);
-        std::uint8_t& f = flags_[idx(b.chunk, b.mb)];
-        if (b.op == Op::F) {
-          if (b.chunk < rt.last && times_.activation_time(b.chunk, b.mb) != end)
-            return at(r, i + k, b, "ends at another time than the lowering's");
-          remote += b.chunk < rt.last && s_.chunk_rank[b.chunk + 1] != r;
-          f |= kF;
-        } else if (b.op != Op::W) {
-          if (b.chunk > rt.first && times_.gradient_time(b.chunk, b.mb) != end)
-            return at(r, i + k, b, "ends at another time than the lowering's");
-          remote += b.chunk > rt.first && s_.chunk_rank[b.chunk - 1] != r;
-          f |= kB;
-        }
-      }
-      clock = end;
-      i += n;
+      Action u[2];
+      const UnitSpan span = take_unit(routes_, times_, c, clock, u);
+      std::uint32_t which = 0;
+      const char* bad =
+          check_unit(s_, routes_, times_, r, u, span.n, span.end, *this, &remote, &which);
+      if (bad != nullptr) return dry_run_line(r, i + which, u[which], bad);
+      clock = span.end;
     }
     t->sends += sends;
     t->recvs += recvs;
@@ -292,74 +215,28 @@ class TimedDryRun {
     return {};
   }
 
-  // Checks one SEND/RECV of rank r and gives its key.
-  std::string comm(int r, const Action& a, Msg* key) {
-    if (a.chunk >= s_.num_chunks() || a.mb >= static_cast<std::uint32_t>(s_.M))
-      return "chunk or micro-batch out of range";
-    if (s_.chunk_rank[a.chunk] != r) return "the chunk lives on another rank";
-    const Route& rt = route(a.mb);
-    std::uint8_t& f = flags_[idx(a.chunk, a.mb)];
-    const auto once = [&](std::uint8_t bit) {
-      if (f & bit) return false;
-      f |= bit;
-      return true;
-    };
-    switch (a.op) {
-      case Op::SEND_F:
-        if (a.chunk >= rt.last || s_.chunk_rank[a.chunk + 1] == r) return "no remote next chunk";
-        if (!(f & kF)) return "sent before its forward ran on this rank";
-        if (!once(kSentF)) return "sent twice";
-        *key = Msg::make(times_.activation_time(a.chunk, a.mb), r, 0, a.chunk, a.mb, a);
-        return {};
-      case Op::RECV_F:
-        if (a.chunk <= rt.first || s_.chunk_rank[a.chunk - 1] == r)
-          return "no remote previous chunk";
-        if (!once(kRecvF)) return "received twice";
-        *key = Msg::make(times_.activation_time(a.chunk - 1, a.mb), s_.chunk_rank[a.chunk - 1], 0,
-                         a.chunk - 1, a.mb, a);
-        return {};
-      case Op::SEND_B:
-        if (a.chunk <= rt.first || s_.chunk_rank[a.chunk - 1] == r)
-          return "no remote previous chunk";
-        if (!(f & kB)) return "sent before its backward ran on this rank";
-        if (!once(kSentB)) return "sent twice";
-        *key = Msg::make(times_.gradient_time(a.chunk, a.mb), r, 1, a.chunk, a.mb, a);
-        return {};
-      case Op::RECV_B:
-        if (a.chunk >= rt.last || s_.chunk_rank[a.chunk + 1] == r) return "no remote next chunk";
-        if (!once(kRecvB)) return "received twice";
-        *key = Msg::make(times_.gradient_time(a.chunk + 1, a.mb), s_.chunk_rank[a.chunk + 1], 1,
-                         a.chunk + 1, a.mb, a);
-        return {};
-      default:
-        return "not a SEND/RECV";
-    }
-  }
-
   // Every message rank r produces for another rank was sent by r and received there.
   std::string complete(int r) const {
     const auto& acts = s_.ranks[r];
     for (std::size_t i = 0; i < acts.size(); ++i) {
       const Action& a = acts[i];
-      const Route& rt = route(a.mb);
-      const std::uint8_t f = flags_[idx(a.chunk, a.mb)];
-      if (a.op == Op::F && a.chunk < rt.last && s_.chunk_rank[a.chunk + 1] != r) {
-        if (!(f & kSentF)) return at(r, i, a, "its output is never sent");
-        if (!(flags_[idx(a.chunk + 1, a.mb)] & kRecvF))
-          return at(r, i, a, "its output is never received");
-      } else if ((a.op == Op::B || a.op == Op::BW) && a.chunk > rt.first &&
-                 s_.chunk_rank[a.chunk - 1] != r) {
-        if (!(f & kSentB)) return at(r, i, a, "its input gradient is never sent");
-        if (!(flags_[idx(a.chunk - 1, a.mb)] & kRecvB))
-          return at(r, i, a, "its input gradient is never received");
-      }
+      const RemoteMessage out =
+          is_compute(a.op) ? remote_out(s_, a, routes_(a.mb)) : RemoteMessage{};
+      if (out.none()) continue;
+      const bool fwd = out.msg.dir == 0;
+      if (!done(a.chunk, a.mb, fwd ? kSentF : kSentB))
+        return dry_run_line(r, i, a,
+                            fwd ? "its output is never sent" : "its input gradient is never sent");
+      if (!done(consumer_chunk(out.msg), a.mb, fwd ? kRecvF : kRecvB))
+        return dry_run_line(
+            r, i, a, fwd ? "its output is never received" : "its input gradient is never received");
     }
     return {};
   }
 
   const Schedule& s_;
+  Routes routes_;
   const Times& times_;
-  bool uniform_;
   std::vector<std::uint8_t> flags_;
 };
 
@@ -444,7 +321,6 @@ class DryRun {
  public:
   explicit DryRun(const Schedule& s)
       : s_(s),
-        uniform_(s.uniform_routes()),
         done_(static_cast<std::size_t>(s.num_chunks()) * s.M, 0),
         heads_(s.P),
         on_stack_(s.P, 1) {}
@@ -484,27 +360,18 @@ class DryRun {
   static void skip_compute(const Action** p, const Action* end) {
     while (*p != end && !is_comm((*p)->op)) ++*p;
   }
-  const Route& route(std::uint32_t mb) const { return uniform_ ? s_.routes[0] : s_.routes[mb]; }
   std::uint8_t& at(int c, std::uint32_t m) { return done_[static_cast<std::size_t>(c) * s_.M + m]; }
 
   // Peer of a comm action, or -1 where the route has no neighbouring chunk.
-  int peer(const Action& a) const {
-    const Route& rt = route(a.mb);
-    if (a.op == Op::SEND_F || a.op == Op::RECV_B)
-      return a.chunk < rt.last ? s_.chunk_rank[a.chunk + 1] : -1;
-    return a.chunk > rt.first ? s_.chunk_rank[a.chunk - 1] : -1;
-  }
+  int peer(const Action& a) const { return peer_rank(s_, a); }
 
+  // Its input has been produced on this rank, or received from another.
   bool compute_ready(const Action& a) {
-    const Route& rt = route(a.mb);
-    if (a.op == Op::F) {
-      if (a.chunk == rt.first) return true;
-      return s_.chunk_rank[a.chunk - 1] == s_.chunk_rank[a.chunk] ? (at(a.chunk - 1, a.mb) & kF)
-                                                                  : (at(a.chunk, a.mb) & kRecvF);
-    }
-    if (a.op == Op::W || a.chunk == rt.last) return true;
-    return s_.chunk_rank[a.chunk + 1] == s_.chunk_rank[a.chunk] ? (at(a.chunk + 1, a.mb) & kB)
-                                                                : (at(a.chunk, a.mb) & kRecvB);
+    const MessageName in = message_in(a, s_.routes[a.mb]);
+    if (in.none()) return true;
+    if (producer_rank(s_, in) == s_.chunk_rank[a.chunk])
+      return at(static_cast<int>(producer_chunk(in)), a.mb) & (in.dir == 0 ? kF : kB);
+    return at(a.chunk, a.mb) & (in.dir == 0 ? kRecvF : kRecvB);
   }
 
   void wake(int q) {
@@ -549,8 +416,7 @@ class DryRun {
       const Action& snd = a_sends ? a : b;
       const Action& rcv = a_sends ? b : a;
       const bool fwd = snd.op == Op::SEND_F;
-      if (rcv.op != (fwd ? Op::RECV_F : Op::RECV_B) ||
-          rcv.chunk != (fwd ? snd.chunk + 1 : snd.chunk - 1) || rcv.mb != snd.mb) {
+      if (!(rcv == recv_action(comm_message(snd, s_.routes[snd.mb]), snd.mb))) {
         const int sender = a_sends ? r : q;
         mismatch_ = "  rank " + std::to_string(sender) + " sends " + to_string(snd) + " to rank " +
                     std::to_string(a_sends ? q : r) + ", whose next receive from it is " +
@@ -604,7 +470,6 @@ class DryRun {
   }
 
   const Schedule& s_;
-  bool uniform_;
   std::vector<std::uint8_t> done_;
   std::vector<Heads> heads_;
   std::vector<int> stack_;

@@ -30,6 +30,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.hpp"
@@ -68,30 +69,27 @@ class JumpTimes {
       for (std::uint32_t k = 0; k < g.length; ++k) {
         const Action a = lists.at(g, jump.first_rep[r], k);
         const MessageName out = message_out(a, route_);
-        if (out.dir >= 0)
-          ranges_[static_cast<std::size_t>(out.dir) * C_ + out.chunk].push_back(
-              {static_cast<std::int64_t>(a.mb), g.mb_step, jump.reps});
+        if (!out.none())
+          ranges_[row(out)].push_back({static_cast<std::int64_t>(a.mb), g.mb_step, jump.reps});
       }
     }
     index_ranges();
   }
 
-  // When the message (direction, chunk naming it as in PeriodicEngine, micro-batch) was made.
-  UnitTime time(int dir, std::uint32_t chunk, std::int64_t mb) const {
-    const std::size_t row = (static_cast<std::size_t>(dir) * C_ + chunk) * M_;
-    if (const Range* g = find(static_cast<std::size_t>(dir) * C_ + chunk, mb))
+  // When message m of micro-batch mb was made.
+  UnitTime message_time(const MessageName& m, std::int64_t mb) const {
+    const std::size_t row = this->row(m) * M_;
+    if (const Range* g = find(this->row(m), mb))
       return dense_[row + static_cast<std::size_t>(g->first_mb - g->mb_step)] +
              static_cast<UnitTime>(g->index(mb) + 1) * lambda_;
     return dense_[row + static_cast<std::size_t>(mb)];
   }
   // Whether that message is one of a jumped repetition (its time a formula).
-  bool jumped(int dir, std::uint32_t chunk, std::int64_t mb) const {
-    return find(static_cast<std::size_t>(dir) * C_ + chunk, mb) != nullptr;
-  }
+  bool jumped(const MessageName& m, std::int64_t mb) const { return find(row(m), mb) != nullptr; }
 
-  // Whether micro-batches a and b of that message are in one jumped range.
-  bool same_range(int dir, std::uint32_t chunk, std::int64_t a, std::int64_t b) const {
-    const std::size_t row = static_cast<std::size_t>(dir) * C_ + chunk;
+  // Whether micro-batches a and b of message m are in one jumped range.
+  bool same_range(const MessageName& m, std::int64_t a, std::int64_t b) const {
+    const std::size_t row = this->row(m);
     if (!by_residue_[row].empty()) {  // ranges of distinct residues: only find(a) can hold a
       const Range* g = find(row, a);
       return g != nullptr && g->index(b) >= 0;
@@ -101,20 +99,13 @@ class JumpTimes {
     return false;
   }
 
-  UnitTime activation_time(int chunk, std::uint32_t mb) const {
-    return time(0, static_cast<std::uint32_t>(chunk), mb);
-  }
-  UnitTime gradient_time(int chunk, std::uint32_t mb) const {
-    return time(1, static_cast<std::uint32_t>(chunk - 1), mb);
-  }
-  UnitTime input_time(const Action& a) const {
-    const MessageName in = message_in(a, route_);
-    return in.dir < 0 ? 0 : time(in.dir, in.chunk, a.mb);
-  }
-  const Route& route() const { return route_; }
   UnitTime lambda() const { return lambda_; }
 
  private:
+  // A message's row of times: by direction, then the chunk naming it.
+  std::size_t row(const MessageName& m) const {
+    return static_cast<std::size_t>(m.dir) * C_ + m.chunk;
+  }
   struct Range {  // micro-batches first_mb + j·mb_step, j < count
     std::int64_t first_mb;
     std::int32_t mb_step;
@@ -170,42 +161,103 @@ class JumpTimes {
   UnitTime lambda_ = 0;
 };
 
-// A place in one rank's segments.
-struct Pos {
-  std::uint32_t seg = 0, rep = 0, k = 0;
-  friend bool operator==(const Pos&, const Pos&) = default;
-};
-
-class Cursor {
+// A rank's receives in periodic form, in list order and key order (RankWalk's Recvs): two
+// streams, one per kind (0: activations, for F with a remote previous chunk; 1: gradients, for
+// B/BW with a remote next chunk), each walking the rank's list to its next receive; the head is
+// the smaller of their heads. `ok` turns false when a stream is out of key order (lower() then
+// sorts; the caller falls back to it).
+class StreamRecvs {
  public:
-  Cursor() = default;
-  Cursor(const PeriodicLists& lists, int r) : L_(&lists), segs_(&lists.ranks[r]) {}
-  bool end() const { return p.seg == segs_->size(); }
-  const Segment& seg() const { return (*segs_)[p.seg]; }
-  Action get() const { return L_->at(seg(), p.rep, p.k); }
-  // Actions of the current unit: 2 for an FB pair.
-  std::uint32_t unit() const { return get().overlap_next() && p.k + 1 < seg().length ? 2 : 1; }
-  void next(std::uint32_t n = 1) {
-    if ((p.k += n) < seg().length) return;
-    p.k = 0;
-    if (++p.rep < seg().reps) return;
-    p.rep = 0;
-    ++p.seg;
+  struct Stream {
+    ListCursor c;
+    int kind = 0;
+    Msg head{};
+    bool has_last = false;
+    Msg last{};
+  };
+
+  StreamRecvs(const Schedule& s, const PeriodicLists& lists, const JumpTimes& times)
+      : s_(s), L_(lists), T_(times) {}
+
+  void start(int r) {
+    ok = true;
+    for (int kind = 0; kind < 2; ++kind) {
+      streams[kind] = Stream{ListCursor(L_, r), kind};
+      seek(streams[kind]);
+    }
   }
-  void next_segment() { p = {p.seg + 1, 0, 0}; }
-  Pos p;
+  bool empty() const { return best() == nullptr; }
+  const Msg& head() const { return best()->head; }
+  void pop() {
+    Stream& st = *best();
+    if (st.has_last && !(st.last < st.head)) ok = false;  // not in key order
+    st.last = st.head;
+    st.has_last = true;
+    st.c.next();
+    seek(st);
+  }
+  // The stream's head after its cursor moved (by a skip).
+  void reseek_head(Stream& st) { st.head = key_of(st.c.get()); }
+
+  bool ok = true;
+  Stream streams[2];
 
  private:
-  const PeriodicLists* L_ = nullptr;
-  const std::vector<Segment>* segs_ = nullptr;
+  const Stream* best() const {
+    const Stream* b = nullptr;
+    for (const Stream& st : streams)
+      if (!st.c.end() && (!b || st.head < b->head)) b = &st;
+    return b;
+  }
+  Stream* best() { return const_cast<Stream*>(std::as_const(*this).best()); }
+
+  bool wants(const Stream& st, const Action& a) const {
+    const RemoteMessage in = remote_in(s_, a, s_.routes.front());
+    return !in.none() && in.msg.dir == st.kind;
+  }
+  bool segment_wants(const Stream& st, const Segment& g) const {
+    for (std::uint32_t k = 0; k < g.length; ++k)
+      if (wants(st, L_.pool[g.begin + k])) return true;  // (the chunk does not move with reps)
+    return false;
+  }
+  // To the stream's next receive (or its end), and its key.
+  void seek(Stream& st) {
+    while (!st.c.end()) {
+      if (st.c.pos().k == 0 && st.c.pos().rep == 0 && !segment_wants(st, st.c.seg())) {
+        st.c.next_segment();
+        continue;
+      }
+      const Action a = st.c.get();
+      if (wants(st, a)) {
+        st.head = key_of(a);
+        return;
+      }
+      st.c.next();
+    }
+  }
+  Msg key_of(const Action& a) const {
+    Msg m{};
+    recv_before(s_, T_, a, s_.routes.front(), &m);
+    return m;
+  }
+
+  const Schedule& s_;
+  const PeriodicLists& L_;
+  const JumpTimes& T_;
 };
 
-// Builds rank r's lowered list in periodic form (see the top of the file).
+// Builds rank r's lowered list in periodic form (see the top of the file): lower()'s walk
+// (RankWalk), and where the walk repeats itself, the repetition written once.
 class RankLoweringP {
  public:
   RankLoweringP(const Schedule& s, const PeriodicLists& compute, const JumpTimes& times,
                 const PeriodicUnitEngine& engine)
-      : s_(s), L_(compute), T_(times), jump_(engine.jump_in(0)), engine_(engine) {}
+      : s_(s),
+        L_(compute),
+        T_(times),
+        jump_(engine.jump_in(0)),
+        engine_(engine),
+        streams_(s, compute, times) {}
 
   // False when a receive stream is out of key order (lower() then sorts; the caller falls back
   // to it).
@@ -216,20 +268,17 @@ class RankLoweringP {
     pool_ = &pool;
     segs_ = &segs;
     lit_.clear();
-    ok_ = true;
-    Cursor c(L_, r);
-    streams_[0] = Stream(L_, r, 0);
-    streams_[1] = Stream(L_, r, 1);
-    for (Stream& st : streams_) seek(st);
-    ns_ = 0;
-    clock_ = 0;
+    streams_.start(r);
+    RankWalk<JumpTimes, StreamRecvs, std::vector<Action>> walk(s_, T_, r, streams_, lit_);
+    walk_ = &walk;
     bool have_prev = false;
     Snapshot prev;
-    while (!c.end() && ok_) {
-      if (jump_.taken && c.p.seg == part_ && c.p.k == 0 && c.p.rep >= jump_.first_rep[r]) {
-        Snapshot now = snapshot(c.p.rep);
+    for (ListCursor c(L_, r); !c.end() && streams_.ok;) {
+      const ListPos& at = c.pos();
+      if (jump_.taken && at.seg == part_ && at.k == 0 && at.rep >= jump_.first_rep[r]) {
+        Snapshot now = snapshot(at.rep);
         if (have_prev && prev.rep + 1 == now.rep && repeats(prev, now)) {
-          const std::uint32_t K = skippable(c.p.rep);
+          const std::uint32_t K = skippable(at.rep);
           if (K > 0) {
             skip(c, prev, K);
             have_prev = false;
@@ -239,109 +288,18 @@ class RankLoweringP {
         prev = now;
         have_prev = true;
       }
-      const std::uint32_t n = c.unit();
-      Action u[2];
-      UnitTime start = clock_, cost = 0;
-      for (std::uint32_t i = 0; i < n; ++i) {
-        u[i] = c.get();
-        c.next();
-        start = std::max(start, T_.input_time(u[i]));
-        cost += unit_cost(u[i]);
-      }
-      const UnitTime end = start + cost;
-      flush(std::uint64_t{std::bit_cast<std::uint32_t>(end)} << 32);
-      for (std::uint32_t i = 0; i < n; ++i) {
-        lit_.push_back(u[i]);
-        if (add_send(u[i], end, &sends_[ns_])) ++ns_;
-      }
-      if (ns_ == 2 && sends_[1] < sends_[0]) std::swap(sends_[0], sends_[1]);
-      clock_ = end;
+      walk.unit(c);
     }
-    flush(~std::uint64_t{0});
+    walk.finish();
     append_compressed(lit_, pool, segs);
-    return ok_;
+    return streams_.ok;
   }
 
  private:
-  // The rank's receives of one kind (0: activations, for F with a remote previous chunk; 1:
-  // gradients, for B/BW with a remote next chunk), in list order, with their keys.
-  struct Stream {
-    Stream() = default;
-    Stream(const PeriodicLists& lists, int r, int kind) : c(lists, r), kind(kind) {}
-    Cursor c;
-    int kind = 0;
-    Msg head{};
-    bool has_last = false;
-    Msg last{};
-  };
-
-  bool wants(const Stream& st, const Action& a) const {
-    const Route& rt = s_.routes.front();
-    if (st.kind == 0)
-      return a.op == Op::F && static_cast<int>(a.chunk) > rt.first &&
-             s_.chunk_rank[a.chunk - 1] != r_;
-    return (a.op == Op::B || a.op == Op::BW) && static_cast<int>(a.chunk) < rt.last &&
-           s_.chunk_rank[a.chunk + 1] != r_;
-  }
-  bool segment_wants(const Stream& st, const Segment& g) const {
-    for (std::uint32_t k = 0; k < g.length; ++k)
-      if (wants(st, L_.pool[g.begin + k])) return true;  // (the chunk does not move with reps)
-    return false;
-  }
-  // To the stream's next receive (or its end), and its key.
-  void seek(Stream& st) {
-    while (!st.c.end()) {
-      if (st.c.p.k == 0 && st.c.p.rep == 0 && !segment_wants(st, st.c.seg())) {
-        st.c.next_segment();
-        continue;
-      }
-      const Action a = st.c.get();
-      if (wants(st, a)) {
-        st.head = key_of(st, a);
-        return;
-      }
-      st.c.next();
-    }
-  }
-  Msg key_of(const Stream& st, const Action& a) const {
-    if (st.kind == 0)
-      return Msg::make(T_.activation_time(a.chunk - 1, a.mb), s_.chunk_rank[a.chunk - 1], 0,
-                       a.chunk - 1, a.mb, make_action(Op::RECV_F, a.chunk, a.mb));
-    return Msg::make(T_.gradient_time(a.chunk + 1, a.mb), s_.chunk_rank[a.chunk + 1], 1,
-                     a.chunk + 1, a.mb, make_action(Op::RECV_B, a.chunk, a.mb));
-  }
-  void pop(Stream& st) {
-    if (st.has_last && !(st.last < st.head)) ok_ = false;  // not in key order
-    st.last = st.head;
-    st.has_last = true;
-    st.c.next();
-    seek(st);
-  }
-
-  // Emits pending sends and the receives keyed below `limit`, in key order.
-  void flush(std::uint64_t limit) {
-    std::size_t si = 0;
-    for (;;) {
-      Stream* best = nullptr;
-      for (Stream& st : streams_)
-        if (!st.c.end() && (!best || st.head < best->head)) best = &st;
-      if (!best || best->head.hi >= limit) break;
-      while (si < ns_ && sends_[si] < best->head) lit_.push_back(sends_[si++].act);
-      lit_.push_back(best->head.act);
-      pop(*best);
-    }
-    while (si < ns_) lit_.push_back(sends_[si++].act);
-    ns_ = 0;
-  }
-
-  bool add_send(const Action& a, UnitTime end, Msg* m) const {
-    return send_after(s_, s_.routes.front(), r_, a, end, m);
-  }
-
   struct Snapshot {
     std::uint32_t rep = 0;
     std::size_t lit = 0;  // lit_.size() then
-    Pos stream[2];
+    ListPos stream[2];
     bool stream_end[2] = {false, false};
     std::size_t ns = 0;
     Msg sends[2];
@@ -352,23 +310,19 @@ class RankLoweringP {
     s.rep = rep;
     s.lit = lit_.size();
     for (int i = 0; i < 2; ++i) {
-      s.stream[i] = streams_[i].c.p;
-      s.stream_end[i] = streams_[i].c.end();
+      s.stream[i] = streams_.streams[i].c.pos();
+      s.stream_end[i] = streams_.streams[i].c.end();
     }
-    s.ns = ns_;
-    for (std::size_t i = 0; i < ns_; ++i) s.sends[i] = sends_[i];
-    s.clock = clock_;
+    s.ns = walk_->ns_;
+    for (std::size_t i = 0; i < walk_->ns_; ++i) s.sends[i] = walk_->sends_[i];
+    s.clock = walk_->clock_;
     return s;
-  }
-  static UnitTime key_time(const Msg& m) {
-    return std::bit_cast<UnitTime>(static_cast<std::uint32_t>(m.hi >> 32));
   }
   // a moved on by one repetition: λ later, micro-batches one step on.
   bool moved_on(const Msg& a, const Msg& b) const {
     return b.act.op == a.act.op && b.act.chunk == a.act.chunk &&
            static_cast<std::int64_t>(b.act.mb) == static_cast<std::int64_t>(a.act.mb) + step_ &&
-           (b.hi & 0xffffffffu) == (a.hi & 0xffffffffu) &&
-           key_time(b) == key_time(a) + T_.lambda() &&
+           (b.hi & 0xffffffffu) == (a.hi & 0xffffffffu) && b.time() == a.time() + T_.lambda() &&
            static_cast<std::int64_t>(b.lo) == static_cast<std::int64_t>(a.lo) + step_;
   }
   bool repeats(const Snapshot& a, const Snapshot& b) const {
@@ -376,7 +330,7 @@ class RankLoweringP {
     for (int i = 0; i < 2; ++i) {
       if (a.stream_end[i] != b.stream_end[i]) return false;
       if (a.stream_end[i]) continue;
-      const Pos &x = a.stream[i], &y = b.stream[i];
+      const ListPos &x = a.stream[i], &y = b.stream[i];
       if (x.seg != part_ || y.seg != part_ || x.k != y.k || y.rep != x.rep + 1) return false;
     }
     for (std::size_t i = 0; i < a.ns; ++i)
@@ -389,12 +343,12 @@ class RankLoweringP {
   std::uint32_t skippable(std::uint32_t rep) const {
     const std::int64_t last = static_cast<std::int64_t>(jump_.first_rep[r_]) + jump_.reps - 1;
     std::int64_t K = last - rep;
-    for (const Stream& st : streams_)
-      if (!st.c.end()) K = std::min<std::int64_t>(K, last - st.c.p.rep);
+    for (const StreamRecvs::Stream& st : streams_.streams)
+      if (!st.c.end()) K = std::min<std::int64_t>(K, last - st.c.pos().rep);
     return K > 1 ? static_cast<std::uint32_t>(K - 1) : 0;
   }
   // Writes the block since `prev` K more times (moved on each time) and moves the walk on.
-  void skip(Cursor& c, const Snapshot& prev, std::uint32_t K) {
+  void skip(ListCursor& c, const Snapshot& prev, std::uint32_t K) {
     std::vector<Action> block(lit_.begin() + static_cast<std::ptrdiff_t>(prev.lit), lit_.end());
     for (Action& a : block)
       a.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(a.mb) + step_);
@@ -404,21 +358,16 @@ class RankLoweringP {
                       static_cast<std::uint32_t>(block.size()), K, step_});
     pool_->insert(pool_->end(), block.begin(), block.end());
     const std::int64_t dmb = static_cast<std::int64_t>(K) * step_;
-    c.p.rep += K;
-    for (Stream& st : streams_) {
+    c.seek({c.pos().seg, c.pos().rep + K, c.pos().k});
+    for (StreamRecvs::Stream& st : streams_.streams) {
       if (st.c.end()) continue;
-      st.c.p.rep += K;
-      st.head = key_of(st, st.c.get());
+      st.c.seek({st.c.pos().seg, st.c.pos().rep + K, st.c.pos().k});
+      streams_.reseek_head(st);
       st.has_last = false;  // (the last key moved on is below the head: the block repeated)
     }
-    for (std::size_t i = 0; i < ns_; ++i) {
-      Msg& m = sends_[i];
-      m.act.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(m.act.mb) + dmb);
-      m = Msg::make(key_time(m) + static_cast<UnitTime>(K) * T_.lambda(),
-                    static_cast<int>((m.hi >> 1) & 0x7fffffffu), static_cast<int>(m.hi & 1),
-                    static_cast<int>(m.lo >> 32), m.act.mb, m.act);
-    }
-    clock_ += static_cast<UnitTime>(K) * T_.lambda();
+    for (std::size_t i = 0; i < walk_->ns_; ++i)
+      walk_->sends_[i] = walk_->sends_[i].moved(static_cast<UnitTime>(K) * T_.lambda(), dmb);
+    walk_->clock_ += static_cast<UnitTime>(K) * T_.lambda();
   }
 
   const Schedule& s_;
@@ -432,80 +381,24 @@ class RankLoweringP {
   std::vector<Action>* pool_ = nullptr;
   std::vector<Segment>* segs_ = nullptr;
   std::vector<Action> lit_;
-  Stream streams_[2];
-  Msg sends_[2];
-  std::size_t ns_ = 0;
-  UnitTime clock_ = 0;
-  bool ok_ = true;
+  StreamRecvs streams_;
+  RankWalk<JumpTimes, StreamRecvs, std::vector<Action>>* walk_ = nullptr;  // run()'s
 };
 
-// lower()'s timed dry run (TimedDryRun in lower.cpp) on lowered lists in periodic form, with
-// the JumpTimes as its witness (see the top of the file). Empty when the lists keep to the
-// times; else what broke first (or that it could not tell, and the caller checks the flat
-// lists).
-class PeriodicProof {
+// What happened to each (chunk, micro-batch) in the periodic proof (lower_detail's Marks): bits
+// of the actions walked, and for the repetitions passed without walking, claims: per (bit,
+// chunk) the micro-batches first + j·step (j < count) they cover.
+class ProofMarks {
  public:
-  PeriodicProof(const Schedule& s, const PeriodicLists& lowered, const JumpTimes& times)
-      : s_(s),
-        L_(lowered),
-        T_(times),
-        C_(static_cast<std::size_t>(s.num_chunks())),
-        M_(static_cast<std::size_t>(s.M)),
-        flags_(static_cast<std::uint8_t*>(std::calloc(C_ * M_, 1)), std::free),
-        claims_(kBits * C_) {
+  ProofMarks(std::size_t C, std::size_t M)
+      : C_(C),
+        M_(M),
+        flags_(static_cast<std::uint8_t*>(std::calloc(C * M, 1)), std::free),
+        claims_(kMarkBits * C),
+        walked_(kMarkBits * C) {
     if (!flags_) throw std::bad_alloc();
   }
 
-  std::string run() {
-    std::size_t sends = 0, recvs = 0, remote = 0;
-    for (int r = 0; r < s_.P; ++r) {
-      Rank st;
-      for (const Segment& g : L_.ranks[r]) {
-        std::string why = segment(r, g, st);
-        if (!why.empty()) return why;
-      }
-      sends += st.sends;
-      recvs += st.recvs;
-      remote += st.remote;
-    }
-    if (sends == remote && recvs == remote) return {};
-    return "  " + std::to_string(remote) + " messages cross ranks, but there are " +
-           std::to_string(sends) + " sends and " + std::to_string(recvs) + " receives\n";
-  }
-
- private:
-  // What happened to (chunk, micro-batch), as in TimedDryRun.
-  enum : std::uint8_t { kF = 1, kB = 2, kSentF = 4, kRecvF = 8, kSentB = 16, kRecvB = 32 };
-  static constexpr std::size_t kBits = 6;
-  static std::size_t bit_index(std::uint8_t bit) {
-    return static_cast<std::size_t>(std::countr_zero(bit));
-  }
-
-  struct Rank {
-    UnitTime clock = 0;
-    bool any = false;
-    Msg last{0, 0, {}};
-    std::size_t sends = 0, recvs = 0, remote = 0;
-    std::size_t step = 0;  // actions walked or passed, for messages
-  };
-  // Micro-batches first + j·step (j < count) of repetitions not walked, per (bit, chunk).
-  struct Claim {
-    std::int64_t first, step, count;
-    bool has(std::int64_t mb) const {
-      const std::int64_t d = mb - first;
-      return d % step == 0 && d / step >= 0 && d / step < count;
-    }
-  };
-
-  static std::string at(int r, std::size_t i, const Action& a, const std::string& what) {
-    return "  rank " + std::to_string(r) + " step " + std::to_string(i) + " " + to_string(a) +
-           ": " + what + "\n";
-  }
-  bool claimed(std::uint8_t bit, std::uint32_t chunk, std::int64_t mb) const {
-    for (const Claim& c : claims_[bit_index(bit) * C_ + chunk])
-      if (c.has(mb)) return true;
-    return false;
-  }
   bool done(std::uint32_t chunk, std::uint32_t mb, std::uint8_t bit) const {
     return (flags_[chunk * M_ + mb] & bit) || claimed(bit, chunk, mb);
   }
@@ -519,171 +412,9 @@ class PeriodicProof {
     return true;
   }
 
-  // The bit an action sets, or 0.
-  static std::uint8_t bit_of(const Action& a) {
-    switch (a.op) {
-      case Op::F:
-        return kF;
-      case Op::B:
-      case Op::BW:
-        return kB;
-      case Op::SEND_F:
-        return kSentF;
-      case Op::RECV_F:
-        return kRecvF;
-      case Op::SEND_B:
-        return kSentB;
-      case Op::RECV_B:
-        return kRecvB;
-      default:
-        return 0;
-    }
-  }
-
-  // The message a SEND/RECV names: (direction, chunk as JumpTimes names it).
-  std::pair<int, std::uint32_t> message_of(const Action& a) const {
-    switch (a.op) {
-      case Op::SEND_F:
-        return {0, a.chunk};
-      case Op::RECV_F:
-        return {0, static_cast<std::uint32_t>(a.chunk - 1)};
-      case Op::SEND_B:
-        return {1, static_cast<std::uint32_t>(a.chunk - 1)};
-      default:
-        return {1, a.chunk};  // RECV_B
-    }
-  }
-
-  // One comm action; its key in *key.
-  std::string comm(int r, const Action& a, Msg* key) {
-    const Route& rt = s_.routes.front();
-    if (a.chunk >= C_ || a.mb >= M_) return "chunk or micro-batch out of range";
-    if (s_.chunk_rank[a.chunk] != r) return "the chunk lives on another rank";
-    const int c = static_cast<int>(a.chunk);
-    switch (a.op) {
-      case Op::SEND_F:
-        if (c >= rt.last || s_.chunk_rank[c + 1] == r) return "no remote next chunk";
-        if (!done(a.chunk, a.mb, kF)) return "sent before its forward ran on this rank";
-        if (!once(a.chunk, a.mb, kSentF)) return "sent twice";
-        *key = Msg::make(T_.activation_time(c, a.mb), r, 0, c, a.mb, a);
-        return {};
-      case Op::RECV_F:
-        if (c <= rt.first || s_.chunk_rank[c - 1] == r) return "no remote previous chunk";
-        if (!once(a.chunk, a.mb, kRecvF)) return "received twice";
-        *key = Msg::make(T_.activation_time(c - 1, a.mb), s_.chunk_rank[c - 1], 0, c - 1, a.mb, a);
-        return {};
-      case Op::SEND_B:
-        if (c <= rt.first || s_.chunk_rank[c - 1] == r) return "no remote previous chunk";
-        if (!done(a.chunk, a.mb, kB)) return "sent before its backward ran on this rank";
-        if (!once(a.chunk, a.mb, kSentB)) return "sent twice";
-        *key = Msg::make(T_.gradient_time(c, a.mb), r, 1, c, a.mb, a);
-        return {};
-      case Op::RECV_B:
-        if (c >= rt.last || s_.chunk_rank[c + 1] == r) return "no remote next chunk";
-        if (!once(a.chunk, a.mb, kRecvB)) return "received twice";
-        *key = Msg::make(T_.gradient_time(c + 1, a.mb), s_.chunk_rank[c + 1], 1, c + 1, a.mb, a);
-        return {};
-      default:
-        return "not a SEND/RECV";
-    }
-  }
-
-  // Repetition rep of g, action by action, as TimedDryRun::replay does.
-  std::string walk(int r, const Segment& g, std::uint32_t rep, Rank& st) {
-    const Route& rt = s_.routes.front();
-    for (std::uint32_t k = 0; k < g.length;) {
-      const Action a = L_.at(g, rep, k);
-      if (is_comm(a.op)) {
-        Msg key{};
-        std::string bad = comm(r, a, &key);
-        if (!bad.empty()) return at(r, st.step, a, bad);
-        ++(is_send(a.op) ? st.sends : st.recvs);
-        if (st.any && !(st.last < key))
-          return at(r, st.step, a, "out of the order of message times");
-        st.last = key;
-        st.any = true;
-        ++k;
-        ++st.step;
-        continue;
-      }
-      const std::uint32_t n =
-          a.overlap_next() && k + 1 < g.length && !is_comm(L_.pool[g.begin + k + 1].op) ? 2 : 1;
-      UnitTime start = st.clock, cost = 0;
-      Action u[2];
-      for (std::uint32_t i = 0; i < n; ++i) {
-        u[i] = L_.at(g, rep, k + i);
-        if (u[i].chunk >= C_ || u[i].mb >= M_ || s_.chunk_rank[u[i].chunk] != r)
-          return at(r, st.step + i, u[i], "not this rank's action");
-        start = std::max(start, T_.input_time(u[i]));
-        cost += unit_cost(u[i]);
-      }
-      const UnitTime end = start + cost;
-      for (std::uint32_t i = 0; i < n; ++i) {
-        const Action& b = u[i];
-        const int c = static_cast<int>(b.chunk);
-        if (b.op == Op::F) {
-          if (c < rt.last && T_.activation_time(c, b.mb) != end)
-            return at(r, st.step + i, b, "ends at another time than the lowering's");
-          st.remote += c < rt.last && s_.chunk_rank[c + 1] != r;
-          if (!once(b.chunk, b.mb, kF)) return at(r, st.step + i, b, "runs twice");
-        } else if (b.op != Op::W) {
-          if (c > rt.first && T_.gradient_time(c, b.mb) != end)
-            return at(r, st.step + i, b, "ends at another time than the lowering's");
-          st.remote += c > rt.first && s_.chunk_rank[c - 1] != r;
-          if (!once(b.chunk, b.mb, kB)) return at(r, st.step + i, b, "runs twice");
-        }
-      }
-      st.clock = end;
-      k += n;
-      st.step += n;
-    }
-    return {};
-  }
-
-  // Whether repetitions [from, g.reps) of g may be passed as repetition from-1 moved on (see
-  // the top of the file), and their claims are free.
-  bool passable(const Segment& g, std::uint32_t from) const {
-    if (g.mb_step != 1 && g.mb_step != -1) return false;
-    const std::uint32_t lastrep = g.reps - 1;
-    // Every message time they read is a formula: from the repetition before them on.
-    const auto formula = [&](int dir, std::uint32_t chunk, std::int64_t mb0) {
-      const std::int64_t a = mb0 + static_cast<std::int64_t>(from - 1) * g.mb_step;
-      const std::int64_t b = mb0 + static_cast<std::int64_t>(lastrep) * g.mb_step;
-      return T_.jumped(dir, chunk, a) && T_.jumped(dir, chunk, b) &&
-             T_.same_range(dir, chunk, a, b);
-    };
-    for (std::uint32_t k = 0; k < g.length; ++k) {
-      const Action a = L_.pool[g.begin + k];
-      if (is_comm(a.op)) {
-        const auto [dir, chunk] = message_of(a);
-        if (!formula(dir, chunk, a.mb)) return false;
-        // A send's data comes from this segment, at most two repetitions back.
-        if (is_send(a.op)) {
-          const Op producer = a.op == Op::SEND_F ? Op::F : Op::B;
-          bool found = false;
-          for (std::uint32_t j = 0; j < g.length && !found; ++j) {
-            const Action p = L_.pool[g.begin + j];
-            const bool kind = p.op == producer || (producer == Op::B && p.op == Op::BW);
-            if (!kind || p.chunk != a.chunk) continue;
-            // p.mb + y·step = a.mb + x·step: the producer runs x - y repetitions back.
-            const std::int64_t d = static_cast<std::int64_t>(p.mb) - a.mb;
-            if (d % g.mb_step != 0) continue;
-            const std::int64_t reps_back = d / g.mb_step;
-            found = (reps_back == 0 && j < k) || reps_back == 1 || reps_back == 2;
-          }
-          if (!found) return false;
-        }
-        continue;
-      }
-      for (const MessageName& m : {message_in(a, T_.route()), message_out(a, T_.route())})
-        if (m.dir >= 0 && !formula(m.dir, m.chunk, a.mb)) return false;
-    }
-    return true;
-  }
-
-  // Claims repetitions [from, g.reps) of g; false if one was already done or claimed.
-  // All or nothing: a refused claim leaves none of its ranges behind.
-  bool claim(const Segment& g, std::uint32_t from) {
+  // Claims repetitions [from, g.reps) of g (pattern actions `pattern`); false if one was already
+  // done or claimed. All or nothing: a refused claim leaves none of its ranges behind.
+  bool claim(const Segment& g, const Action* pattern, std::uint32_t from) {
     std::vector<std::vector<Claim>*> added;
     const auto refuse = [&] {
       for (auto it = added.rbegin(); it != added.rend(); ++it) (*it)->pop_back();
@@ -691,7 +422,7 @@ class PeriodicProof {
     };
     const std::int64_t count = g.reps - from;
     for (std::uint32_t k = 0; k < g.length; ++k) {
-      const Action a = L_.pool[g.begin + k];
+      const Action a = pattern[k];
       const std::uint8_t bit = bit_of(a);
       if (!bit) continue;
       const std::int64_t first =
@@ -714,71 +445,221 @@ class PeriodicProof {
     return true;
   }
 
-  std::string segment(int r, const Segment& g, Rank& st) {
+ private:
+  struct Claim {
+    std::int64_t first, step, count;
+    bool has(std::int64_t mb) const {
+      const std::int64_t d = mb - first;
+      return d % step == 0 && d / step >= 0 && d / step < count;
+    }
+  };
+  struct Span {
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
+  };
+  static std::size_t bit_index(std::uint8_t bit) {
+    return static_cast<std::size_t>(std::countr_zero(bit));
+  }
+  // The bit an action sets, or 0.
+  static std::uint8_t bit_of(const Action& a) {
+    switch (a.op) {
+      case Op::F:
+        return kRanF;
+      case Op::B:
+      case Op::BW:
+        return kRanB;
+      case Op::SEND_F:
+        return kSentF;
+      case Op::RECV_F:
+        return kRecvF;
+      case Op::SEND_B:
+        return kSentB;
+      case Op::RECV_B:
+        return kRecvB;
+      default:
+        return 0;
+    }
+  }
+  bool claimed(std::uint8_t bit, std::uint32_t chunk, std::int64_t mb) const {
+    for (const Claim& c : claims_[bit_index(bit) * C_ + chunk])
+      if (c.has(mb)) return true;
+    return false;
+  }
+
+  std::size_t C_, M_;
+  std::unique_ptr<std::uint8_t[], void (*)(void*)> flags_;
+  std::vector<std::vector<Claim>> claims_;  // per (bit, chunk)
+  std::vector<Span> walked_;                // per (bit, chunk): the walked micro-batches' span
+};
+
+// lower()'s timed dry run (TimedDryRun in lower.cpp) on lowered lists in periodic form, with
+// the JumpTimes as its witness (see the top of the file): the same checks of each SEND/RECV and
+// compute unit (lower_detail), on the repetitions walked. Empty when the lists keep to the
+// times; else what broke first (or that it could not tell, and the caller checks the flat
+// lists).
+class PeriodicProof {
+ public:
+  PeriodicProof(const Schedule& s, const PeriodicLists& lowered, const JumpTimes& times)
+      : s_(s),
+        L_(lowered),
+        T_(times),
+        routes_(s),
+        marks_(static_cast<std::size_t>(s.num_chunks()), static_cast<std::size_t>(s.M)) {}
+
+  std::string run() {
+    std::size_t sends = 0, recvs = 0, remote = 0;
+    for (int r = 0; r < s_.P; ++r) {
+      Rank st;
+      for (std::uint32_t g = 0; g < L_.ranks[r].size(); ++g) {
+        std::string why = segment(r, g, st);
+        if (!why.empty()) return why;
+      }
+      sends += st.sends;
+      recvs += st.recvs;
+      remote += st.remote;
+    }
+    if (sends == remote && recvs == remote) return {};
+    return "  " + std::to_string(remote) + " messages cross ranks, but there are " +
+           std::to_string(sends) + " sends and " + std::to_string(recvs) + " receives\n";
+  }
+
+ private:
+  struct Rank {
+    UnitTime clock = 0;
+    bool any = false;
+    Msg last{0, 0, {}};
+    std::size_t sends = 0, recvs = 0, remote = 0;
+    std::size_t step = 0;  // actions walked or passed, for messages
+  };
+
+  // Repetition rep of segment gi, action by action, as TimedDryRun::replay does.
+  std::string walk(int r, std::uint32_t gi, std::uint32_t rep, Rank& st) {
+    ListCursor c(L_, r);
+    c.seek({gi, rep, 0});
+    const std::size_t C = static_cast<std::size_t>(s_.num_chunks());
+    while (!c.end() && c.pos().seg == gi && c.pos().rep == rep) {
+      const Action a = c.get();
+      if (is_comm(a.op)) {
+        Msg key{};
+        const char* bad = check_comm(s_, routes_, T_, r, a, marks_, &key);
+        if (bad != nullptr) return dry_run_line(r, st.step, a, bad);
+        ++(is_send(a.op) ? st.sends : st.recvs);
+        if (st.any && !(st.last < key))
+          return dry_run_line(r, st.step, a, "out of the order of message times");
+        st.last = key;
+        st.any = true;
+        c.next();
+        ++st.step;
+        continue;
+      }
+      for (std::uint32_t i = 0; i < c.unit(); ++i) {
+        const Action b = c.get(i);
+        if (b.chunk >= C || b.mb >= static_cast<std::uint32_t>(s_.M) || s_.chunk_rank[b.chunk] != r)
+          return dry_run_line(r, st.step + i, b, "not this rank's action");
+      }
+      Action u[2];
+      const UnitSpan span = take_unit(routes_, T_, c, st.clock, u);
+      std::uint32_t which = 0;
+      const char* bad =
+          check_unit(s_, routes_, T_, r, u, span.n, span.end, marks_, &st.remote, &which);
+      if (bad != nullptr) return dry_run_line(r, st.step + which, u[which], bad);
+      st.clock = span.end;
+      st.step += span.n;
+    }
+    return {};
+  }
+
+  // Whether repetitions [from, g.reps) of g may be passed as repetition from-1 moved on (see
+  // the top of the file), and their claims are free.
+  bool passable(const Segment& g, std::uint32_t from) const {
+    if (g.mb_step != 1 && g.mb_step != -1) return false;
+    const std::uint32_t lastrep = g.reps - 1;
+    const Route& rt = s_.routes.front();
+    // Every message time they read is a formula: from the repetition before them on.
+    const auto formula = [&](const MessageName& m, std::int64_t mb0) {
+      const std::int64_t a = mb0 + static_cast<std::int64_t>(from - 1) * g.mb_step;
+      const std::int64_t b = mb0 + static_cast<std::int64_t>(lastrep) * g.mb_step;
+      return T_.jumped(m, a) && T_.jumped(m, b) && T_.same_range(m, a, b);
+    };
+    for (std::uint32_t k = 0; k < g.length; ++k) {
+      const Action a = L_.pool[g.begin + k];
+      if (is_comm(a.op)) {
+        const MessageName m = comm_message(a, rt);
+        if (m.none() || !formula(m, a.mb)) return false;
+        if (is_send(a.op) && !producer_nearby(g, k)) return false;
+        continue;
+      }
+      for (const MessageName& m : {message_in(a, rt), message_out(a, rt)})
+        if (!m.none() && !formula(m, a.mb)) return false;
+    }
+    return true;
+  }
+
+  // Whether the data of the send at pattern place k comes from this segment, at most two
+  // repetitions back.
+  bool producer_nearby(const Segment& g, std::uint32_t k) const {
+    const Action a = L_.pool[g.begin + k];
+    const Op producer = a.op == Op::SEND_F ? Op::F : Op::B;
+    for (std::uint32_t j = 0; j < g.length; ++j) {
+      const Action p = L_.pool[g.begin + j];
+      const bool kind = p.op == producer || (producer == Op::B && p.op == Op::BW);
+      if (!kind || p.chunk != a.chunk) continue;
+      // p.mb + y·step = a.mb + x·step: the producer runs x - y repetitions back.
+      const std::int64_t d = static_cast<std::int64_t>(p.mb) - a.mb;
+      if (d % g.mb_step != 0) continue;
+      const std::int64_t reps_back = d / g.mb_step;
+      if ((reps_back == 0 && j < k) || reps_back == 1 || reps_back == 2) return true;
+    }
+    return false;
+  }
+
+  std::string segment(int r, std::uint32_t gi, Rank& st) {
+    const Segment& g = L_.ranks[r][gi];
     // Three repetitions walked, the rest passed when they repeat the third.
     const std::uint32_t walked = g.reps >= 4 && passable(g, 3) ? 3 : g.reps;
     UnitTime ends[3] = {0, 0, 0};
     for (std::uint32_t rep = 0; rep < walked; ++rep) {
-      std::string why = walk(r, g, rep, st);
+      std::string why = walk(r, gi, rep, st);
       if (!why.empty()) return why;
-      if (rep < 3) {
-        ends[rep] = st.clock;
-      }
+      if (rep < 3) ends[rep] = st.clock;
     }
     if (walked == g.reps) return {};
     const UnitTime lambda = T_.lambda();
-    if (ends[2] != ends[1] + lambda || !claim(g, 3)) {
+    if (ends[2] != ends[1] + lambda || !marks_.claim(g, &L_.pool[g.begin], 3)) {
       for (std::uint32_t rep = walked; rep < g.reps; ++rep) {
-        std::string why = walk(r, g, rep, st);
+        std::string why = walk(r, gi, rep, st);
         if (!why.empty()) return why;
       }
       return {};
     }
-    const std::uint32_t more = g.reps - 3;
+    pass(g, g.reps - 3, st);
+    return {};
+  }
+
+  // The `more` repetitions of g after the third, passed: counted, and the rank's clock and last
+  // key moved on.
+  void pass(const Segment& g, std::uint32_t more, Rank& st) {
     std::size_t sends = 0, recvs = 0, remote = 0;
-    const Route& rt = s_.routes.front();
     for (std::uint32_t k = 0; k < g.length; ++k) {
       const Action a = L_.pool[g.begin + k];
-      const int c = static_cast<int>(a.chunk);
-      if (is_send(a.op))
-        ++sends;
-      else if (is_recv(a.op))
-        ++recvs;
-      else if (a.op == Op::F)
-        remote += c < rt.last && s_.chunk_rank[c + 1] != r;
-      else if (a.op == Op::B || a.op == Op::BW)
-        remote += c > rt.first && s_.chunk_rank[c - 1] != r;
+      sends += is_send(a.op);
+      recvs += is_recv(a.op);
+      remote += is_compute(a.op) && !remote_out(s_, a, s_.routes.front()).none();
     }
     st.sends += sends * more;
     st.recvs += recvs * more;
     st.remote += remote * more;
     st.step += static_cast<std::size_t>(g.length) * more;
-    st.clock += static_cast<UnitTime>(more) * lambda;
-    if (st.any && sends + recvs > 0) {
-      // The last key, moved on as many repetitions.
-      Msg& m = st.last;
-      const std::int64_t dmb = static_cast<std::int64_t>(more) * g.mb_step;
-      m.act.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(m.act.mb) + dmb);
-      m = Msg::make(std::bit_cast<UnitTime>(static_cast<std::uint32_t>(m.hi >> 32)) +
-                        static_cast<UnitTime>(more) * lambda,
-                    static_cast<int>((m.hi >> 1) & 0x7fffffffu), static_cast<int>(m.hi & 1),
-                    static_cast<int>(m.lo >> 32),
-                    static_cast<std::uint32_t>(static_cast<std::int64_t>(m.lo & 0xffffffffu) + dmb),
-                    m.act);
-    }
-    return {};
+    st.clock += static_cast<UnitTime>(more) * T_.lambda();
+    if (st.any && sends + recvs > 0)
+      st.last = st.last.moved(static_cast<UnitTime>(more) * T_.lambda(),
+                              static_cast<std::int64_t>(more) * g.mb_step);
   }
 
   const Schedule& s_;
   const PeriodicLists& L_;
   const JumpTimes& T_;
-  std::size_t C_, M_;
-  std::unique_ptr<std::uint8_t[], void (*)(void*)> flags_;
-  std::vector<std::vector<Claim>> claims_;
-  struct Span {
-    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
-  };
-  std::vector<Span> walked_{kBits * C_};  // per (bit, chunk): the walked micro-batches' span
+  Routes routes_;
+  ProofMarks marks_;
 };
 
 }  // namespace

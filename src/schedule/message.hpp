@@ -3,14 +3,14 @@
 #pragma once
 
 #include "schedule/action.hpp"
+#include "schedule/edges.hpp"
 
 namespace bb {
 
 // The chunk whose data a SEND or RECV carries (the sender's): SEND_F c and SEND_B c: c;
-// RECV_F c: c - 1; RECV_B c: c + 1.
+// RECV_F c: c - 1; RECV_B c: c + 1 (the producer of its message, edges.hpp).
 inline int message_producer(const Action& comm) {
-  const int c = static_cast<int>(comm.chunk);
-  return is_send(comm.op) ? c : is_forward_comm(comm.op) ? c - 1 : c + 1;
+  return static_cast<int>(producer_chunk(named_message(comm)));
 }
 
 }  // namespace bb

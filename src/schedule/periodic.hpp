@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "schedule/edges.hpp"
 #include "schedule/schedule.hpp"
 
 namespace bb {
@@ -32,6 +33,72 @@ struct PeriodicLists {
     return a;
   }
   std::size_t size() const;  // actions of all ranks, expanded
+};
+
+// A place in one rank's segments: segment, repetition, action of the pattern.
+struct ListPos {
+  std::uint32_t seg = 0, rep = 0, k = 0;
+  friend bool operator==(const ListPos&, const ListPos&) = default;
+};
+
+// A walk over one rank's list, action by action and compute unit by compute unit: its segments
+// in periodic form, or a flat list (one segment, once). The passes that have a flat and a
+// periodic version (lowering and its proof) walk both with it. It keeps the current segment and
+// its repetition's micro-batch shift at hand, so that a flat walk costs little more than a
+// pointer's.
+class ListCursor {
+ public:
+  ListCursor() = default;
+  ListCursor(const PeriodicLists& lists, int r)
+      : pool_(lists.pool.data()), segs_(lists.ranks[r].data()), nsegs_(lists.ranks[r].size()) {
+    load();
+  }
+  explicit ListCursor(const std::vector<Action>& flat)
+      : pool_(flat.data()),
+        nsegs_(flat.empty() ? 0 : 1),
+        g_{0, static_cast<std::uint32_t>(flat.size()), 1, 0} {}
+
+  bool end() const { return p_.seg == nsegs_; }
+  const ListPos& pos() const { return p_; }
+  const Segment& seg() const { return g_; }
+  // The action `ahead` places on (within the pattern), as this repetition runs it.
+  Action get(std::uint32_t ahead = 0) const {
+    Action a = pool_[g_.begin + p_.k + ahead];
+    if (shift_ != 0) a.mb = static_cast<std::uint32_t>(static_cast<std::int64_t>(a.mb) + shift_);
+    return a;
+  }
+  // Actions of the unit here: 2 for an FB pair (never split across a pattern's end).
+  std::uint32_t unit() const {
+    return static_cast<std::uint32_t>(unit_length(pool_[g_.begin + p_.k], g_.length - p_.k));
+  }
+  void next(std::uint32_t n = 1) {
+    if ((p_.k += n) < g_.length) return;
+    p_.k = 0;
+    if (++p_.rep < g_.reps) {
+      shift_ += g_.mb_step;
+      return;
+    }
+    seek({p_.seg + 1, 0, 0});
+  }
+  void next_segment() { seek({p_.seg + 1, 0, 0}); }
+  // To place `p` (of a list in periodic form, or the flat list's segment 0).
+  void seek(const ListPos& p) {
+    p_ = p;
+    load();
+  }
+
+ private:
+  void load() {
+    if (segs_ != nullptr && !end()) g_ = segs_[p_.seg];
+    shift_ = static_cast<std::int64_t>(p_.rep) * g_.mb_step;
+  }
+
+  const Action* pool_ = nullptr;
+  const Segment* segs_ = nullptr;  // null: a flat list, g_
+  std::size_t nsegs_ = 0;
+  Segment g_;               // the current segment
+  std::int64_t shift_ = 0;  // micro-batch shift of the current repetition
+  ListPos p_;
 };
 
 // The lists of s (only their compute actions when compute_only) in periodic form: greedily, at each

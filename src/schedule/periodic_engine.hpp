@@ -183,7 +183,7 @@ class PeriodicEngine {
     for (const Route& rt : s_.routes) {
       if (last != nullptr && rt == *last) continue;
       last = &rt;
-      for (int c = rt.first; c <= rt.last; ++c) {
+      for (const int c : route_chunks(rt)) {
         const auto i = static_cast<std::size_t>(c);
         if (c < 0 || i >= route_of_.size() || (seen[i] && !(route_of_[i] == rt))) return false;
         seen[i] = 1;
@@ -197,9 +197,10 @@ class PeriodicEngine {
   // Compute units (FB pairs once) in one repetition of segment g.
   std::uint32_t units_of(const Segment& g) const {
     std::uint32_t units = 0;
-    for (std::uint32_t k = 0; k < g.length; ++k) {
+    for (std::uint32_t k = 0; k < g.length;) {
       const Action& a = L_.pool[g.begin + k];
-      units += is_compute(a.op) && !a.overlap_next();
+      units += is_compute(a.op);
+      k += is_compute(a.op) ? static_cast<std::uint32_t>(unit_length(a, g.length - k)) : 1;
     }
     return units;
   }
@@ -532,8 +533,7 @@ class PeriodicEngine {
     const MessageName out = message_out(a, route_of(a));
     if (out.dir < 0) return;
     const std::size_t k = key(step, out.dir, out.chunk, a.mb);
-    // The activation goes to the next chunk; the gradient to the chunk that names it.
-    const int dst = s_.chunk_rank[out.dir == 0 ? out.chunk + 1 : out.chunk];
+    const int dst = consumer_rank(s_, out);
     double t = out.dir == 0 ? f_end : grad_at;
     if (dst != r) t += pol_.delay(r, dst, a);
     msgs_.put(k, t);
@@ -583,7 +583,7 @@ class PeriodicEngine {
           ++k;
           continue;
         }
-        const std::uint32_t n = u[0].overlap_next() && k + 1 < g.length ? 2 : 1;
+        const auto n = static_cast<std::uint32_t>(unit_length(u[0], g.length - k));
         if (n == 2) u[1] = L_.at(g, rep, k + 1);
         double arrival = -std::numeric_limits<double>::infinity();  // of the inputs, if any
         std::size_t used[2] = {kNone, kNone};

@@ -48,13 +48,6 @@ struct Schedule {
   // Stage-equivalents of one chunk for one micro-batch (1/v for looped placements, 1/2 for
   // V, 1 for DualPipe): the unit used for costs and activation memory.
   double chunk_fraction(int mb) const { return static_cast<double>(P) / routes[mb].length(); }
-  // Rank holding the chunk before / after `chunk` on micro-batch `mb`'s route, or -1.
-  int prev_rank(int chunk, int mb) const {
-    return chunk > routes[mb].first ? chunk_rank[chunk - 1] : -1;
-  }
-  int next_rank(int chunk, int mb) const {
-    return chunk < routes[mb].last ? chunk_rank[chunk + 1] : -1;
-  }
   // True when every micro-batch visits the same chunks (all but DualPipe's two directions).
   bool uniform_routes() const;
   // Number of actions of all ranks.

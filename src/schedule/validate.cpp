@@ -75,7 +75,7 @@ class Checker {
             "chunk " + std::to_string(c) + " is placed on a rank outside 0.." +
                 std::to_string(s_.P - 1));
     for (const Route& rt : s_.routes)
-      if (rt.first < 0 || rt.last >= C || rt.first > rt.last) {
+      if (!route_in_range(rt, C)) {
         add(-1, 0, "a micro-batch route leaves the chunk range");
         break;
       }
@@ -103,7 +103,7 @@ class Checker {
         continue;
       }
       const Route& rt = s_.routes[a.mb];
-      if (a.chunk < rt.first || a.chunk > rt.last) {
+      if (!route_visits(rt, a.chunk)) {
         add(r, i,
             to_string(a) + ": micro-batch " + std::to_string(a.mb) + " does not visit chunk " +
                 std::to_string(a.chunk));
@@ -217,7 +217,7 @@ class Checker {
     const auto scan = [&](int k) {
       for (int m = s_.M * k / n; m < s_.M * (k + 1) / n; ++m) {
         const Route& rt = s_.routes[m];
-        for (int c = rt.first; c <= rt.last; ++c) {
+        for (const int c : route_chunks(rt)) {
           const std::uint8_t want = wanted(c, rt);
           if ((seen_[static_cast<std::size_t>(c) * s_.M + m] & want) != want) {
             ok[k] = false;
@@ -242,7 +242,7 @@ class Checker {
     if (complete_fast()) return;
     for (int m = 0; m < s_.M; ++m) {
       const Route& rt = s_.routes[m];
-      for (int c = rt.first; c <= rt.last; ++c) {
+      for (const int c : route_chunks(rt)) {
         const std::uint8_t b = seen_[static_cast<std::size_t>(c) * s_.M + m];
         const std::uint8_t want = wanted(c, rt);
         if ((b & want) == want) continue;

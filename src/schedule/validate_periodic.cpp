@@ -27,6 +27,7 @@
 #include <new>
 #include <vector>
 
+#include "schedule/edges.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/validate.hpp"
 
@@ -96,13 +97,13 @@ class PeriodicChecker {
     std::vector<std::size_t> visits;
     for (std::size_t m = 0; m < M_; ++m) {
       const Route& rt = s_.routes[m];
-      if (rt.first < 0 || rt.last >= C || rt.first > rt.last) return false;
+      if (!route_in_range(rt, C)) return false;
       std::int32_t id = route_of_chunk_[static_cast<std::size_t>(rt.first)];
       if (id >= 0) {
         if (!(distinct[static_cast<std::size_t>(id)] == rt)) return false;  // they share a chunk
       } else {
         id = static_cast<std::int32_t>(distinct.size());
-        for (int c = rt.first; c <= rt.last; ++c) {
+        for (const int c : route_chunks(rt)) {
           std::int32_t& owner = route_of_chunk_[static_cast<std::size_t>(c)];
           if (owner >= 0) return false;  // shares a chunk with another route
           owner = id;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "schedule/edges.hpp"
 #include "schedule/engine.hpp"
 #include "schedule/parallel.hpp"
 #include "schedule/periodic.hpp"
@@ -48,7 +49,7 @@ class CostModel {
     }
     std::vector<double> share(C, 1.0);
     for (const Route& rt : s.routes)
-      for (int c = rt.first; c <= rt.last; ++c) share[c] = static_cast<double>(s.P) / rt.length();
+      for (const int c : route_chunks(rt)) share[c] = static_cast<double>(s.P) / rt.length();
     if (const int length = common_route_length(s);
         length > 0 && cfg.t_f.size() == 1 && cfg.t_b.size() == 1 && cfg.t_w.size() == 1) {
       num_ = s.P;
@@ -164,12 +165,8 @@ class RankCounts {
         live_ += s_->chunk_fraction(static_cast<int>(a.mb));
         peak_ = std::max(peak_, live_);
       }
-      const int next = s_->next_rank(a.chunk, static_cast<int>(a.mb));
-      messages_ += next >= 0 && next != r_;
-    } else if (a.op != Op::W && is_compute(a.op)) {  // B or BW
-      const int prev = s_->prev_rank(a.chunk, static_cast<int>(a.mb));
-      messages_ += prev >= 0 && prev != r_;
     }
+    messages_ += !remote_out(*s_, a, s_->routes[a.mb]).none();
     if (a.op == Op::W || a.op == Op::BW) {
       if (length_ > 0)
         --live_chunks_;
@@ -177,7 +174,11 @@ class RankCounts {
         live_ -= s_->chunk_fraction(static_cast<int>(a.mb));
     }
   }
-  void add_busy(double t) { busy_ += t; }
+  // A compute unit (n = 2: an FB pair) and, with costs, its busy time.
+  void add_unit(const Action* u, std::size_t n, const CostModel* costs) {
+    if (costs) busy_ += costs->cost(r_, u, n);
+    for (std::size_t i = 0; i < n; ++i) add(u[i]);
+  }
   // reps repetitions of a segment (compute actions only), given two of them counted: the rest
   // adds what the second added, and peaks where the second did, moved by its net change
   // (exact: counts are whole chunks, and sim.cpp runs this only on costs whose sums are exact).
@@ -185,11 +186,10 @@ class RankCounts {
     const auto one_rep = [&](std::uint32_t rep) {
       for (std::uint32_t k = 0; k < g.length;) {
         Action u[2] = {lists.at(g, rep, k), {}};
-        const std::uint32_t n = u[0].overlap_next() && k + 1 < g.length ? 2 : 1;
+        const std::size_t n = unit_length(u[0], g.length - k);
         if (n == 2) u[1] = lists.at(g, rep, k + 1);
-        add_busy(costs.cost(r_, u, n));
-        for (std::uint32_t i = 0; i < n; ++i) add(u[i]);
-        k += n;
+        add_unit(u, n, &costs);
+        k += static_cast<std::uint32_t>(n);
       }
     };
     one_rep(0);
@@ -263,9 +263,8 @@ std::vector<RankCounts> rank_counts(const Schedule& s, const CostModel* costs = 
         ++p;
         continue;
       }
-      const std::size_t n = p->overlap_next() && p + 1 != end ? 2 : 1;
-      if (costs) c.add_busy(costs->cost(r, p, n));
-      for (std::size_t k = 0; k < n; ++k) c.add(p[k]);
+      const std::size_t n = unit_length(p, end);
+      c.add_unit(p, n, costs);
       p += n;
     }
   }

@@ -17,6 +17,7 @@
 #include "schedule/edges.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
+#include "schedule/message.hpp"
 #include "schedule/schedule_info.hpp"
 #include "schedule/text.hpp"
 #include "schedule_cases.hpp"
@@ -328,13 +329,17 @@ TEST(Edges, CommMessagesMatchTheComputeActions) {
             if (!is_comm(a.op)) continue;
             const MessageName m = comm_message(a, s.routes[a.mb]);
             ASSERT_FALSE(m.none()) << what << " " << to_string(a);
-            const int c = a.chunk, mb = a.mb;
+            const int c = a.chunk;
+            const Route& rt = s.routes[a.mb];
             const bool to_prev = a.op == Op::RECV_F || a.op == Op::SEND_B;
-            EXPECT_EQ(peer_rank(s, a), to_prev ? s.prev_rank(c, mb) : s.next_rank(c, mb))
+            EXPECT_EQ(toward_next(a.op), !to_prev) << to_string(a);
+            EXPECT_EQ(peer_rank(s, a), to_prev ? prev_rank(s, rt, c) : next_rank(s, rt, c))
                 << what << " " << to_string(a);
             EXPECT_NE(peer_rank(s, a), r) << what << " " << to_string(a);
-            EXPECT_EQ(prev_rank(s, s.routes[a.mb], a.chunk), s.prev_rank(c, mb)) << what;
-            EXPECT_EQ(next_rank(s, s.routes[a.mb], a.chunk), s.next_rank(c, mb)) << what;
+            EXPECT_EQ(prev_rank(s, rt, c), c > rt.first ? s.chunk_rank[c - 1] : -1) << what;
+            EXPECT_EQ(next_rank(s, rt, c), c < rt.last ? s.chunk_rank[c + 1] : -1) << what;
+            EXPECT_EQ(is_send(a.op) ? send_action(m, a.mb) : recv_action(m, a.mb), a) << what;
+            EXPECT_EQ(static_cast<std::uint32_t>(message_producer(a)), producer_chunk(m)) << what;
             auto& side = is_send(a.op) ? out : in;
             EXPECT_EQ(side.count({m.dir, m.chunk, a.mb}), 1u) << what << " " << to_string(a);
             EXPECT_EQ(is_send(a.op) ? producer_rank(s, m) : consumer_rank(s, m), r) << what;
