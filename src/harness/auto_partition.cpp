@@ -5,6 +5,7 @@
 #include <string>
 #include <tuple>
 
+#include "advise/partition_step.hpp"
 #include "common/error.hpp"
 #include "harness/block_profile.hpp"
 #include "harness/output.hpp"

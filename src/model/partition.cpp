@@ -9,7 +9,6 @@
 #include "common/stats.hpp"
 #include "schedule/edges.hpp"
 #include "schedule/schedule.hpp"
-#include "sim/sim.hpp"
 
 namespace bb {
 namespace {
@@ -404,17 +403,6 @@ std::string partition_text(const std::vector<int>& blocks, char separator) {
     out += std::to_string(blocks[k]);
   }
   return out;
-}
-
-double simulated_step(const PartitionCosts& costs, const Schedule& s,
-                      const std::vector<int>& blocks, bool single) {
-  const ChunkCosts cc = partition_chunk_costs(costs, s, blocks);
-  SimConfig sc;
-  sc.t_f = cc.f;
-  sc.t_b = cc.b;
-  sc.t_w = cc.w;
-  const SimResult r = simulate(s, sc);
-  return single ? r.single.span : r.steady.span;
 }
 
 }  // namespace bb

@@ -94,11 +94,6 @@ struct ChunkCosts {
 ChunkCosts partition_chunk_costs(const PartitionCosts& costs, const Schedule& s,
                                  const std::vector<int>& blocks);
 
-// Simulated time of one step (single step with `single`, else the steady-state period) of S
-// with the per-chunk costs of COSTS split as BLOCKS.
-double simulated_step(const PartitionCosts& costs, const Schedule& s,
-                      const std::vector<int>& blocks, bool single);
-
 // Blocks per chunk as text: "3,2,2,1" (separator ',') or "3-2-2-1".
 std::string partition_text(const std::vector<int>& blocks, char separator = ',');
 

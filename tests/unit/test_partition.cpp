@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "advise/partition_step.hpp"
 #include "common/error.hpp"
 #include "model/partition.hpp"
 #include "schedule/generators.hpp"
