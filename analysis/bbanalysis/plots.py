@@ -122,6 +122,130 @@ class BubblePlot:
     n_sim: int       # simulated points drawn
 
 
+@dataclass
+class _BubbleCounts:
+    """What plot_bubble_vs_m drew, over all panels (for its legend and its result)."""
+    measured: int = 0
+    sim: int = 0
+    file_model: int = 0
+    uniform: int = 0
+    no_line: int = 0
+
+
+def _bubble_series(df: pd.DataFrame) -> Dict[str, str]:
+    """Adds df["_series"], the configuration of each run ((P, v) and whatever else varies, sync
+    included), and gives each series its colour."""
+    varying = [a for a in CONFIG_ATTRS if a in df.columns and df[a].nunique(dropna=True) > 1]
+
+    def series_label(row) -> str:
+        s = f"P={_int(row['P'])}"
+        if _int(row.get("v", 1)) != 1 or row["schedule"] in TAKES_V:
+            s += f", v={_int(row.get('v', 1))}"
+        for a in varying:
+            s += f", {a}={_fmt_val(row[a])}"
+        return s
+
+    df["_series"] = [series_label(r) for _, r in df.iterrows()]
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+               "#17becf", "#7f7f7f", "#bcbd22"]
+    return {lab: palette[i % len(palette)]
+            for i, lab in enumerate(sorted(df["_series"].unique(), key=lambda s: (len(s), s)))}
+
+
+def _bubble_model_line(ax, s: pd.DataFrame, sched: str, c: str, m_range, log: bool,
+                       bubblebench: Optional[str], counts: _BubbleCounts) -> float:
+    """One series' model line: the closed form over a dense range of M, else the simulator with
+    uniform times, else the file's model points. Returns the highest value drawn."""
+    P, v = _int(s["P"].iloc[0]), _int(s["v"].iloc[0] if "v" in s else 1)
+    lo, hi = m_range
+    if has_closed_form(sched):
+        mm = (np.geomspace(max(lo / 1.25, 1), hi * 1.25, 200) if log
+              else np.linspace(max(lo - 0.5, 1), hi + 0.5, 200))
+        yy = closed_form_curve(sched, P, mm, v)
+        ax.plot(mm, yy, "-", color=c, lw=1.6, alpha=0.75, zorder=2)
+        return float(np.nanmax(yy))
+    sync = str(s["sync"].iloc[0]) if "sync" in s.columns else "barrier"
+    uniform = simulate_uniform(bubblebench, sched, P, v, range(int(lo), int(hi) + 1), sync)
+    if uniform is not None and not uniform.empty:
+        ax.plot(uniform["M"], uniform["bubble_fraction"], "--", color=c, lw=1.6, alpha=0.75,
+                zorder=2)
+        counts.uniform += 1
+        return float(np.nanmax(uniform["bubble_fraction"]))
+    counts.no_line += 1
+    model = pd.to_numeric(s.get("bubble_fraction_model"), errors="coerce")
+    ok = model.notna() if model is not None else pd.Series(False, index=s.index)
+    if not ok.any():
+        return 0.0
+    ax.plot(s["M"][ok], model[ok], "D", mfc="none", color=c, ms=7, zorder=2)
+    counts.file_model += int(ok.sum())
+    return float(np.nanmax(model[ok]))
+
+
+def _bubble_panel(ax, d: pd.DataFrame, sched: str, colors: Dict[str, str], y_note: str,
+                  bubblebench: Optional[str], counts: _BubbleCounts) -> float:
+    """One schedule's panel: every series' measured and simulated points and its model line.
+    Returns the highest value drawn."""
+    m_all = np.sort(d["M"].unique())
+    log = len(m_all) > 1 and m_all.max() / m_all.min() >= 4
+    handles = []
+    ymax = 0.0
+    for lab in sorted(d["_series"].unique(), key=lambda s: (len(s), s)):
+        s = d[d["_series"] == lab].sort_values("M")
+        c = colors[lab]
+        meas = pd.to_numeric(s["bubble_fraction_measured"], errors="coerce")
+        sim = pd.to_numeric(s["bubble_fraction_sim"], errors="coerce")
+        ok = meas.notna()
+        ax.plot(s["M"][ok], meas[ok], "o", color=c, ms=6.5, zorder=3, clip_on=False)
+        counts.measured += int(ok.sum())
+        ok = sim.notna()
+        ax.plot(s["M"][ok], sim[ok], "s", mfc="none", color=c, ms=11, mew=1.6, zorder=4,
+                clip_on=False)
+        counts.sim += int(ok.sum())
+        ymax = max(ymax, np.nanmax(np.r_[meas.to_numpy(float), sim.to_numpy(float), 0]))
+        ymax = max(ymax, _bubble_model_line(ax, s, sched, c, (m_all.min(), m_all.max()), log,
+                                            bubblebench, counts))
+        handles.append(Line2D([], [], color=c, marker="o", ls="-", label=lab))
+    if log:
+        ax.set_xscale("log", base=2)
+    # Room on both sides: the first and last M's markers are drawn whole.
+    m_lo, m_hi = float(m_all.min()), float(m_all.max())
+    ax.set_xlim(*((m_lo / 1.25, m_hi * 1.25) if log else (m_lo - 0.5, m_hi + 0.5)))
+    ax.set_xticks(m_all)
+    ax.set_xticklabels([_fmt_val(float(m)) for m in m_all])
+    ax.minorticks_off()
+    ax.set_xlabel("micro-batches per step, M")
+    ax.set_ylabel("bubble fraction = idle / (P·T)" + y_note)
+    form = FORMULAS.get(sched)
+    ax.set_title(f"{sched}: closed form {form}" if form else
+                 f"{sched}: line = simulator, uniform F = B = W", fontsize=11)
+    ax.grid(True, alpha=0.3)
+    ax.legend(handles=handles, fontsize=8, loc="upper right", title="configuration",
+              title_fontsize=8)
+    return ymax
+
+
+def _bubble_legend(schedules: List[str], counts: _BubbleCounts) -> List[Line2D]:
+    """The figure's legend of marker and line styles, for what was drawn."""
+    style = [
+        Line2D([], [], color="k", marker="o", ls="none", ms=7, label="measured (runtime, median step)"),
+        Line2D([], [], color="k", marker="s", mfc="none", ls="none", ms=11, mew=1.6,
+               label="simulated (fed the measured action times)"),
+    ]
+    if any(has_closed_form(x) for x in schedules):
+        style.append(Line2D([], [], color="k", ls="-", lw=1.6,
+                            label="closed form from P, M, v (docs/design.md §4)"))
+    if counts.uniform:
+        style.append(Line2D([], [], color="k", ls="--", lw=1.6,
+                            label="simulator, uniform action times F = B = W"))
+    if counts.no_line:
+        style.append(Line2D([], [], color="none", ls="none",
+                            label="(no model line: bubblebench not found for the simulator)"))
+    if counts.file_model:
+        style.append(Line2D([], [], color="k", marker="D", mfc="none", ls="none",
+                            label="model from the file (where no P, M closed form)"))
+    return style
+
+
 def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110,
                      bubblebench: Optional[str] = None) -> BubblePlot:
     """One panel per schedule: bubble fraction against M, measured (filled circles) and
@@ -140,113 +264,21 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110,
     nrows = math.ceil(n / ncols)
     fig = Figure(figsize=(5.4 * ncols, 4.1 * nrows + 1.3))
     axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(n)]
-    varying = [a for a in CONFIG_ATTRS if a in df.columns and df[a].nunique(dropna=True) > 1]
-
-    def series_label(row) -> str:
-        s = f"P={_int(row['P'])}"
-        if _int(row.get("v", 1)) != 1 or row["schedule"] in TAKES_V:
-            s += f", v={_int(row.get('v', 1))}"
-        for a in varying:
-            s += f", {a}={_fmt_val(row[a])}"
-        return s
-
-    df["_series"] = [series_label(r) for _, r in df.iterrows()]
-    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
-               "#17becf", "#7f7f7f", "#bcbd22"]
-    colors = {lab: palette[i % len(palette)]
-              for i, lab in enumerate(sorted(df["_series"].unique(),
-                                             key=lambda s: (len(s), s)))}
+    colors = _bubble_series(df)
     syncs = set(df["sync"].dropna().astype(str)) if "sync" in df.columns else {"barrier"}
     y_note = ("" if syncs == {"barrier"} else ", T = period" if syncs == {"none"}
               else "\nT = makespan (sync=barrier) or period (sync=none)")
-    n_meas = n_sim = n_file_model = n_uniform = n_no_line = 0
+    counts = _BubbleCounts()
     ymax_all = 0.0
     for ax, sched in zip(axes, schedules):
-        d = df[df["schedule"] == sched]
-        m_all = np.sort(d["M"].unique())
-        log = len(m_all) > 1 and m_all.max() / m_all.min() >= 4
-        handles = []
-        ymax = 0.0
-        for lab in sorted(d["_series"].unique(), key=lambda s: (len(s), s)):
-            s = d[d["_series"] == lab].sort_values("M")
-            c = colors[lab]
-            meas = pd.to_numeric(s["bubble_fraction_measured"], errors="coerce")
-            sim = pd.to_numeric(s["bubble_fraction_sim"], errors="coerce")
-            ok = meas.notna()
-            ax.plot(s["M"][ok], meas[ok], "o", color=c, ms=6.5, zorder=3, clip_on=False)
-            n_meas += int(ok.sum())
-            ok = sim.notna()
-            ax.plot(s["M"][ok], sim[ok], "s", mfc="none", color=c, ms=11, mew=1.6, zorder=4,
-                    clip_on=False)
-            n_sim += int(ok.sum())
-            ymax = max(ymax, np.nanmax(np.r_[meas.to_numpy(float), sim.to_numpy(float), 0]))
-            P, v = _int(s["P"].iloc[0]), _int(s["v"].iloc[0] if "v" in s else 1)
-            lo, hi = m_all.min(), m_all.max()
-            uniform = None
-            if not has_closed_form(sched):
-                sync = str(s["sync"].iloc[0]) if "sync" in s.columns else "barrier"
-                uniform = simulate_uniform(bubblebench, sched, P, v,
-                                           range(int(lo), int(hi) + 1), sync)
-            if has_closed_form(sched):
-                mm = (np.geomspace(max(lo / 1.25, 1), hi * 1.25, 200) if log
-                      else np.linspace(max(lo - 0.5, 1), hi + 0.5, 200))
-                yy = closed_form_curve(sched, P, mm, v)
-                ax.plot(mm, yy, "-", color=c, lw=1.6, alpha=0.75, zorder=2)
-                ymax = max(ymax, np.nanmax(yy))
-            elif uniform is not None and not uniform.empty:
-                ax.plot(uniform["M"], uniform["bubble_fraction"], "--", color=c, lw=1.6,
-                        alpha=0.75, zorder=2)
-                n_uniform += 1
-                ymax = max(ymax, np.nanmax(uniform["bubble_fraction"]))
-            else:
-                model = pd.to_numeric(s.get("bubble_fraction_model"), errors="coerce")
-                ok = model.notna() if model is not None else pd.Series(False, index=s.index)
-                if ok.any():
-                    ax.plot(s["M"][ok], model[ok], "D", mfc="none", color=c, ms=7, zorder=2)
-                    n_file_model += int(ok.sum())
-                    ymax = max(ymax, np.nanmax(model[ok]))
-                if not has_closed_form(sched):
-                    n_no_line += 1
-            handles.append(Line2D([], [], color=c, marker="o", ls="-", label=lab))
-        if log:
-            ax.set_xscale("log", base=2)
-        # Room on both sides: the first and last M's markers are drawn whole.
-        m_lo, m_hi = float(m_all.min()), float(m_all.max())
-        ax.set_xlim(*((m_lo / 1.25, m_hi * 1.25) if log else (m_lo - 0.5, m_hi + 0.5)))
-        ax.set_xticks(m_all)
-        ax.set_xticklabels([_fmt_val(float(m)) for m in m_all])
-        ax.minorticks_off()
-        ymax_all = max(ymax_all, ymax)
-        ax.set_xlabel("micro-batches per step, M")
-        ax.set_ylabel("bubble fraction = idle / (P·T)" + y_note)
-        form = FORMULAS.get(sched)
-        ax.set_title(f"{sched}: closed form {form}" if form else
-                     f"{sched}: line = simulator, uniform F = B = W", fontsize=11)
-        ax.grid(True, alpha=0.3)
-        ax.legend(handles=handles, fontsize=8, loc="upper right", title="configuration",
-                  title_fontsize=8)
+        ymax_all = max(ymax_all, _bubble_panel(ax, df[df["schedule"] == sched], sched, colors,
+                                               y_note, bubblebench, counts))
     # One y-scale for all panels (comparable heights), from a little below 0 so that points
     # at 0 are not cut by the axis.
     top = min(1.0, ymax_all * 1.15 + 0.02) if ymax_all > 0 else 1.0
     for ax in axes:
         ax.set_ylim(-0.03 * top, top)
-    style = [
-        Line2D([], [], color="k", marker="o", ls="none", ms=7, label="measured (runtime, median step)"),
-        Line2D([], [], color="k", marker="s", mfc="none", ls="none", ms=11, mew=1.6,
-               label="simulated (fed the measured action times)"),
-    ]
-    if any(has_closed_form(x) for x in schedules):
-        style.append(Line2D([], [], color="k", ls="-", lw=1.6,
-                            label="closed form from P, M, v (docs/design.md §4)"))
-    if n_uniform:
-        style.append(Line2D([], [], color="k", ls="--", lw=1.6,
-                            label="simulator, uniform action times F = B = W"))
-    if n_no_line:
-        style.append(Line2D([], [], color="none", ls="none",
-                            label="(no model line: bubblebench not found for the simulator)"))
-    if n_file_model:
-        style.append(Line2D([], [], color="k", marker="D", mfc="none", ls="none",
-                            label="model from the file (where no P, M closed form)"))
+    style = _bubble_legend(schedules, counts)
     per_row = 4
     fig.legend(handles=style, loc="lower center", ncol=min(per_row, len(style)), fontsize=9.5,
                frameon=False)
@@ -256,7 +288,7 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110,
     rows = math.ceil(len(style) / per_row)
     fig.tight_layout(rect=(0, (0.2 + 0.25 * rows) / fig.get_figheight(), 1, 1))
     path = _save(fig, out, dpi)
-    return BubblePlot(fig, axes, path, schedules, n_meas, n_sim)
+    return BubblePlot(fig, axes, path, schedules, counts.measured, counts.sim)
 
 
 # --- Peak activation memory per rank ----------------------------------------------------------
@@ -371,120 +403,58 @@ def representative_iteration(events: pd.DataFrame) -> int:
     return int(span.index[(len(span) - 1) // 2])
 
 
-def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, *,
-               iteration: Optional[int] = None, dpi: int = 110,
-               label_microbatches: bool = True) -> GanttPlot:
-    """Timeline of one timed iteration of one run: one row per rank, x in milliseconds.
+@dataclass
+class _GanttLayout:
+    """Where plot_gantt draws: its lanes per rank (y grows downwards after invert_yaxis:
+    compute, then SEND, then RECV) and what it knows of the bars' widths and chunks."""
+    span: float              # x range (ms)
+    axes_w_px: float         # width of the axes in pixels
+    label_all: bool          # micro-batch labels on every compute bar (else none)
+    local: Dict[tuple, int]  # (rank, chunk) -> the chunk's place among the rank's chunks
+    n_local: int             # most chunks on one rank
+    comp_y: float = -0.40
+    comp_h: float = 0.56
+    send_y: float = 0.19
+    recv_y: float = 0.31
+    comm_h: float = 0.11
 
-    Compute actions (F, B, W, BW, FB) are coloured by kind (a lighter shade for a rank's
-    later chunks when it holds several) and labelled with the micro-batch; waits for an
-    input are grey and hatched; SEND and RECV are thin bars in two lanes under each rank.
-    Every event of the iteration is one rectangle: `n_bars` == `n_events`.
 
-    `events`: load_events() rows of one run (all iterations, or already filtered);
-    `iteration`: default the iteration with the median makespan."""
-    if events.empty:
-        raise ValueError("no events to draw")
-    if "run_key" in events.columns and events["run_key"].nunique() > 1:
-        raise ValueError("events of several runs given; pass one run's events")
-    if iteration is None:
-        iteration = representative_iteration(events)
-    ev = events[events["iter"] == iteration].copy()
-    if ev.empty:
-        raise ValueError(f"no events in iteration {iteration}")
-    n_iters = events["iter"].nunique()
-    ev["kind"] = ev["kind"].astype(str)
-    P = _int(run["P"]) if run is not None and "P" in run else int(ev["rank"].max()) + 1
-    P = max(P, int(ev["rank"].max()) + 1)
-    ranks = list(range(P))
-    # A rank's chunks, in order: the lighter shades mark the later ones.
-    comp_mask = ~ev["kind"].map(_is_wait) & ~ev["kind"].map(_is_comm)
-    local: Dict[tuple, int] = {}
-    n_local = 1
-    for r, g in ev[comp_mask].groupby("rank"):
-        chunks = sorted(g["chunk"].unique())
-        n_local = max(n_local, len(chunks))
-        for i, c in enumerate(chunks):
-            local[(r, c)] = i
-    has_comm = bool(ev["kind"].map(_is_comm).any())
-    t0 = 0.0
-    ms = 1e3
-    x_lo = min(0.0, ev["t_start_s"].min()) * ms
-    x_hi = ev["t_end_s"].max() * ms
-    span = max(x_hi - x_lo, 1e-9)
-    fig_w = 15.0
-    fig = Figure(figsize=(fig_w, 2.3 + 0.62 * P * (1.25 if has_comm else 1.0)))
-    ax = fig.add_subplot(1, 1, 1)
-    # Lanes (y grows downwards after invert_yaxis): compute, then SEND, then RECV.
-    comp_y, comp_h = -0.40, 0.56
-    send_y, recv_y, comm_h = 0.19, 0.31, 0.11
-    if not has_comm:
-        comp_y, comp_h = -0.32, 0.64
-    counts: Dict[str, int] = {}
-    n_bars = 0
-    extra_colors: Dict[str, str] = {}
-    axes_w_px = fig_w * 0.82 * dpi
-    # Micro-batch labels on every compute bar, or on none (when the typical bar is too
-    # narrow for the longest number), so that a missing label never means anything.
-    cw = (ev.loc[comp_mask, "t_end_s"] - ev.loc[comp_mask, "t_start_s"]) * ms
-    digits = len(str(int(ev.loc[comp_mask, "microbatch"].max()))) if comp_mask.any() else 1
-    label_all = (label_microbatches and comp_mask.any()
-                 and cw.median() / span * axes_w_px >= 7 * digits + 4)
-    for kind, g in ev.groupby("kind", sort=False):
-        y_rank = g["rank"].to_numpy(float)
-        left = (g["t_start_s"].to_numpy(float) - t0) * ms
-        width = (g["t_end_s"].to_numpy(float) - g["t_start_s"].to_numpy(float)) * ms
-        if _is_wait(kind):
-            bars = ax.barh(y_rank + comp_y, width, left=left, height=comp_h, align="edge",
-                           color=WAIT_COLOR, edgecolor="#8a8a8a", hatch="////", lw=0.4,
-                           zorder=1)
-        elif _is_comm(kind):
-            is_send = kind.upper().startswith("SEND")
-            fam = kind.upper().split("_")[-1] if "_" in kind else ""
-            c = KIND_COLORS.get("F" if fam == "F" else "B" if fam == "B" else "", "#555555")
-            c = mcolors.to_rgb(c)
-            dark = tuple(x * 0.55 for x in c)
-            if is_send:
-                bars = ax.barh(y_rank + send_y, width, left=left, height=comm_h, align="edge",
-                               color=dark, edgecolor=dark, lw=0.4, zorder=2)
-            else:
-                bars = ax.barh(y_rank + recv_y, width, left=left, height=comm_h, align="edge",
-                               color="white", edgecolor=dark, lw=0.9, zorder=2)
-        else:
-            base = KIND_COLORS.get(kind)
-            if base is None:
-                base = extra_colors.setdefault(kind, EXTRA_COLORS[len(extra_colors)
-                                                                  % len(EXTRA_COLORS)])
-            shades = [
-                _lighten(base, 0.5 * local.get((r, c), 0) / max(1, n_local - 1))
-                for r, c in zip(g["rank"], g["chunk"])
-            ]
-            bars = ax.barh(y_rank + comp_y, width, left=left, height=comp_h, align="edge",
-                           color=shades, edgecolor="white", lw=0.6, zorder=2)
-            if label_all:
-                for x, w, yr, m in zip(left, width, y_rank, g["microbatch"]):
-                    txt = str(int(m))
-                    if w / span * axes_w_px >= 6 * len(txt) + 2:
-                        ax.text(x + w / 2, yr + comp_y + comp_h / 2, txt, ha="center",
-                                va="center", fontsize=7.5, color="white", zorder=5,
-                                fontweight="bold")
-        counts[kind] = counts.get(kind, 0) + len(bars)
-        n_bars += len(bars)
-    ax.set_ylim(P - 0.5, -0.5)
-    ax.set_xlim(x_lo - 0.01 * span, x_hi + 0.01 * span)
-    ax.set_yticks([r + comp_y + comp_h / 2 for r in ranks])
-    ax.set_yticklabels([f"rank {r}" for r in ranks])
-    if has_comm:
-        minor = [r + y + comm_h / 2 for r in ranks for y in (send_y, recv_y)]
-        ax.set_yticks(minor, minor=True)
-        ax.set_yticklabels(["send", "recv"] * P, minor=True, fontsize=6.5, color="#555555")
-        ax.tick_params(axis="y", which="minor", length=0)
-    ax.set_xlabel("time since the step's start (ms)")
-    ax.grid(True, axis="x", alpha=0.3, zorder=0)
-    ax.set_axisbelow(True)
-    # Legend: kinds present, in canonical order, then wait and communication.
+def _gantt_comm_bars(ax, g: pd.DataFrame, kind: str, y_rank, left, width, lay: _GanttLayout):
+    """SEND (filled, dark) or RECV (hollow) bars of one comm kind in their lanes."""
+    fam = kind.upper().split("_")[-1] if "_" in kind else ""
+    c = mcolors.to_rgb(KIND_COLORS.get("F" if fam == "F" else "B" if fam == "B" else "",
+                                       "#555555"))
+    dark = tuple(x * 0.55 for x in c)
+    if kind.upper().startswith("SEND"):
+        return ax.barh(y_rank + lay.send_y, width, left=left, height=lay.comm_h, align="edge",
+                       color=dark, edgecolor=dark, lw=0.4, zorder=2)
+    return ax.barh(y_rank + lay.recv_y, width, left=left, height=lay.comm_h, align="edge",
+                   color="white", edgecolor=dark, lw=0.9, zorder=2)
+
+
+def _gantt_compute_bars(ax, g: pd.DataFrame, kind: str, y_rank, left, width, lay: _GanttLayout,
+                        extra_colors: Dict[str, str]):
+    """Compute bars of one kind, a lighter shade for a rank's later chunks, with micro-batch
+    labels where they fit."""
+    base = KIND_COLORS.get(kind)
+    if base is None:
+        base = extra_colors.setdefault(kind, EXTRA_COLORS[len(extra_colors) % len(EXTRA_COLORS)])
+    shades = [_lighten(base, 0.5 * lay.local.get((r, c), 0) / max(1, lay.n_local - 1))
+              for r, c in zip(g["rank"], g["chunk"])]
+    bars = ax.barh(y_rank + lay.comp_y, width, left=left, height=lay.comp_h, align="edge",
+                   color=shades, edgecolor="white", lw=0.6, zorder=2)
+    if lay.label_all:
+        for x, w, yr, m in zip(left, width, y_rank, g["microbatch"]):
+            txt = str(int(m))
+            if w / lay.span * lay.axes_w_px >= 6 * len(txt) + 2:
+                ax.text(x + w / 2, yr + lay.comp_y + lay.comp_h / 2, txt, ha="center",
+                        va="center", fontsize=7.5, color="white", zorder=5, fontweight="bold")
+    return bars
+
+
+def _gantt_legend(present: List[str], extra_colors: Dict[str, str], n_local: int) -> list:
+    """Kinds present, in canonical order, then wait and communication."""
     handles = []
-    present = list(ev["kind"].unique())
     for k in list(KIND_COLORS) + sorted(extra_colors):
         if k in present:
             handles.append(Patch(facecolor=KIND_COLORS.get(k, extra_colors.get(k)),
@@ -492,6 +462,7 @@ def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, 
     if any(_is_wait(k) for k in present):
         handles.append(Patch(facecolor=WAIT_COLOR, edgecolor="#8a8a8a", hatch="////",
                              label="waiting for an input"))
+
     def comm_order(k):
         u = k.upper()
         return ({"F": 0, "B": 1}.get(u.split("_")[-1], 2), 0 if u.startswith("SEND") else 1, u)
@@ -508,48 +479,144 @@ def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, 
     if n_local > 1:
         handles.append(Patch(facecolor=_lighten(KIND_COLORS["F"], 0.5),
                              label="lighter shade: the rank's later chunk"))
-    ncol = len(handles) if len(handles) <= 5 else math.ceil(len(handles) / 2)
-    n_rows = math.ceil(len(handles) / ncol)
-    fig_h = fig.get_figheight()
-    legend_h = (0.25 + 0.24 * n_rows) / fig_h
-    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8.5, frameon=False,
-               bbox_to_anchor=(0.5, 0.0))
-    # Title: configuration and the bubble figures.
+    return handles
+
+
+def _gantt_title(run: Optional[pd.Series], comp: pd.DataFrame, iteration: int,
+                 n_iters: int) -> str:
+    """The configuration, the drawn step's makespan, and the run's bubble fractions as its
+    record gives them (measured: the median over the timed steps)."""
     lines = []
     if run is not None:
         head = (f"{run.get('schedule', '?')}: P={_int(run.get('P'))}, M={_int(run.get('M'))}, "
                 f"v={_int(run.get('v', 1))}")
         cfg = config_text(pd.DataFrame([run]))
         lines.append(head + (f"  ({cfg})" if cfg else ""))
+    if comp.empty:
+        return "\n".join(lines)
+    T = comp["t_end_s"].max() - comp["t_start_s"].min()
+    sub = f"timed iteration {iteration} ({n_iters} recorded): makespan {T * 1e3:.2f} ms"
+    if run is not None:
+        steady = str(run.get("sync", "barrier")) == "none"
+        bits = []
+        period = run.get("period_s")
+        if steady and period is not None and not pd.isna(period):
+            bits.append(f"period {float(period) * 1e3:.2f} ms")
+        for lab, col in (("measured", "bubble_fraction_measured"),
+                         ("simulated", "bubble_fraction_sim"),
+                         ("closed form", "bubble_fraction_closed_form")):
+            val = run.get(col)
+            if col == "bubble_fraction_closed_form" and (val is None or pd.isna(val)):
+                val = run.get("bubble_fraction_model")
+                lab = "model"
+            try:
+                if val is not None and not pd.isna(val):
+                    bits.append(f"{lab} {float(val):.3f}")
+            except (TypeError, ValueError):
+                pass
+        if bits:
+            sub += ("; the run's bubble fraction" + (" (steady state)" if steady else "") + ": "
+                    + ", ".join(bits))
+    lines.append(sub)
+    return "\n".join(lines)
+
+
+def _gantt_layout(ev: pd.DataFrame, comp_mask, has_comm: bool, span: float, fig_w: float,
+                  dpi: int, label_microbatches: bool) -> _GanttLayout:
+    """A rank's chunks in order (the lighter shades mark the later ones) and whether every
+    compute bar gets its micro-batch label: on all, or on none (when the typical bar is too
+    narrow for the longest number), so that a missing label never means anything."""
+    local: Dict[tuple, int] = {}
+    n_local = 1
+    for r, g in ev[comp_mask].groupby("rank"):
+        chunks = sorted(g["chunk"].unique())
+        n_local = max(n_local, len(chunks))
+        for i, c in enumerate(chunks):
+            local[(r, c)] = i
+    axes_w_px = fig_w * 0.82 * dpi
+    cw = (ev.loc[comp_mask, "t_end_s"] - ev.loc[comp_mask, "t_start_s"]) * 1e3
+    digits = len(str(int(ev.loc[comp_mask, "microbatch"].max()))) if comp_mask.any() else 1
+    label_all = bool(label_microbatches and comp_mask.any()
+                     and cw.median() / span * axes_w_px >= 7 * digits + 4)
+    lay = _GanttLayout(span, axes_w_px, label_all, local, n_local)
+    if not has_comm:
+        lay.comp_y, lay.comp_h = -0.32, 0.64
+    return lay
+
+
+def plot_gantt(events: pd.DataFrame, run: Optional[pd.Series] = None, out=None, *,
+               iteration: Optional[int] = None, dpi: int = 110,
+               label_microbatches: bool = True) -> GanttPlot:
+    """Timeline of one timed iteration of one run: one row per rank, x in milliseconds.
+
+    Compute actions (F, B, W, BW, FB) are coloured by kind (a lighter shade for a rank's
+    later chunks when it holds several) and labelled with the micro-batch; waits for an
+    input are grey and hatched; SEND and RECV are thin bars in two lanes under each rank.
+    Every event of the iteration is one rectangle: `n_bars` == `n_events`. The title gives the
+    run's bubble fractions from its record.
+
+    `events`: load_events() rows of one run (all iterations, or already filtered);
+    `iteration`: default the iteration with the median makespan."""
+    if events.empty:
+        raise ValueError("no events to draw")
+    if "run_key" in events.columns and events["run_key"].nunique() > 1:
+        raise ValueError("events of several runs given; pass one run's events")
+    if iteration is None:
+        iteration = representative_iteration(events)
+    ev = events[events["iter"] == iteration].copy()
+    if ev.empty:
+        raise ValueError(f"no events in iteration {iteration}")
+    ev["kind"] = ev["kind"].astype(str)
+    P = _int(run["P"]) if run is not None and "P" in run else int(ev["rank"].max()) + 1
+    P = max(P, int(ev["rank"].max()) + 1)
+    ranks = list(range(P))
+    comp_mask = ~ev["kind"].map(_is_wait) & ~ev["kind"].map(_is_comm)
+    has_comm = bool(ev["kind"].map(_is_comm).any())
+    ms = 1e3
+    x_lo = min(0.0, ev["t_start_s"].min()) * ms
+    x_hi = ev["t_end_s"].max() * ms
+    span = max(x_hi - x_lo, 1e-9)
+    fig_w = 15.0
+    fig = Figure(figsize=(fig_w, 2.3 + 0.62 * P * (1.25 if has_comm else 1.0)))
+    ax = fig.add_subplot(1, 1, 1)
+    lay = _gantt_layout(ev, comp_mask, has_comm, span, fig_w, dpi, label_microbatches)
+    counts: Dict[str, int] = {}
+    n_bars = 0
+    extra_colors: Dict[str, str] = {}
+    for kind, g in ev.groupby("kind", sort=False):
+        y_rank = g["rank"].to_numpy(float)
+        left = g["t_start_s"].to_numpy(float) * ms
+        width = (g["t_end_s"].to_numpy(float) - g["t_start_s"].to_numpy(float)) * ms
+        if _is_wait(kind):
+            bars = ax.barh(y_rank + lay.comp_y, width, left=left, height=lay.comp_h, align="edge",
+                           color=WAIT_COLOR, edgecolor="#8a8a8a", hatch="////", lw=0.4,
+                           zorder=1)
+        elif _is_comm(kind):
+            bars = _gantt_comm_bars(ax, g, kind, y_rank, left, width, lay)
+        else:
+            bars = _gantt_compute_bars(ax, g, kind, y_rank, left, width, lay, extra_colors)
+        counts[kind] = counts.get(kind, 0) + len(bars)
+        n_bars += len(bars)
+    ax.set_ylim(P - 0.5, -0.5)
+    ax.set_xlim(x_lo - 0.01 * span, x_hi + 0.01 * span)
+    ax.set_yticks([r + lay.comp_y + lay.comp_h / 2 for r in ranks])
+    ax.set_yticklabels([f"rank {r}" for r in ranks])
+    if has_comm:
+        minor = [r + y + lay.comm_h / 2 for r in ranks for y in (lay.send_y, lay.recv_y)]
+        ax.set_yticks(minor, minor=True)
+        ax.set_yticklabels(["send", "recv"] * P, minor=True, fontsize=6.5, color="#555555")
+        ax.tick_params(axis="y", which="minor", length=0)
+    ax.set_xlabel("time since the step's start (ms)")
+    ax.grid(True, axis="x", alpha=0.3, zorder=0)
+    ax.set_axisbelow(True)
+    handles = _gantt_legend(list(ev["kind"].unique()), extra_colors, lay.n_local)
+    ncol = len(handles) if len(handles) <= 5 else math.ceil(len(handles) / 2)
+    n_rows = math.ceil(len(handles) / ncol)
+    legend_h = (0.25 + 0.24 * n_rows) / fig.get_figheight()
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8.5, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
     comp = ev[comp_mask & ev["kind"].isin(COMPUTE_KINDS)]
-    if not comp.empty:
-        T = comp["t_end_s"].max() - comp["t_start_s"].min()
-        busy = (comp["t_end_s"] - comp["t_start_s"]).sum()
-        frac = 1 - busy / (P * T) if T > 0 else float("nan")
-        steady = run is not None and str(run.get("sync", "barrier")) == "none"
-        sub = (f"timed iteration {iteration} ({n_iters} recorded): makespan {T * 1e3:.2f} ms, "
-               f"bubble fraction {frac:.3f}" + (" of this step alone" if steady else ""))
-        if run is not None:
-            bits = []
-            period = run.get("period_s")
-            if steady and period is not None and not pd.isna(period):
-                bits.append(f"period {float(period) * 1e3:.2f} ms")
-            for lab, col in (("run median", "bubble_fraction_measured"),
-                             ("simulated", "bubble_fraction_sim"),
-                             ("closed form", "bubble_fraction_closed_form")):
-                val = run.get(col)
-                if col == "bubble_fraction_closed_form" and (val is None or pd.isna(val)):
-                    val = run.get("bubble_fraction_model")
-                    lab = "model"
-                try:
-                    if val is not None and not pd.isna(val):
-                        bits.append(f"{lab} {float(val):.3f}")
-                except (TypeError, ValueError):
-                    pass
-            if bits:
-                sub += " (" + ("steady state: " if steady else "") + ", ".join(bits) + ")"
-        lines.append(sub)
-    ax.set_title("\n".join(lines), fontsize=11)
+    ax.set_title(_gantt_title(run, comp, iteration, events["iter"].nunique()), fontsize=11)
     fig.tight_layout(rect=(0, legend_h, 1, 1))
     path = _save(fig, out, dpi)
     return GanttPlot(fig, ax, path, int(iteration), n_bars, len(ev), counts)

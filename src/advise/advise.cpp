@@ -258,41 +258,50 @@ Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, b
   return evaluate(in, schedule, M, v, std::vector<bool>{recompute}).front();
 }
 
-Result search(const Input& in, int top_k, unsigned threads) {
-  check(in);
-  // The families in search order, and every configuration of each.
-  // One task per schedule, v and M: it generates the schedule once and predicts every
-  // recompute setting on it (families first_family, first_family + 1, ...).
-  struct Task {
-    std::size_t first_family, m_index;
-  };
-  Result res;
+namespace {
+
+// One task per schedule, v and M: it generates the schedule once and predicts every recompute
+// setting on it (families first_family, first_family + 1, ...).
+struct Task {
+  std::size_t first_family, m_index;
+};
+
+// The families in search order (into `families`), and the tasks that evaluate them.
+std::vector<Task> plan(const Input& in, std::vector<Family>& families) {
   std::vector<Task> tasks;
-  const std::size_t n_M = in.Ms.size();
   for (const std::string& name : in.schedules) {
     const ScheduleInfo& info = *find_schedule(name);
     const std::vector<int> vs = info.takes_v() ? in.vs : std::vector<int>{1};
     for (int v : vs) {
       const int chunks = chunks_per_rank(info, v);
-      const bool seen = std::any_of(res.families.begin(), res.families.end(),
+      const bool seen = std::any_of(families.begin(), families.end(),
                                     [&](auto& g) { return g.schedule == name && g.v == chunks; });
       if (seen) continue;
-      const std::size_t first = res.families.size();
-      for (bool rc : in.recompute) res.families.push_back({name, chunks, rc, "", ""});
-      for (std::size_t m = 0; m < n_M; ++m) tasks.push_back({first, m});
+      const std::size_t first = families.size();
+      for (bool rc : in.recompute) families.push_back({name, chunks, rc, "", ""});
+      for (std::size_t m = 0; m < in.Ms.size(); ++m) tasks.push_back({first, m});
     }
   }
-  // Search order: family, then M.
-  std::vector<Candidate> out(res.families.size() * n_M);
+  return tasks;
+}
+
+// Every task's candidates on up to `threads` threads, in search order (family, then M); the
+// simulations run into *sims. The first exception of a worker is rethrown here (the others stop
+// at the next task).
+std::vector<Candidate> run_tasks(const Input& in, const std::vector<Family>& families,
+                                 const std::vector<Task>& tasks, unsigned threads,
+                                 std::size_t* sims) {
+  const std::size_t n_M = in.Ms.size();
+  std::vector<Candidate> out(families.size() * n_M);
   std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> sims{0};
+  std::atomic<std::size_t> simulated{0};
   const auto work = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < tasks.size();) {
       const Task& t = tasks[i];
-      const Family& f = res.families[t.first_family];
+      const Family& f = families[t.first_family];
       std::vector<Candidate> cs = evaluate(in, f.schedule, in.Ms[t.m_index], f.v, in.recompute);
       for (std::size_t j = 0; j < cs.size(); ++j) {
-        if (cs[j].excluded != "refused") sims += 1;
+        if (cs[j].excluded != "refused") simulated += 1;
         out[(t.first_family + j) * n_M + t.m_index] = std::move(cs[j]);
       }
     }
@@ -301,7 +310,6 @@ Result search(const Input& in, int top_k, unsigned threads) {
   threads =
       static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, tasks.size())));
   std::vector<std::thread> pool;
-  // The first exception of a worker is rethrown here (the others stop at the next task).
   std::exception_ptr failure;
   std::mutex failure_mutex;
   const auto guarded = [&] {
@@ -317,58 +325,52 @@ Result search(const Input& in, int top_k, unsigned threads) {
   guarded();
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
-  res.simulations = sims;
+  *sims = simulated;
+  return out;
+}
 
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (out[i].excluded.empty())
-      res.ranked.push_back(out[i]);
-    else
-      res.excluded.push_back(out[i]);
+bool member(const Family& f, const Candidate& c) {
+  return c.schedule == f.schedule && c.v == f.v && c.recompute == f.recompute;
+}
+
+// Why family f, with nothing accepted under the cap, is left out: memory if any configuration
+// was generated (its smallest peak named), else refused (the first reason).
+void say_not_accepted(Family& f, const std::vector<Candidate>& excluded) {
+  const Candidate* smallest = nullptr;
+  const Candidate* refused = nullptr;
+  for (const Candidate& c : excluded) {
+    if (!member(f, c)) continue;
+    if (c.excluded == "memory" && (smallest == nullptr || c.peak_bytes < smallest->peak_bytes))
+      smallest = &c;
+    if (c.excluded == "refused" && refused == nullptr) refused = &c;
   }
-  std::stable_sort(res.ranked.begin(), res.ranked.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     if (per_sample(a) != per_sample(b)) return per_sample(a) < per_sample(b);
-                     return a.peak_bytes < b.peak_bytes;
-                   });
-  const std::size_t k =
-      top_k <= 0 ? res.ranked.size() : std::min(res.ranked.size(), static_cast<std::size_t>(top_k));
-  const auto member = [](const Family& f, const Candidate& c) {
-    return c.schedule == f.schedule && c.v == f.v && c.recompute == f.recompute;
-  };
+  if (smallest != nullptr) {
+    f.excluded = "memory";
+    f.reason = "every accepted M is over the cap; the smallest, " + label(*smallest) + ": " +
+               smallest->reason;
+  } else {
+    f.excluded = "refused";
+    f.reason = refused != nullptr ? refused->reason : "no configuration";
+  }
+}
+
+// Why each family without a configuration in the top k is left out.
+void say_why_left_out(Result& res, std::size_t k) {
+  const auto top_end = res.ranked.begin() + static_cast<std::ptrdiff_t>(k);
   for (Family& f : res.families) {
-    if (std::any_of(res.ranked.begin(), res.ranked.begin() + static_cast<std::ptrdiff_t>(k),
-                    [&](const Candidate& c) { return member(f, c); }))
+    if (std::any_of(res.ranked.begin(), top_end, [&](const Candidate& c) { return member(f, c); }))
       continue;
     const auto best = std::find_if(res.ranked.begin(), res.ranked.end(),
                                    [&](const Candidate& c) { return member(f, c); });
     if (best == res.ranked.end()) {
-      // Nothing of the family is accepted under the cap: memory if any configuration was
-      // generated (its smallest peak named), else refused (the first reason).
-      const Candidate* smallest = nullptr;
-      const Candidate* refused = nullptr;
-      for (const Candidate& c : res.excluded) {
-        if (!member(f, c)) continue;
-        if (c.excluded == "memory" && (smallest == nullptr || c.peak_bytes < smallest->peak_bytes))
-          smallest = &c;
-        if (c.excluded == "refused" && refused == nullptr) refused = &c;
-      }
-      if (smallest != nullptr) {
-        f.excluded = "memory";
-        f.reason = "every accepted M is over the cap; the smallest, " + label(*smallest) + ": " +
-                   smallest->reason;
-      } else {
-        f.excluded = "refused";
-        f.reason = refused != nullptr ? refused->reason : "no configuration";
-      }
+      say_not_accepted(f, res.excluded);
       continue;
     }
     const auto rank_of = [&](auto it) { return std::to_string(it - res.ranked.begin() + 1); };
-    const auto by = std::find_if(
-        res.ranked.begin(), res.ranked.begin() + static_cast<std::ptrdiff_t>(k),
-        [&](const Candidate& c) {
-          return per_sample(c) <= per_sample(*best) && c.peak_bytes <= best->peak_bytes;
-        });
-    if (by != res.ranked.begin() + static_cast<std::ptrdiff_t>(k)) {
+    const auto by = std::find_if(res.ranked.begin(), top_end, [&](const Candidate& c) {
+      return per_sample(c) <= per_sample(*best) && c.peak_bytes <= best->peak_bytes;
+    });
+    if (by != top_end) {
       f.excluded = "dominated";
       f.reason = "its best, " + label(*best) + " (#" + rank_of(best) + "), is slower and needs " +
                  "no less memory than #" + rank_of(by) + " " + label(*by);
@@ -379,6 +381,24 @@ Result search(const Input& in, int top_k, unsigned threads) {
                  ")";
     }
   }
+}
+
+}  // namespace
+
+Result search(const Input& in, int top_k, unsigned threads) {
+  check(in);
+  Result res;
+  const std::vector<Task> tasks = plan(in, res.families);
+  for (Candidate& c : run_tasks(in, res.families, tasks, threads, &res.simulations))
+    (c.excluded.empty() ? res.ranked : res.excluded).push_back(std::move(c));
+  std::stable_sort(res.ranked.begin(), res.ranked.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     if (per_sample(a) != per_sample(b)) return per_sample(a) < per_sample(b);
+                     return a.peak_bytes < b.peak_bytes;
+                   });
+  const std::size_t k =
+      top_k <= 0 ? res.ranked.size() : std::min(res.ranked.size(), static_cast<std::size_t>(top_k));
+  say_why_left_out(res, k);
   return res;
 }
 
