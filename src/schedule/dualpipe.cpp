@@ -191,12 +191,7 @@ constinit const ScheduleInfo dualpipe_schedule = {
     .accepts = "P even, P <= 32767, M even and M >= 2P",
     .refuse = refuse,
     .build = build,
-    .form = {.formula = "(P/2-1)*(FB+B+W-3W)",
-             .conditions = form::kDualConditions,
-             .source = form::kDualSource,
-             .bubble = bubble,
-             .peak_formula = "P+1",
-             .peak = peak},
+    .form = form::dual_form("(P/2-1)*(FB+B+W-3W)", bubble, "P+1", peak),
 };
 
 }  // namespace bb

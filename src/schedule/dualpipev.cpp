@@ -57,12 +57,7 @@ constinit const ScheduleInfo dualpipev_schedule = {
     .accepts = "2 <= P <= 32767, M >= 2P",
     .refuse = refuse,
     .build = build,
-    .form = {.formula = "(P-1)*(FB+B+W-3W)/2",
-             .conditions = form::kDualConditions,
-             .source = form::kDualSource,
-             .bubble = bubble,
-             .peak_formula = "2P+1 chunks = P+1/2 stages",
-             .peak = peak},
+    .form = form::dual_form("(P-1)*(FB+B+W-3W)/2", bubble, "2P+1 chunks = P+1/2 stages", peak),
 };
 
 }  // namespace bb

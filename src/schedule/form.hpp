@@ -73,23 +73,37 @@ void refuse(ModelResult& r, std::string why);
 // f(rank) for every rank.
 std::vector<double> per_rank(int P, double (*f)(int rank, const ModelInput&), const ModelInput& in);
 
-// The flush schedules' bubble (GPipe, 1F1B): (P-1)(F+B+W) in both views.
+// The flush schedules' form (GPipe, 1F1B): (P-1)(F+B+W) in both views.
 void flush(const ModelInput& in, ModelResult& r);
-inline constexpr std::string_view kFlushFormula = "(P-1)*(F+B+W)";
-inline constexpr std::string_view kFlushConditions = "always (fraction (P-1)/(M+P-1))";
+constexpr PublishedForm flush_form(std::string_view source, std::string_view peak_formula,
+                                   ModelForm peak) {
+  return {"(P-1)*(F+B+W)", "always (fraction (P-1)/(M+P-1))", source, flush, peak_formula, peak};
+}
 
 // ZB-H1's and ZB-H2's conditions: F = B = W and M >= min_m (`min_m_text` in the reason).
 // False, refused, when one fails.
 bool zero_bubble_conditions(const ModelInput& in, ModelResult& r, int min_m,
                             std::string_view min_m_text);
-inline constexpr std::string_view kZeroBubbleSource =
-    "Qi et al. 2024 (Zero Bubble PP), Table 2; steady state for ZB-H2";
+// Their form (Qi et al. 2024, Table 2).
+constexpr PublishedForm zero_bubble_form(std::string_view formula, std::string_view conditions,
+                                         ModelForm bubble, std::string_view peak_formula,
+                                         ModelForm peak) {
+  return {formula, conditions,   "Qi et al. 2024 (Zero Bubble PP), Table 2; steady state for ZB-H2",
+          bubble,  peak_formula, peak};
+}
 
-// DualPipe's and DualPipeV's bubble (DeepSeek-V3 Table 2), `vshape` for DualPipeV.
+// DualPipe's and DualPipeV's bubble (DeepSeek-V3 Table 2), `vshape` for DualPipeV, and their
+// form.
 void dual(const ModelInput& in, ModelResult& r, bool vshape);
-inline constexpr std::string_view kDualConditions =
-    "F = B = W and no overlap gain (FB = F+B+W); P even for dualpipe; M >= 2P";
-inline constexpr std::string_view kDualSource = "DeepSeek-V3 report, Table 2; DualPipe README";
+constexpr PublishedForm dual_form(std::string_view formula, ModelForm bubble,
+                                  std::string_view peak_formula, ModelForm peak) {
+  return {formula,
+          "F = B = W and no overlap gain (FB = F+B+W); P even for dualpipe; M >= 2P",
+          "DeepSeek-V3 report, Table 2; DualPipe README",
+          bubble,
+          peak_formula,
+          peak};
+}
 
 }  // namespace form
 }  // namespace bb

@@ -19,18 +19,8 @@ void peak(const ModelInput& in, ModelResult& r) {
 
 constinit const ScheduleInfo gpipe_schedule = {
     .name = "gpipe",
-    .placement = Placement::looped,
-    .fixed_v = 1,
-    .splits_backward = false,
-    .accepts = "any P, M",
-    .refuse = nullptr,
     .build = build,
-    .form = {.formula = form::kFlushFormula,
-             .conditions = form::kFlushConditions,
-             .source = "Huang et al. 2019 (GPipe)",
-             .bubble = form::flush,
-             .peak_formula = "M",
-             .peak = peak},
+    .form = form::flush_form("Huang et al. 2019 (GPipe)", "M", peak),
 };
 
 }  // namespace bb

@@ -95,9 +95,7 @@ void peak(const ModelInput& in, ModelResult& r) {
 
 constinit const ScheduleInfo interleaved_schedule = {
     .name = "interleaved",
-    .placement = Placement::looped,
     .fixed_v = 0,
-    .splits_backward = false,
     .accepts = "v >= 2, P >= 2, M in max(1, M/P) equal rounds, P*v <= 65535",
     .refuse = refuse,
     .build = build,

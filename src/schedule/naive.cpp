@@ -25,11 +25,6 @@ void peak(const ModelInput& in, ModelResult& r) {
 
 constinit const ScheduleInfo naive_schedule = {
     .name = "naive",
-    .placement = Placement::looped,
-    .fixed_v = 1,
-    .splits_backward = false,
-    .accepts = "any P, M",
-    .refuse = nullptr,
     .build = build,
     .form = {.formula = "(P-1)*M*(F+B+W)",
              .conditions = "always",

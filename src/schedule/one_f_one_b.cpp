@@ -31,18 +31,8 @@ void peak(const ModelInput& in, ModelResult& r) {
 
 constinit const ScheduleInfo one_f_one_b_schedule = {
     .name = "1f1b",
-    .placement = Placement::looped,
-    .fixed_v = 1,
-    .splits_backward = false,
-    .accepts = "any P, M",
-    .refuse = nullptr,
     .build = build,
-    .form = {.formula = form::kFlushFormula,
-             .conditions = form::kFlushConditions,
-             .source = "Narayanan et al. 2019 (PipeDream-Flush)",
-             .bubble = form::flush,
-             .peak_formula = "min(P-s, M)",
-             .peak = peak},
+    .form = form::flush_form("Narayanan et al. 2019 (PipeDream-Flush)", "min(P-s, M)", peak),
 };
 
 }  // namespace bb

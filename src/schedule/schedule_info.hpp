@@ -38,20 +38,22 @@ std::optional<Placement> placement_of(const Schedule& s);
 // Sets s.chunk_rank, chunk_stage and routes (and v for the V and DualPipe placements).
 void set_placement(Schedule& s, Placement p);
 
+// A row states its name, generator and form, and whatever differs from the defaults below (a
+// looped placement, one chunk per rank, one BW per backward, any P, M in the common range).
 struct ScheduleInfo {
   std::string_view name;  // as on the command line and in results
-  Placement placement;
+  Placement placement = Placement::looped;
   // Chunks per rank the schedule always has (1 looped, 2 for the V and DualPipe placements);
   // 0 when it takes the user's v (interleaved).
-  int fixed_v;
+  int fixed_v = 1;
   // True when the backward is split into B (input gradient) and W (weight gradient) actions
   // (DualPipe's keep some BW); false when each backward is one BW action.
-  bool splits_backward;
+  bool splits_backward = false;
   // What it accepts besides the common range (P, M, v >= 1 and kMaxChunkMicroBatches), in
   // words; `refuse` is the rule itself: why the generator refuses p (one line naming the
   // schedule), or empty. Null: it accepts the whole common range (refusal() checks that).
-  std::string_view accepts;
-  std::string (*refuse)(const ScheduleParams& p);
+  std::string_view accepts = "any P, M";
+  std::string (*refuse)(const ScheduleParams& p) = nullptr;
   // Writes the rank lists of `s`, which generate() hands over with its name, P, M, v and
   // placement set from this row and p accepted.
   void (*build)(Schedule& s, const ScheduleParams& p);

@@ -125,8 +125,6 @@ void bubble(const ModelInput&, ModelResult& r) {
 
 constinit const ScheduleInfo zb_auto_schedule = {
     .name = "zb-auto",
-    .placement = Placement::looped,
-    .fixed_v = 1,
     .splits_backward = true,
     .accepts = "any P, M; F/B/W times 1 value or P; memory limit >= 1 (0: P)",
     .refuse = zb_auto_refusal,
@@ -136,8 +134,7 @@ constinit const ScheduleInfo zb_auto_schedule = {
              .source = "Qi et al. 2024 (Zero Bubble PP), automatic scheduler; heuristic search "
                        "here",
              .bubble = bubble,
-             .peak_formula = "<= the memory limit (--mem-limit, default P)",
-             .peak = nullptr},
+             .peak_formula = "<= the memory limit (--mem-limit, default P)"},
     .orders_by_costs = true,
 };
 

@@ -33,18 +33,11 @@ void peak(const ModelInput& in, ModelResult& r) {
 
 constinit const ScheduleInfo zb_h1_schedule = {
     .name = "zb-h1",
-    .placement = Placement::looped,
-    .fixed_v = 1,
     .splits_backward = true,
-    .accepts = "any P, M",
-    .refuse = nullptr,
     .build = build,
-    .form = {.formula = "(P-1)*(F+B-W)",
-             .conditions = "F = B = W (the schedule's order is built for equal passes) and M >= P",
-             .source = form::kZeroBubbleSource,
-             .bubble = bubble,
-             .peak_formula = "min(P, M) (1F1B's peak)",
-             .peak = peak},
+    .form = form::zero_bubble_form(
+        "(P-1)*(F+B-W)", "F = B = W (the schedule's order is built for equal passes) and M >= P",
+        bubble, "min(P, M) (1F1B's peak)", peak),
 };
 
 }  // namespace bb

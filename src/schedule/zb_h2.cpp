@@ -30,18 +30,12 @@ void peak(const ModelInput& in, ModelResult& r) {
 
 constinit const ScheduleInfo zb_h2_schedule = {
     .name = "zb-h2",
-    .placement = Placement::looped,
-    .fixed_v = 1,
     .splits_backward = true,
-    .accepts = "any P, M",
-    .refuse = nullptr,
     .build = build,
-    .form = {.formula = "(P-1)*(F+B-2W), single step (P-1)*F",
-             .conditions = "F = B = W and M >= 2P-1 (fewer micro-batches cannot fill the ramp)",
-             .source = form::kZeroBubbleSource,
-             .bubble = bubble,
-             .peak_formula = "min(2P-1, M)",
-             .peak = peak},
+    .form =
+        form::zero_bubble_form("(P-1)*(F+B-2W), single step (P-1)*F",
+                               "F = B = W and M >= 2P-1 (fewer micro-batches cannot fill the ramp)",
+                               bubble, "min(2P-1, M)", peak),
 };
 
 }  // namespace bb
