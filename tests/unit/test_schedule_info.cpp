@@ -36,22 +36,24 @@ std::string thrown(const std::string& name, int P, int M, int v) {
 
 TEST(ScheduleInfo, TableInIdOrderWithUniqueNames) {
   const auto infos = schedule_infos();
-  ASSERT_EQ(infos.size(), 10u);
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < infos.size(); ++i) {
     EXPECT_EQ(&schedule_info(static_cast<ScheduleId>(i)), &infos[i]);
     EXPECT_EQ(find_schedule(infos[i].name), &infos[i]);
     EXPECT_TRUE(names.insert(infos[i].name).second) << infos[i].name;
     EXPECT_NE(infos[i].build, nullptr);
-    EXPECT_NE(infos[i].form.bubble, nullptr);
-    EXPECT_FALSE(infos[i].form.formula.empty());
-    EXPECT_FALSE(infos[i].form.peak_formula.empty());
     EXPECT_FALSE(infos[i].accepts.empty());
+    // A published form has its text and its numbers (a schedule may have none).
+    EXPECT_EQ(infos[i].form.bubble != nullptr, !infos[i].form.formula.empty()) << infos[i].name;
   }
+  // The schedules of this issue first, in the order of design §5.1 (later ones after them).
   const std::vector<std::string> expected = {"naive",     "gpipe",  "1f1b", "interleaved",
                                              "zb-h1",     "zb-h2",  "zb-v", "dualpipe",
                                              "dualpipev", "zb-auto"};
-  EXPECT_EQ(schedule_names(), expected);
+  ASSERT_GE(schedule_names().size(), expected.size());
+  EXPECT_EQ(std::vector<std::string>(schedule_names().begin(),
+                                     schedule_names().begin() + expected.size()),
+            expected);
   EXPECT_EQ(find_schedule("csv:x.csv"), nullptr);
   EXPECT_EQ(find_schedule("1F1B"), nullptr);
 }
@@ -70,8 +72,16 @@ TEST(ScheduleInfo, GeneratedFilesAreUpToDate) {
         << i.name;
     EXPECT_NE(schedules_text().find(std::string(i.name) + " "), std::string::npos) << i.name;
   }
-  EXPECT_EQ(schedules_taking_v(), "interleaved");
-  EXPECT_EQ(schedules_ordered_by_costs(), "zb-auto");
+  // The help's lists of schedules that take v and that order by costs: exactly those rows.
+  std::string takes_v, by_costs;
+  for (const ScheduleInfo& i : schedule_infos()) {
+    if (i.takes_v()) takes_v += (takes_v.empty() ? "" : ", ") + std::string(i.name);
+    if (i.orders_by_costs) by_costs += (by_costs.empty() ? "" : ", ") + std::string(i.name);
+  }
+  EXPECT_EQ(schedules_taking_v(), takes_v);
+  EXPECT_EQ(schedules_ordered_by_costs(), by_costs);
+  EXPECT_NE(takes_v.find("interleaved"), std::string::npos);
+  EXPECT_NE(by_costs.find("zb-auto"), std::string::npos);
 }
 
 TEST(ScheduleInfo, Facts) {
@@ -202,8 +212,11 @@ TEST(ScheduleInfo, UnknownNameListsTheKnownOnes) {
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown schedule 'bogus' (known: naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v "
-              "dualpipe dualpipev zb-auto, csv:FILE)");
+              "unknown schedule 'bogus' (known: " + joined_schedule_names() + ", csv:FILE)");
+    EXPECT_EQ(std::string(e.what()).rfind("unknown schedule 'bogus' (known: naive gpipe 1f1b "
+                                          "interleaved zb-h1 zb-h2 zb-v dualpipe dualpipev zb-auto",
+                                          0),
+              0u);
   }
   EXPECT_EQ(thrown("bogus", 2, 2, 1).rfind("unknown schedule 'bogus'", 0), 0u);
 }
