@@ -72,7 +72,10 @@ def closed_form_curve(schedule, P, M_values, v=1) -> np.ndarray:
 
 
 def has_closed_form(schedule) -> bool:
-    return str(schedule).strip().lower() in ("naive", "gpipe", "afab", "1f1b", "interleaved")
+    """Whether closed_form_bubble_fraction knows a form for SCHEDULE: those of FORMULAS (and
+    GPipe's other name, afab)."""
+    name = str(schedule).strip().lower()
+    return name in FORMULAS or name == "afab"
 
 
 def find_bubblebench(explicit=None) -> Optional[str]:
