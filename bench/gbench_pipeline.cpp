@@ -170,6 +170,7 @@ struct World {
   std::unique_ptr<BufferPool> pool;
   int rank = 0, size = 1;
   harness::ClockMode clock = harness::ClockMode::kShared;  // rank 0: from every rank's host
+  bool synthetic = true;  // --bb_compute synthetic (else real: the MLP's GEMMs)
 };
 
 World* g_world = nullptr;
@@ -180,7 +181,7 @@ void run_benchmark(benchmark::State& state, const std::string& name, const Sched
   ec.hidden = w.opt.hidden;
   ec.layers = w.opt.layers;
   ec.mb_size = w.opt.mb_size;
-  ec.synthetic = w.opt.compute == "synthetic";
+  ec.synthetic = w.synthetic;
   ec.t_f = ec.t_b = ec.t_w = parse_duration(w.opt.t, "--bb_t", true);
   ec.timeout_s = w.opt.timeout;
   Executor ex(lowered, *w.backend, *w.transport, *w.pool, ec);
@@ -317,9 +318,19 @@ int main(int argc, char** argv) {
         (std::isdigit(static_cast<unsigned char>(world.opt.t.back())) != 0 ||
          world.opt.t.back() == '.'))
       throw bb::ConfigError("--bb_t: '" + world.opt.t + "' needs a unit: s, ms, us or ns");
-    if (world.opt.compute != "synthetic" && world.opt.compute != "real")
+    world.synthetic = world.opt.compute == "synthetic";
+    if (!world.synthetic && world.opt.compute != "real")
       throw bb::ConfigError("--bb_compute: '" + world.opt.compute +
                             "' is neither synthetic nor real");
+    const auto backend = bb::enum_of<bb::BackendKind>(world.opt.backend);
+    if (!backend)
+      throw bb::ConfigError("--bb_backend: '" + world.opt.backend + "' is neither cpu nor cuda");
+    const auto transport = world.opt.transport.empty()
+                               ? std::optional(bb::default_transport(*backend))
+                               : bb::enum_of<bb::TransportKind>(world.opt.transport);
+    if (!transport)
+      throw bb::ConfigError("--bb_transport: '" + world.opt.transport +
+                            "' is neither mpi nor nccl");
     (void)bb::gbench::make_reporter(format, false);
     (void)bb::gbench::make_reporter(out_format, false);
     bb::ScheduleSweep sweep =
@@ -336,11 +347,8 @@ int main(int argc, char** argv) {
       configs.emplace_back(name, std::make_shared<const bb::Schedule>(bb::lower(s)));
     world.p2p = bb::mpi::duplicate(MPI_COMM_WORLD, world.opt.timeout);
     world.coll = bb::mpi::duplicate(MPI_COMM_WORLD, world.opt.timeout);
-    world.backend = bb::make_backend(world.opt.backend, 0);
-    world.transport =
-        bb::make_transport(world.opt.transport.empty() ? bb::default_transport(world.opt.backend)
-                                                       : world.opt.transport,
-                           world.p2p, *world.backend);
+    world.backend = bb::make_backend(*backend, 0);
+    world.transport = bb::make_transport(*transport, world.p2p, *world.backend, world.opt.timeout);
     world.clock = bb::harness::clock_of_hosts(
         bb::mpi::gather(bb::harness::host_name(), 0, world.coll, world.opt.timeout));
     world.pool = std::make_unique<bb::BufferPool>(

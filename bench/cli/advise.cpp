@@ -108,6 +108,20 @@ std::string text_attr(const Attrs& a, const std::string& key, const std::string&
   return s != nullptr ? *s : fallback;
 }
 
+// A setting of the run as its enum (the file's text parsed at this edge); `fallback` when the
+// run has no such attribute; ConfigError for a name bubblebench does not know.
+template <class E>
+E enum_attr(const Attrs& a, const std::string& key, E fallback) {
+  const std::string t = text_attr(a, key, std::string(name_of(fallback)));
+  if (const auto e = enum_of<E>(t)) return *e;
+  throw ConfigError("--results: the run's " + key + " '" + t + "' is not one bubblebench knows");
+}
+
+// Adam keeps two moments beside the weights and gradients: four copies of the parameters.
+double static_factor(OptimizerConfig::Kind k) {
+  return k == OptimizerConfig::Kind::kAdam ? 4 : 2;
+}
+
 bool has_costs(const RunRecord& r) {
   for (const char* k : {"t_f_s", "t_b_s", "t_w_s"})
     if (!std::isfinite(num_attr(r.attrs, k))) return false;
@@ -265,12 +279,12 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   const bool per_chunk = pooled_profiles(o.results, r, src, o.run_key.empty(), in, runs, fb_runs);
   in.mb_size = static_cast<int>(num_attr(a, "mb_size"));
   harness::RunSettings& s = vm.settings;
-  s.backend = text_attr(a, "backend", "cpu");
-  s.transport = text_attr(a, "transport", default_transport(s.backend));
-  s.compute = text_attr(a, "compute", "gemm");
-  s.dtype = text_attr(a, "dtype", "fp32");
-  s.optimizer = text_attr(a, "optimizer", "sgd");
-  s.stage = text_attr(a, "stage", "mlp");
+  s.backend = enum_attr(a, "backend", BackendKind::kCpu);
+  s.transport = enum_attr(a, "transport", default_transport(s.backend));
+  s.compute = enum_attr(a, "compute", harness::Compute::kGemm);
+  s.dtype = enum_attr(a, "dtype", Dtype::kF32);
+  s.optimizer = enum_attr(a, "optimizer", OptimizerConfig::Kind::kSgd);
+  s.stage = enum_attr(a, "stage", harness::StageModel::kMlp);
   s.seq = static_cast<int>(num_attr(a, "seq"));
   s.heads = static_cast<int>(num_attr(a, "heads"));
   s.ffn = static_cast<int>(num_attr(a, "ffn"));
@@ -302,7 +316,7 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
     if (share > 0) per_stage.push_back(static_cast<double>(rk.param_bytes) / share);
   }
   in.param_bytes = median(per_stage, 0.0);
-  in.static_factor = s.optimizer == "adam" ? 4 : 2;
+  in.static_factor = static_factor(s.optimizer);
   // Calibrated links: the median line of the run's pairs prices every pair.
   std::vector<double> alpha, beta;
   for (const LinkFit& f : r.links) {
@@ -342,7 +356,7 @@ advise::Input make_input(const AdviseOptions& o, VerifyModel& vm, bool print) {
   in.mb_size = 1;
   vm.synthetic_stage_times = o.results.empty();
   if (vm.synthetic_stage_times) {
-    vm.settings.compute = "synthetic";
+    vm.settings.compute = harness::Compute::kSynthetic;
     in.t_f = {1e-3};
     in.t_b = {1e-3};
     in.t_w = {1e-3};
@@ -361,13 +375,14 @@ advise::Input make_input(const AdviseOptions& o, VerifyModel& vm, bool print) {
   bytes(o.input_bytes, "--input-bytes", in.input_bytes);
   bytes(o.param_bytes, "--param-bytes", in.param_bytes);
   bytes(o.memory_cap, "--memory-cap", in.memory_cap);
-  if (!o.optimizer.empty()) in.static_factor = o.optimizer == "adam" ? 4 : 2;
+  if (!o.optimizer.empty())
+    in.static_factor = static_factor(enum_of<OptimizerConfig::Kind>(o.optimizer).value());
   if (!o.latency.empty()) in.latency = parse_duration(o.latency, "--latency", true);
   if (!o.bandwidth.empty()) in.bandwidth = parse_duration(o.bandwidth, "--bandwidth", false);
   if (o.fb_factor > 0) in.fb_factor = o.fb_factor;
   if (o.global_batch < 0) throw ConfigError("--global-batch must be >= 1");
   in.global_batch = o.global_batch;
-  in.steady = o.sync == "none";
+  in.steady = enum_of<harness::Sync>(o.sync).value() == harness::Sync::kNone;
   in.schedules = sweep_names(o.schedules);
   in.Ms = parse_int_list(o.M, "-M");
   in.vs = parse_int_list(o.v, "-v");

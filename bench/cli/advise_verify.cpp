@@ -84,18 +84,17 @@ std::vector<Verified> verify_top(const AdviseOptions& o, const advise::Input& in
                       " ranks: start it with mpiexec -n " + std::to_string(in.P) +
                       " (world size is " + std::to_string(world) + ")");
   harness::RunSettings base = vm.settings;
-  base.transport = base.transport.empty() ? default_transport(base.backend) : base.transport;
   base.warmup = o.warmup;
   base.iters = o.iters;
-  base.sync = in.steady ? "none" : "barrier";
+  base.sync = in.steady ? harness::Sync::kNone : harness::Sync::kBarrier;
   base.timeout = o.timeout;
   base.calibrate = false;
   base.check = false;
   MPI_Comm p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
   MPI_Comm coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
-  auto backend =
-      make_backend(base.backend, base.backend == "cuda" ? harness::local_rank() : 0, base.dtype);
-  auto transport = make_transport(base.transport, p2p, *backend);
+  auto backend = make_backend(
+      base.backend, base.backend == BackendKind::kCuda ? harness::local_rank() : 0, base.dtype);
+  auto transport = make_transport(base.transport, p2p, *backend, o.timeout);
   std::vector<Verified> out;
   for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < o.verify; ++i) {
     const advise::Candidate& c = r.ranked[i];

@@ -42,7 +42,8 @@ struct CalibrateOptions {
   int rounds = CalibrationOptions{}.rounds;
   std::string max_bytes = "1M";
   int max_regimes = FitOptions{}.max_regimes, min_sizes = FitOptions{}.min_points;
-  std::string backend = "cpu", transport;
+  BackendKind backend = BackendKind::kCpu;
+  std::string transport;
   bool json = false;
   std::string out;
   double timeout = 600;
@@ -146,7 +147,7 @@ void validate(const CalibrateOptions& o) {
 
 Attrs link_attrs(const CalibrateOptions& o, const std::string& transport, int P) {
   return {{"method", std::string(kCalibrationMethod)},
-          {"backend", o.backend},
+          {"backend", std::string(name_of(o.backend))},
           {"transport", transport},
           {"ranks", std::int64_t{P}},
           {"pairs", o.pairs},
@@ -209,8 +210,8 @@ int calibrate_all(int argc, char** argv) {
   MPI_Comm p2p = MPI_COMM_NULL, coll = MPI_COMM_NULL;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Transport> transport;
-  const std::string transport_name =
-      o.transport.empty() ? default_transport(o.backend) : o.transport;
+  const TransportKind transport_kind = transport_of(o.transport, o.backend);
+  const std::string transport_name(name_of(transport_kind));
   try {
     p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
@@ -226,7 +227,7 @@ int calibrate_all(int argc, char** argv) {
   }
   if (const int c = agree(); c != kExitOk) return c;
   try {
-    transport = make_transport(transport_name, p2p, *backend);
+    transport = make_transport(transport_kind, p2p, *backend, o.timeout);
   } catch (const TimeoutError&) {
     throw;
   } catch (const std::exception& e) {

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "runtime/kinds.hpp"
 
 namespace bb {
 
@@ -21,11 +24,29 @@ inline CLI::Option* add_choice(CLI::App& app, const std::string& name, std::stri
   return add_with_default(app, name, value, help)->check(CLI::IsMember(std::move(choices)));
 }
 
-// --backend cpu|cuda and --transport mpi|nccl (empty when not given: the backend decides).
-inline void add_backend_options(CLI::App& app, std::string& backend, std::string& transport) {
-  add_choice(app, "--backend", backend, "cpu or cuda", {"cpu", "cuda"});
+// `name` takes one of the names of enum E (common/enum_names.hpp), parsed here into `value`:
+// the setting is an enum from the command line on; --help shows its default's name.
+template <class E>
+CLI::Option* add_enum_choice(CLI::App& app, const std::string& name, E& value,
+                             const std::string& help) {
+  std::map<std::string, E> names;
+  const auto table = enum_names(E{});
+  for (std::size_t i = 0; i < table.names.size(); ++i)
+    names.emplace(std::string(table.names[i]), static_cast<E>(i));
+  return app.add_option(name, value, help)
+      ->transform(CLI::CheckedTransformer(names))
+      ->default_str(std::string(name_of(value)));
+}
+
+// --backend cpu|cuda and --transport mpi|nccl ("" when not given: transport_of decides).
+inline void add_backend_options(CLI::App& app, BackendKind& backend, std::string& transport) {
+  add_enum_choice(app, "--backend", backend, "cpu or cuda");
   app.add_option("--transport", transport, "mpi or nccl (default: mpi for cpu, nccl for cuda)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
+}
+// The transport of --transport TEXT (checked by add_backend_options), or the backend's default.
+inline TransportKind transport_of(const std::string& text, BackendKind backend) {
+  return text.empty() ? default_transport(backend) : enum_of<TransportKind>(text).value();
 }
 
 }  // namespace bb

@@ -76,20 +76,20 @@ struct RunOptions : StageOptions, DebugOptions {  // --stage ..., --debug-*
   std::string M = "8";
   std::string v = "1";
   int P = 0;  // 0: not given (P is the world size)
-  std::string backend = "cpu";
-  std::string transport;  // default: by backend
-  std::string compute = "gemm";
+  BackendKind backend = BackendKind::kCpu;
+  std::string transport;  // default: by backend (transport_of)
+  harness::Compute compute = harness::Compute::kGemm;
   std::string t_f = "1ms", t_b = "2ms", t_w = "0", t_fb;
   int mem_limit = 0;                                       // zb-auto's (0: P)
   std::string hidden = "64", layers = "1", mb_size = "8";  // LISTs
-  std::string dtype = "fp32";
+  Dtype dtype = Dtype::kF32;
   int warmup = 1, iters = 5;
-  std::string sync = "barrier";
+  harness::Sync sync = harness::Sync::kBarrier;
   bool check = false;
   std::string recompute = "off";
   double timeout = 600;
   std::string format = "table";
-  std::string optimizer = "sgd";
+  OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::kSgd;
   double lr = 1e-3;
   std::uint64_t seed = 1234;
   std::string out, trace;
@@ -114,8 +114,7 @@ void add_options(CLI::App& app, RunOptions& o) {
   add_with_default(app, "-v", o.v, "Chunks per rank for " + schedules_taking_v() + " (LIST)");
   app.add_option("-P", o.P, "Pipeline ranks: must equal the MPI world size (optional)");
   add_backend_options(app, o.backend, o.transport);
-  add_choice(app, "--compute", o.compute, "gemm (the MLP math) or synthetic (timed waits)",
-             {"gemm", "synthetic"});
+  add_enum_choice(app, "--compute", o.compute, "gemm (the MLP math) or synthetic (timed waits)");
   add_with_default(app, "--t-f", o.t_f, "Synthetic F time of one stage (2ms, 500us, or seconds)");
   add_with_default(app, "--t-b", o.t_b, "Synthetic B time of one stage");
   add_with_default(app, "--t-w", o.t_w,
@@ -129,11 +128,11 @@ void add_options(CLI::App& app, RunOptions& o) {
   add_with_default(app, "--layers", o.layers, "Blocks per chunk (LIST)");
   add_with_default(app, "--mb-size", o.mb_size,
                    "Rows of a micro-batch; transformer: sequences (LIST)");
-  add_choice(app, "--dtype", o.dtype, "fp32 or bf16", {"fp32", "bf16"});
+  add_enum_choice(app, "--dtype", o.dtype,
+                  "fp32 or bf16: activations, their gradients and messages (weights stay fp32)");
   add_with_default(app, "--warmup", o.warmup, "Untimed steps per configuration");
   add_with_default(app, "--iters", o.iters, "Timed steps per configuration");
-  add_choice(app, "--sync", o.sync, "barrier (ranks aligned per step) or none (back to back)",
-             {"barrier", "none"});
+  add_enum_choice(app, "--sync", o.sync, "barrier (ranks aligned per step) or none (back to back)");
   app.add_flag("--check", o.check,
                "Compare loss and gradients of one extra step with the sequential reference");
   app.add_flag("--recompute{on}", o.recompute,
@@ -142,7 +141,7 @@ void add_options(CLI::App& app, RunOptions& o) {
   add_with_default(app, "--timeout", o.timeout, "Watchdog: seconds any single wait may take");
   add_choice(app, "--format", o.format, "table (row by row, as runs finish), csv or json",
              {"table", "csv", "json"});
-  add_choice(app, "--optimizer", o.optimizer, "sgd or adam", {"sgd", "adam"});
+  add_enum_choice(app, "--optimizer", o.optimizer, "sgd or adam");
   add_with_default(app, "--lr", o.lr, "Learning rate");
   // Given values are checked as written (cli/validators.hpp).
   const CLI::Validator not_empty = non_empty_path(), u64 = uint64_text();
@@ -165,7 +164,7 @@ void add_options(CLI::App& app, RunOptions& o) {
 RunSettings settings_of(const RunOptions& o) {
   RunSettings s;
   s.backend = o.backend;
-  s.transport = o.transport.empty() ? default_transport(o.backend) : o.transport;
+  s.transport = transport_of(o.transport, o.backend);
   s.compute = o.compute;
   s.t_f = duration_of(o.t_f, "--t-f");
   s.t_b = duration_of(o.t_b, "--t-b");
@@ -199,14 +198,12 @@ void validate_options(const RunOptions& o, int world) {
   int_list_in(o.mb_size, "--mb-size", 1, 1 << 20);
   if (o.warmup < 0 || o.warmup > 100000) throw ConfigError("--warmup must be 0..100000");
   if (o.iters < 1 || o.iters > 100000) throw ConfigError("--iters must be 1..100000");
-  if (o.sync == "none" && o.iters < 2)
+  if (o.sync == harness::Sync::kNone && o.iters < 2)
     throw ConfigError("--sync none measures the period between steps: needs --iters >= 2");
   if (!(o.timeout > 0)) throw ConfigError("--timeout must be > 0 seconds");
   if (!(o.lr >= 0) || !std::isfinite(o.lr)) throw ConfigError("--lr must be >= 0");
-  if (o.check && o.compute == "synthetic")
+  if (o.check && o.compute == harness::Compute::kSynthetic)
     throw ConfigError("--check needs --compute gemm (synthetic compute has no gradients)");
-  std::string why;
-  if (!backend_supports_dtype(o.backend, o.dtype, &why)) throw ConfigError(why);
   (void)settings_of(o);  // the durations parse
 }
 
@@ -347,7 +344,8 @@ int set_up(Launch& L, int argc, char** argv) {
   L.attempt([&] {
     L.p2p = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
     L.coll = mpi::duplicate(MPI_COMM_WORLD, o.timeout);
-    L.backend = make_backend(o.backend, o.backend == "cuda" ? harness::local_rank() : 0, o.dtype);
+    L.backend = make_backend(o.backend, o.backend == BackendKind::kCuda ? harness::local_rank() : 0,
+                             o.dtype);
   });
   if (const int code = L.agree(); code != 0) return code;
   // A GPU's memory, once the backend (its context and cuBLAS) exists.
@@ -411,7 +409,7 @@ int run_sweep(Launch& L, int argc, char** argv) {
   harness::gather_placement(ctx,
                             this_placement(harness::host_name(), harness::device_of(*L.backend)));
   harness::RunTable table(std::cout, L.o.format, !L.settings.barrier(),
-                          L.settings.backend == "cuda", L.configs);
+                          L.settings.backend == BackendKind::kCuda, L.configs);
   if (L.me == 0) {
     if (L.world == 1 && !harness::under_launcher())
       say("note: not started by mpiexec or srun: 1 rank, so every run has P=1 (mpiexec -n P "
@@ -420,7 +418,7 @@ int run_sweep(Launch& L, int argc, char** argv) {
       say("bubblebench: warning: " + line);
     table.begin(
         harness::context_lines(harness::root_attributes(argc, argv, BB_VERSION, build_git_sha()),
-                               ctx.where.ranks, L.o.backend, std::string(L.transport->name())));
+                               ctx.where.ranks, L.settings.backend, L.settings.transport));
   }
   const harness::SweepOutcome r = harness::run_sweep(
       ctx, L.configs, L.skip, [&](const harness::RunSummary& s) { table.row(s); });

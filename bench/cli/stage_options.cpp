@@ -8,8 +8,7 @@
 namespace bb {
 
 void add_stage_options(CLI::App& app, StageOptions& o) {
-  add_choice(app, "--stage", o.stage, "Chunk model: mlp, or transformer (pre-LN blocks)",
-             {"mlp", "transformer"});
+  add_enum_choice(app, "--stage", o.stage, "Chunk model: mlp, or transformer (pre-LN blocks)");
   // The transformer's shape, one row a flag (--causal is the one switch among them).
   struct ShapeFlag {
     const char* name;
@@ -78,9 +77,10 @@ void apply_model_preset(const CLI::App& app, StageOptions& o, std::string& hidde
       std::find_if(all.begin(), all.end(), [&](const ModelPreset& x) { return o.model == x.name; });
   if (p == all.end()) throw ConfigError("--model " + o.model + ": unknown preset");
   const auto given = [&](const char* name) { return app.count(name) > 0; };
-  if (given("--stage") && o.stage != "transformer")
-    throw ConfigError("--model " + o.model + " is a transformer: it takes no --stage " + o.stage);
-  o.stage = "transformer";
+  if (given("--stage") && o.stage != harness::StageModel::kTransformer)
+    throw ConfigError("--model " + o.model + " is a transformer: it takes no --stage " +
+                      std::string(name_of(o.stage)));
+  o.stage = harness::StageModel::kTransformer;
   if (!given("--hidden")) hidden = std::to_string(p->hidden);
   if (!given("--heads")) o.heads = p->heads;
   if (!given("--ffn")) o.ffn = p->ffn;
@@ -120,7 +120,7 @@ void validate_stage_options(const StageOptions& o, const std::vector<int>& hidde
     throw ConfigError("--partition needs --model-layers (the blocks it splits)");
   if (!(o.partition_lambda >= 0)) throw ConfigError("--partition-lambda must be >= 0");
   if (o.partition != "auto") (void)parse_partition(o.partition);
-  if (o.stage != "transformer") {
+  if (o.stage != harness::StageModel::kTransformer) {
     if (o.vocab != 0) throw ConfigError("--vocab needs --stage transformer");
     return;
   }
@@ -143,7 +143,7 @@ harness::RunSettings apply_stage_options(const StageOptions& o, harness::RunSett
   s.partition = s.partition_auto ? std::vector<int>{} : parse_partition(o.partition);
   s.partition_lambda = o.partition_lambda;
   s.model = o.model;
-  if (o.stage != "transformer") return s;
+  if (o.stage != harness::StageModel::kTransformer) return s;
   s.seq = o.seq;
   s.heads = o.heads;
   s.ffn = o.ffn;

@@ -12,7 +12,7 @@
 namespace bb {
 
 struct StageOptions {
-  std::string stage = "mlp";
+  harness::StageModel stage = harness::StageModel::kMlp;
   int seq = 16, heads = 1, ffn = 0;
   bool causal = false;
   int vocab = 0;                // model ends (embedding, LM head, cross-entropy); 0: none

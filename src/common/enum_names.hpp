@@ -30,4 +30,16 @@ struct EnumNames {
   static constexpr bool ends_at(E last) { return static_cast<std::size_t>(last) + 1 == N; }
 };
 
+// Settings as enums, named once: an enum E with a table found by `enum_names(E{})` (declared
+// beside E, so that argument-dependent lookup finds it) gets name_of and enum_of. Text is for
+// the edges (command line, files, tables); everything between compares enums.
+template <class E>
+constexpr std::string_view name_of(E e) {
+  return enum_names(E{}).name(e);
+}
+template <class E>
+constexpr std::optional<E> enum_of(std::string_view text) {
+  return enum_names(E{}).find(text);
+}
+
 }  // namespace bb

@@ -87,7 +87,7 @@ CheckOutcome run_check(Executor& ex, Backend& backend, const RunConfig& c, const
     out.message = cmp.message;
   }
   mpi::broadcast(pass, 0, comm, o.timeout);
-  out.status = pass ? "pass" : "fail";
+  out.status = pass ? CheckStatus::kPass : CheckStatus::kFail;
   return out;
 }
 

@@ -14,7 +14,7 @@
 namespace bb::harness {
 
 struct CheckOutcome {
-  std::string status = "skipped";  // pass | fail | skipped
+  CheckStatus status = CheckStatus::kSkipped;
   double max_rel_error = 0;
   std::string message;
   std::optional<double> loss;  // rank 0: the pipeline's loss of the step (before any update)

@@ -9,7 +9,6 @@
 #include "harness/table.hpp"
 #include "results/hdf5_file.hpp"
 #include "results/links_io.hpp"
-#include "runtime/cuda_plugin.hpp"
 
 namespace bb::harness {
 namespace {
@@ -25,8 +24,15 @@ FieldValue opt(const std::optional<double>& x) {
 FieldValue text_or_null(const std::string& x) {
   return x.empty() ? FieldValue(Null{}) : FieldValue(x);
 }
+FieldValue text_or_omit(const std::string& x) {
+  return x.empty() ? FieldValue(Omit{}) : FieldValue(x);
+}
+template <class E>
+FieldValue text_of(E e) {  // an enum setting by its name
+  return std::string(name_of(e));
+}
 FieldValue when_checked(const RunSummary& s, FieldValue v) {
-  return s.check == "skipped" ? FieldValue(Omit{}) : v;
+  return s.check == CheckStatus::kSkipped ? FieldValue(Omit{}) : v;
 }
 FieldValue when_synthetic(const RunSummary& s, FieldValue v) {
   return s.synthetic ? v : FieldValue(Omit{});
@@ -95,13 +101,13 @@ const Field kFields[] = {
     {"v", "chunks", "chunks per rank", FieldType::kInt, kBoth | kSummary,
      [](const RunSummary& s) { return i64(s.v); }, nullptr, Column{"v", 3, Show::kAlways}},
     {"backend", "", "cpu or cuda", FieldType::kText, kBoth | kSummary,
-     [](const RunSummary& s) -> FieldValue { return s.backend; }},
+     [](const RunSummary& s) { return text_of(s.backend); }},
     {"transport", "", "mpi or nccl", FieldType::kText, kBoth | kSummary,
-     [](const RunSummary& s) -> FieldValue { return s.transport; }},
+     [](const RunSummary& s) { return text_of(s.transport); }},
     {"compute", "", "gemm (the chunk model's math) or synthetic (timed waits)", FieldType::kText,
-     kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.compute; }},
+     kBoth | kSummary, [](const RunSummary& s) { return text_of(s.compute); }},
     {"stage", "", "chunk model: mlp or transformer (docs/transformer.md)", FieldType::kText,
-     kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.stage; }},
+     kBoth | kSummary, [](const RunSummary& s) { return text_of(s.stage); }},
     {"seq", "tokens", "transformer: tokens per sequence (0 for mlp)", FieldType::kInt,
      kBoth | kSummary, [](const RunSummary& s) { return i64(s.seq); }},
     {"heads", "", "transformer: attention heads (0 for mlp)", FieldType::kInt, kBoth | kSummary,
@@ -112,8 +118,8 @@ const Field kFields[] = {
      kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.causal; }},
     {"vocab", "", "transformer: vocabulary of the model's ends (0: none, MSE loss)",
      FieldType::kInt, kBoth | kSummary, [](const RunSummary& s) { return i64(s.vocab); }},
-    {"model", "", "the --model preset the shape was expanded from (null: none)",
-     FieldType::kText, kBoth | kSummary, [](const RunSummary& s) { return text_or_null(s.model); }},
+    {"model", "", "the --model preset the shape was expanded from (null: none)", FieldType::kText,
+     kBoth | kSummary, [](const RunSummary& s) { return text_or_null(s.model); }},
     {"model_layers", "", "blocks of the whole model (--model-layers, or chunks x --layers)",
      FieldType::kInt, kBoth | kSummary, [](const RunSummary& s) { return i64(s.model_layers); }},
     {"partition", "", "blocks per chunk along the route, e.g. 3,2,2,1 (--partition, or even)",
@@ -133,7 +139,7 @@ const Field kFields[] = {
     {"dtype", "",
      "fp32 or bf16: of activations, their gradients and messages (parameters, gradients and "
      "optimizer state are fp32)",
-     FieldType::kText, kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.dtype; }},
+     FieldType::kText, kBoth | kSummary, [](const RunSummary& s) { return text_of(s.dtype); }},
     {"message_bytes", "bytes",
      "bytes of one forward activation message: mb_size x hidden (x seq) elements of dtype",
      FieldType::kInt, kBoth | kSummary, [](const RunSummary& s) { return i64(s.message_bytes); }},
@@ -141,7 +147,7 @@ const Field kFields[] = {
      kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.recompute; }, nullptr,
      Column{"recompute", 7, Show::kAlways}},
     {"sync", "", "barrier (ranks aligned per step) or none (steps back to back)", FieldType::kText,
-     kBoth | kSummary, [](const RunSummary& s) -> FieldValue { return s.sync; }},
+     kBoth | kSummary, [](const RunSummary& s) { return text_of(s.sync); }},
     {"warmup", "steps", "untimed steps before the timed ones", FieldType::kInt, kBoth | kSummary,
      [](const RunSummary& s) { return i64(s.warmup); }},
     {"iters", "steps", "timed steps", FieldType::kInt, kBoth | kSummary,
@@ -175,16 +181,18 @@ const Field kFields[] = {
                  "the simulator's bubble fraction of the lowered schedule fed the medians",
                  real_of<&RunSummary::bubble_fraction_sim>, "sim", 10),
     {"check", "", "--check: pass, fail or skipped", FieldType::kText, kBoth | kSummary,
-     [](const RunSummary& s) -> FieldValue { return s.check; }, nullptr,
+     [](const RunSummary& s) { return text_of(s.check); }, nullptr,
      Column{"check", 30, Show::kAlways}},
     // Where the bubble came from (sim/attribution.hpp), a column group of the table.
-    attribution_term<0>(), attribution_term<1>(), attribution_term<2>(), attribution_term<3>(),
+    attribution_term<0>(),
+    attribution_term<1>(),
+    attribution_term<2>(),
+    attribution_term<3>(),
     attribution_term<4>(),
     // The study's metrics (harness/metrics.hpp; docs/run-record.md, "Metrics").
     ratio_column("utilisation", "Σ busy / (P·T) of the median step: 1 - bubble_fraction_measured",
                  real_of<&RunSummary::utilisation>, "util", 21),
-    ratio_column("comm_share",
-                 "communication share Σ comm_s / Σ (busy_s + comm_s) over the ranks",
+    ratio_column("comm_share", "communication share Σ comm_s / Σ (busy_s + comm_s) over the ranks",
                  real_of<&RunSummary::comm_share>, "comm_share", 22),
     {"flops", "FLOP",
      "model FLOPs of one step, all ranks (GEMMs, 2 per multiply-add; null: synthetic compute)",
@@ -226,7 +234,7 @@ const Field kFields[] = {
     {"seed", "", "seed of parameters, inputs and targets", FieldType::kInt, kAttr,
      [](const RunSummary& s) { return i64(static_cast<std::int64_t>(s.seed)); }},
     {"optimizer", "", "sgd or adam", FieldType::kText, kAttr,
-     [](const RunSummary& s) -> FieldValue { return s.optimizer; }},
+     [](const RunSummary& s) { return text_of(s.optimizer); }},
     {"lr", "", "learning rate", FieldType::kReal, kAttr,
      [](const RunSummary& s) -> FieldValue { return s.lr; }},
     synthetic_time<&RunSummary::synthetic_t_f_s>("synthetic_t_f_s",
@@ -241,20 +249,12 @@ const Field kFields[] = {
     // What the run used (a CPU run has none of these; the build's capabilities are the file's
     // root attributes build_cuda, build_nccl).
     {"cuda_version", "", "--backend cuda: the CUDA runtime version the run used", FieldType::kText,
-     kAttr,
-     [](const RunSummary& s) -> FieldValue {
-       return s.backend == "cuda" ? FieldValue(cuda_plugin::versions().runtime)
-                                  : FieldValue(Omit{});
-     }},
+     kAttr, [](const RunSummary& s) { return text_or_omit(s.cuda_version); }},
     {"cuda_driver_version", "", "--backend cuda: the CUDA driver version the run used",
      FieldType::kText, kAttr,
-     [](const RunSummary& s) -> FieldValue {
-       return s.backend == "cuda" ? FieldValue(cuda_plugin::versions().driver) : FieldValue(Omit{});
-     }},
+     [](const RunSummary& s) { return text_or_omit(s.cuda_driver_version); }},
     {"nccl_version", "", "--transport nccl: the NCCL version the run used", FieldType::kText, kAttr,
-     [](const RunSummary& s) -> FieldValue {
-       return s.transport == "nccl" ? FieldValue(cuda_plugin::versions().nccl) : FieldValue(Omit{});
-     }},
+     [](const RunSummary& s) { return text_or_omit(s.nccl_version); }},
     {"step_time_s", "s", "T of every timed step (HDF5: the step_time_s dataset)", FieldType::kReals,
      kJson | kDataset, [](const RunSummary& s) -> FieldValue { return s.step_time_s; }},
     // Per rank.
@@ -264,8 +264,8 @@ const Field kFields[] = {
      [](const RankResult& x, std::size_t) -> FieldValue { return x.where.host; }},
     {"device", "", "the rank's CUDA device (-1: CPU)", FieldType::kI32, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) { return i64(x.where.gpu); }},
-    {"rank_device_name", "", "the rank's GPU as its driver names it (null: CPU)",
-     FieldType::kText, kRankBoth, nullptr,
+    {"rank_device_name", "", "the rank's GPU as its driver names it (null: CPU)", FieldType::kText,
+     kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) { return text_or_null(x.where.device_name); }},
     {"cpus", "", "the CPUs the rank may run on (its affinity, e.g. 0-3,8)", FieldType::kText,
      kRankBoth, nullptr,
@@ -332,14 +332,12 @@ const Field kFields[] = {
      kRankBoth, nullptr, [](const RankResult& x, std::size_t) -> FieldValue { return x.flops; }},
     {"rank_flops_per_s", "FLOP/s", "rank_flops / T", FieldType::kReal, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) -> FieldValue { return x.flops_per_s; }},
-    {"rank_mfu", "", "rank_flops_per_s / peak_flops_per_s (null: no known peak)",
-     FieldType::kReal, kRankBoth, nullptr,
-     [](const RankResult& x, std::size_t) { return opt(x.mfu); }},
+    {"rank_mfu", "", "rank_flops_per_s / peak_flops_per_s (null: no known peak)", FieldType::kReal,
+     kRankBoth, nullptr, [](const RankResult& x, std::size_t) { return opt(x.mfu); }},
     {"peak_activation_bytes_model", "bytes", "the simulator's peak_activation_bytes",
      FieldType::kU64, kRankColumn, nullptr,
-     [](const RankResult& x, std::size_t) -> FieldValue {
-       return std::round(x.peak_activation_bytes_model);
-     }},
+     [](const RankResult& x,
+        std::size_t) -> FieldValue { return std::round(x.peak_activation_bytes_model); }},
 };
 
 json json_value(const FieldValue& v) {
@@ -530,14 +528,14 @@ std::vector<std::string> table_row(const std::vector<const Field*>& cols, const 
 }
 
 Table to_table(const std::vector<RunSummary>& runs) {
-  const bool steady = !runs.empty() && runs.front().sync == "none";
+  const bool steady = !runs.empty() && runs.front().sync == Sync::kNone;
   bool model_varies = false;
   for (const Field& f : kFields)
     if (f.column.show == Show::kIfVaried)
       for (const RunSummary& s : runs)
         model_varies =
             model_varies || table_cell(f, s, false) != table_cell(f, runs.front(), false);
-  const bool gpu = !runs.empty() && runs.front().backend == "cuda";
+  const bool gpu = !runs.empty() && runs.front().backend == BackendKind::kCuda;
   const auto cols = table_columns(steady, model_varies, gpu);
   Table t{table_headers(cols), {}};
   for (const RunSummary& s : runs) t.rows.push_back(table_row(cols, s, false));

@@ -81,8 +81,8 @@ MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank) {
   if (o.synthetic()) return n;  // no parameters, no saved tensors (accounting only)
   n.weights = n.gradients = local * params;
   n.workspace = local * workspace;
-  if (o.backend == "cuda" && ec.dtype == Dtype::kBF16) n.bf16_copies = n.weights / 2;
-  if (o.optimizer == "adam") n.optimizer = 2 * local * params;
+  if (o.backend == BackendKind::kCuda && ec.dtype == Dtype::kBF16) n.bf16_copies = n.weights / 2;
+  if (o.optimizer == OptimizerConfig::Kind::kAdam) n.optimizer = 2 * local * params;
   n.activations = stage_mbs * footprint;
   if (o.check && rank == 0) {
     const double chunks = static_cast<double>(s.num_chunks());
@@ -134,9 +134,10 @@ std::string need_text(const MemoryNeed& n) {
 
 std::string memory_refusal(const std::vector<RunConfig>& configs, const RunSettings& o,
                            MPI_Comm comm, double timeout_s, Backend* backend) {
-  const bool gpu = o.backend == "cuda";
+  const bool gpu = o.backend == BackendKind::kCuda;
   // The host's memory before the backend exists; a GPU's with its backend.
-  if (gpu ? backend == nullptr || backend->name() != "cuda" : backend != nullptr) return "";
+  if (gpu ? backend == nullptr || backend->kind() != BackendKind::kCuda : backend != nullptr)
+    return "";
   const int me = mpi::rank(comm);
   // Mine: the need of every configuration, then the bytes available (-1: unknown) and where
   // that figure comes from (0 MemAvailable, 1 the cgroup limit, 2 the GPU's free memory).
@@ -180,7 +181,7 @@ std::string memory_refusal(const std::vector<RunConfig>& configs, const RunSetti
              std::to_string(worst) + ": " + need_text(memory_need(configs[i], o, worst)) +
              ") but " + bytes_text(room) + " is available (" + sources[source] +
              "): use a smaller --hidden, --layers or --mb-size" +
-             (gpu && o.dtype == "fp32" ? ", or --dtype bf16" : "");
+             (gpu && o.dtype == Dtype::kF32 ? ", or --dtype bf16" : "");
     }
   return "";
 }

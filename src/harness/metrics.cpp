@@ -69,7 +69,7 @@ std::vector<double> step_flops(const Schedule& lowered, const ExecutorConfig& co
   return out;
 }
 
-std::optional<DensePeak> dense_peak(const std::string& device, const std::string& dtype) {
+std::optional<DensePeak> dense_peak(const std::string& device, Dtype dtype) {
   struct Row {
     const char* match;  // every word of it in the device's name
     const char* name;
@@ -108,7 +108,7 @@ std::optional<DensePeak> dense_peak(const std::string& device, const std::string
     if (found == nullptr && !device.empty() && has_words(r.match)) found = &r;
   if (found != nullptr) {
     const Row& r = *found;
-    const bool bf16 = dtype == "bf16";
+    const bool bf16 = dtype == Dtype::kBF16;
     const double tflops = bf16 ? r.bf16 : r.fp32;
     char value[32];
     std::snprintf(value, sizeof value, "%.1f", tflops);

@@ -63,7 +63,7 @@ struct DensePeak {
   std::string name;  // "H100 SXM dense bf16 989.4 TFLOP/s"
   double flops_per_s = 0;
 };
-std::optional<DensePeak> dense_peak(const std::string& device, const std::string& dtype);
+std::optional<DensePeak> dense_peak(const std::string& device, Dtype dtype);
 
 // Fills the metrics of S from its measured fields (busy_s, comm_s, flops, peak_device_bytes,
 // runtime_bytes of each rank; makespan_s, or period_s with --sync none, as T;

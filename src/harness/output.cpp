@@ -33,7 +33,7 @@ void say(std::string line) {
 }
 
 std::vector<std::string> context_lines(const Attrs& root, const std::vector<RankPlacement>& ranks,
-                                       const std::string& backend, const std::string& transport) {
+                                       BackendKind backend, TransportKind transport) {
   std::vector<std::string> lines;
   for (const auto& [key, value] : root) {
     std::string text;
@@ -68,7 +68,8 @@ std::vector<std::string> context_lines(const Attrs& root, const std::vector<Rank
              (i + 1 == hosts.size() ? ")" : "");
   lines.push_back("ranks: " + where);
   lines.push_back("binding: " + binding);
-  lines.push_back("backend: " + backend + ", transport: " + transport);
+  lines.push_back("backend: " + std::string(name_of(backend)) +
+                  ", transport: " + std::string(name_of(transport)));
   return lines;
 }
 
@@ -137,7 +138,7 @@ void RunTable::end(const std::vector<RunSummary>& runs) {
     out_ << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (format_ == "table") {
     for (const RunSummary& s : runs)
-      if (s.check == "fail")
+      if (s.check == CheckStatus::kFail)
         out_ << "check failed: " << s.schedule << " M=" << s.M << " v=" << s.v << ": "
              << s.check_message << "\n";
   }
@@ -185,7 +186,7 @@ std::string shared_gpu_note(const std::vector<std::string>& host, const std::vec
 }
 
 std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ranks,
-                                            const std::string& backend) {
+                                            BackendKind backend) {
   std::vector<std::string> out;
   if (const std::string cpus = placement_warning(ranks); !cpus.empty()) out.push_back(cpus);
   std::vector<std::string> host;
@@ -197,7 +198,7 @@ std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ra
   // Ranks on one GPU (more ranks than a node's GPUs, --transport mpi) take turns on it: each
   // action's GPU time then includes the other ranks' kernels unless CUDA MPS runs them side by
   // side, so the run is a functional test, not a per-stage timing (docs/gpu.md).
-  if (backend == "cuda")
+  if (backend == BackendKind::kCuda)
     if (const std::string shared = shared_gpu_note(host, gpu); !shared.empty())
       out.push_back(shared +
                     ": their kernels time-slice unless CUDA MPS runs, so timings are not one GPU "

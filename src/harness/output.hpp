@@ -22,7 +22,7 @@ void say(std::string line);
 // (version, git sha, date, host, command line, library versions, SLURM ids; empty ones left
 // out), then the ranks and their hosts, each rank's CPU binding, backend and transport.
 std::vector<std::string> context_lines(const Attrs& root, const std::vector<RankPlacement>& ranks,
-                                       const std::string& backend, const std::string& transport);
+                                       BackendKind backend, TransportKind transport);
 
 // The runs' table, printed row by row as each run finishes (columns from the field table,
 // fixed before the first run). FORMAT table: the context and the legend as `# ` lines, the
@@ -67,6 +67,6 @@ std::string shared_gpu_note(const std::vector<std::string>& host, const std::vec
 // What `run` warns about where the ranks run (rank 0's gathered view), one line each:
 // unbound ranks or ranks sharing a CPU (bb::placement_warning), ranks sharing a GPU.
 std::vector<std::string> placement_warnings(const std::vector<RankPlacement>& ranks,
-                                            const std::string& backend);
+                                            BackendKind backend);
 
 }  // namespace bb::harness

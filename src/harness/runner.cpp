@@ -257,7 +257,7 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   CheckOutcome check;
   if (o.check) check = run_check(ex, ctx.backend, c, o, ctx.comm);
   RunOutcome out;
-  out.check_failed = check.status == "fail";
+  out.check_failed = check.status == CheckStatus::kFail;
   // peak_device_bytes: this configuration's steps, after --check's reference has gone.
   ctx.backend.reset_peak_allocated();
   (void)cuda_plugin::device_memory(ctx.backend, cuda_plugin::MemoryRead::kRestart);
@@ -271,8 +271,14 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
   for (const auto& r : all) ranks.push_back(unpack(r));
   const std::vector<LinkFit> used =
       ctx.links.empty() ? std::vector<LinkFit>{} : links_used(ctx.links, *c.lowered);
-  out.summary = summarize(c, o, std::string(ctx.transport.name()), ranks, ctx.where, check, used);
+  out.summary = summarize(c, o, ranks, ctx.where, check, used);
   out.summary->device_name = cuda_plugin::device_name(ctx.backend);  // rank 0's: MFU's peak
+  if (o.backend == BackendKind::kCuda) {  // the versions the run used, captured now
+    const cuda_plugin::Versions v = cuda_plugin::versions();
+    out.summary->cuda_version = v.runtime;
+    out.summary->cuda_driver_version = v.driver;
+    if (o.transport == TransportKind::kNccl) out.summary->nccl_version = v.nccl;
+  }
   set_metrics(*out.summary);
   if (!used.empty()) {
     out.summary->links = used;

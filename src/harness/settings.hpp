@@ -1,5 +1,6 @@
 // The settings of a `run` sweep that every configuration shares, already parsed and checked
-// (the command line's syntax stays in bench/cli/run.cpp).
+// (the command line's syntax stays in bench/cli/run.cpp): choices are enums, named once
+// (common/enum_names.hpp: name_of, enum_of), text only at the edges.
 #pragma once
 
 #include <cstdint>
@@ -7,30 +8,31 @@
 #include <string>
 #include <vector>
 
+#include "harness/kinds.hpp"
 #include "model/partition.hpp"
 #include "runtime/executor.hpp"
 
 namespace bb::harness {
 
 struct RunSettings {
-  std::string backend = "cpu";
-  std::string transport = "mpi";  // resolved (default_transport of the backend when not given)
-  std::string compute = "gemm";   // gemm | synthetic
+  BackendKind backend = BackendKind::kCpu;
+  TransportKind transport = TransportKind::kMpi;  // resolved (the backend's default when not given)
+  Compute compute = Compute::kGemm;
   double t_f = 1e-3, t_b = 2e-3, t_w = 0, t_fb = -1;  // synthetic stage times, seconds
-  std::string dtype = "fp32";
+  Dtype dtype = Dtype::kF32;
   int warmup = 1, iters = 5;
-  std::string sync = "barrier";  // barrier | none
+  Sync sync = Sync::kBarrier;
   bool check = false;
   double timeout = 600;
-  std::string optimizer = "sgd";
+  OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::kSgd;
   double lr = 1e-3;
   std::uint64_t seed = 1234;
   std::string out, trace;       // --out FILE, --trace DIR (used by rank 0; known to every rank)
   int drop_sends_rank = -1;     // testing the watchdog
   int perturb_grads_rank = -1;  // testing a failing --check
   bool debug_records = false;   // every timed action's record on stderr
-  // The chunk model: "mlp" or "transformer" with its shape (docs/transformer.md).
-  std::string stage = "mlp";
+  // The chunk model with its shape (docs/transformer.md).
+  StageModel stage = StageModel::kMlp;
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
   int vocab = 0;  // transformer: model ends (0: none)
@@ -53,8 +55,8 @@ struct RunSettings {
   int debug_link_src = -1, debug_link_dst = -1;
   double debug_link_delay_s = 0;
 
-  bool synthetic() const { return compute == "synthetic"; }
-  bool barrier() const { return sync == "barrier"; }
+  bool synthetic() const { return compute == Compute::kSynthetic; }
+  bool barrier() const { return sync == Sync::kBarrier; }
 };
 
 // The executor's configuration of one stage model (hidden, layers, mb_size) under SETTINGS.

@@ -43,8 +43,7 @@ KindTimes kind_times(const std::vector<RankSummary>& ranks) {
   return t;
 }
 
-void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
-                       const std::string& transport) {
+void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o) {
   const Schedule& sched = *c.lowered;
   s.run_key = c.key;
   s.schedule = c.schedule;
@@ -53,7 +52,7 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o,
   s.v = sched.v;
   s.recompute = c.recompute;
   s.backend = o.backend;
-  s.transport = transport;
+  s.transport = o.transport;
   s.compute = o.compute;
   s.dtype = o.dtype;
   s.sync = o.sync;
@@ -127,12 +126,12 @@ std::optional<RunSummary::Attribution> attribution(const RunConfig& c, const Run
 
 }  // namespace
 
-RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string& transport,
+RunSummary summarize(const RunConfig& c, const RunSettings& o,
                      const std::vector<RankSummary>& ranks, const Placement& where,
                      const CheckOutcome& check, const std::vector<LinkFit>& links) {
   const Schedule& sched = *c.lowered;
   RunSummary s;
-  set_configuration(s, c, o, transport);
+  set_configuration(s, c, o);
   const StepSeries m = measure_steps(ranks, where.clock);
   s.step_time_s = m.step_time;
   s.makespan_s = median(m.step_time);

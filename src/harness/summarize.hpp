@@ -25,7 +25,7 @@ struct Placement {
 // RANKS: every rank's unpacked record of the configuration C (the same on every rank order).
 // LINKS: the launch's calibrated fits of the pairs C uses (empty: not calibrated); they price
 // the messages of the attribution's communication replay.
-RunSummary summarize(const RunConfig& c, const RunSettings& o, const std::string& transport,
+RunSummary summarize(const RunConfig& c, const RunSettings& o,
                      const std::vector<RankSummary>& ranks, const Placement& where,
                      const CheckOutcome& check, const std::vector<LinkFit>& links = {});
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/kinds.hpp"
 #include "results/run_record.hpp"
 #include "runtime/placement.hpp"
 #include "sim/links.hpp"
@@ -41,10 +42,15 @@ struct RunSummary {
   std::string run_key, schedule;
   int P = 0, M = 0, v = 1;
   bool recompute = false;
-  std::string backend, transport, compute, dtype, sync, optimizer;
+  BackendKind backend = BackendKind::kCpu;
+  TransportKind transport = TransportKind::kMpi;
+  Compute compute = Compute::kGemm;
+  Dtype dtype = Dtype::kF32;
+  Sync sync = Sync::kBarrier;
+  OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::kSgd;
   int hidden = 0, layers = 0, mb_size = 0, warmup = 0, iters = 0;
-  std::int64_t message_bytes = 0;  // one forward activation message, in dtype
-  std::string stage = "mlp";       // the chunk model; the transformer's shape:
+  std::int64_t message_bytes = 0;       // one forward activation message, in dtype
+  StageModel stage = StageModel::kMlp;  // the chunk model; the transformer's shape:
   int seq = 0, heads = 0, ffn = 0;
   bool causal = false;
   int vocab = 0;
@@ -86,10 +92,12 @@ struct RunSummary {
   // Model-FLOPs utilisation: flops_per_s / (P · the dense peak of rank 0's device for the
   // run's dtype), and that peak named; absent on CPU and on devices the table does not know.
   std::string device_name;  // rank 0's Backend::device_name() ("" on CPU)
+  // The versions the run used, captured when it ran (empty: not used, e.g. no CUDA on CPU).
+  std::string cuda_version, cuda_driver_version, nccl_version;
   std::optional<double> mfu, peak_flops_per_s;
   std::string peak_name;
   // --check.
-  std::string check = "skipped";
+  CheckStatus check = CheckStatus::kSkipped;
   double check_max_rel_error = 0;
   std::string check_message;
   std::optional<double> loss_step0;  // --check: the pipeline's loss of its first step

@@ -23,15 +23,13 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
   c.t_b = s.t_b;
   c.t_w = s.t_w;
   c.t_fb = s.t_fb;
-  c.optimizer.kind =
-      s.optimizer == "adam" ? OptimizerConfig::Kind::kAdam : OptimizerConfig::Kind::kSgd;
+  c.optimizer.kind = s.optimizer;
   c.optimizer.lr = static_cast<float>(s.lr);
   c.timeout_s = s.timeout;
   c.model_layers = s.model_layers;
   c.partition = s.partition;
-  if (!parse_dtype(s.dtype, &c.dtype))
-    throw ConfigError("--dtype " + s.dtype + ": unknown (fp32 or bf16)");
-  if (s.stage == "transformer")
+  c.dtype = s.dtype;
+  if (s.stage == StageModel::kTransformer)
     c.transformer = TransformerConfig{
         .heads = s.heads, .seq = s.seq, .ffn = s.ffn, .causal = s.causal, .vocab = s.vocab};
   return c;
@@ -71,12 +69,14 @@ std::string run_key(const RunConfig& c, const RunSettings& o) {
   const Schedule& s = *c.lowered;
   std::string k = c.schedule + (c.csv_hash.empty() ? "" : "_hash=" + c.csv_hash) +
                   "_P=" + std::to_string(s.P) + "_M=" + std::to_string(s.M) +
-                  "_v=" + std::to_string(s.v) + "_" + o.backend + "_" + o.transport + "_" +
-                  o.compute + "_h=" + std::to_string(c.hidden) + "_L=" + std::to_string(c.layers) +
-                  "_b=" + std::to_string(c.mb_size) + "_" + o.dtype +
-                  "_recompute=" + (c.recompute ? "1" : "0") + "_sync=" + o.sync +
-                  "_warmup=" + std::to_string(o.warmup) + "_iters=" + std::to_string(o.iters);
-  if (o.stage == "transformer")  // MLP keys stay as they were
+                  "_v=" + std::to_string(s.v) + "_" + std::string(name_of(o.backend)) + "_" +
+                  std::string(name_of(o.transport)) + "_" + std::string(name_of(o.compute)) +
+                  "_h=" + std::to_string(c.hidden) + "_L=" + std::to_string(c.layers) +
+                  "_b=" + std::to_string(c.mb_size) + "_" + std::string(name_of(o.dtype)) +
+                  "_recompute=" + (c.recompute ? "1" : "0") +
+                  "_sync=" + std::string(name_of(o.sync)) + "_warmup=" + std::to_string(o.warmup) +
+                  "_iters=" + std::to_string(o.iters);
+  if (o.stage == StageModel::kTransformer)  // MLP keys stay as they were
     k += "_transformer_S=" + std::to_string(o.seq) + "_H=" + std::to_string(o.heads) +
          "_f=" + std::to_string(o.ffn) + (o.causal ? "_causal" : "") +
          (o.vocab > 0 ? "_V=" + std::to_string(o.vocab) : "");

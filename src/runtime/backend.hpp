@@ -22,6 +22,7 @@
 
 #include "runtime/device_math.hpp"
 #include "runtime/dtype.hpp"
+#include "runtime/kinds.hpp"
 
 namespace bb {
 
@@ -129,7 +130,8 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  virtual std::string_view name() const = 0;
+  virtual std::string_view name() const = 0;  // "cpu", "cuda": name_of(kind())
+  virtual BackendKind kind() const = 0;
 
   // --- Memory -------------------------------------------------------------------------
   // `count` elements of `dtype`, uninitialised. Throws std::bad_alloc when out of memory.

@@ -117,13 +117,16 @@ struct SyntheticTimes {
 };
 
 struct OptimizerConfig {
-  enum class Kind { kSgd, kAdam };
+  enum class Kind : std::uint8_t { kSgd, kAdam };
   Kind kind = Kind::kSgd;
   float lr = 1e-3f;
   float beta1 = 0.9f;  // Adam only
   float beta2 = 0.999f;
   float eps = 1e-8f;
 };
+constexpr EnumNames<OptimizerConfig::Kind, 2> enum_names(OptimizerConfig::Kind) {
+  return {{"sgd", "adam"}};
+}
 
 // What the shared machinery needs to know of a model.
 struct ChunkShape {

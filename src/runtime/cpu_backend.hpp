@@ -20,6 +20,7 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options = {});
 
   std::string_view name() const override { return "cpu"; }
+  BackendKind kind() const override { return BackendKind::kCpu; }
 
   bool device_is_host() const override { return true; }
   // Plain host buffers, pooled; a staged message is one memcpy each way.

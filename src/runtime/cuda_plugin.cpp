@@ -157,19 +157,19 @@ std::unique_ptr<Transport> make_nccl_transport(MPI_Comm comm, Backend& backend, 
 }
 
 int device_of(Backend& backend) {
-  if (backend.name() != "cuda") return -1;  // only the plugin makes "cuda" backends
+  if (backend.kind() != BackendKind::kCuda) return -1;  // only the plugin makes "cuda" backends
   const Plugin& p = plugin();
   return p.loaded ? p.entries.device_of(&backend) : -1;
 }
 
 std::size_t runtime_bytes(Backend& backend) {
-  if (backend.name() != "cuda") return 0;
+  if (backend.kind() != BackendKind::kCuda) return 0;
   const Plugin& p = plugin();
   return p.loaded ? p.entries.runtime_bytes(&backend) : 0;
 }
 
 std::string device_name(Backend& backend) {
-  if (backend.name() != "cuda") return "";
+  if (backend.kind() != BackendKind::kCuda) return "";
   const Plugin& p = plugin();
   if (!p.loaded) return "";
   std::array<char, 256> name{};
@@ -178,7 +178,7 @@ std::string device_name(Backend& backend) {
 }
 
 std::optional<bb_cuda_memory_info> device_memory(Backend& backend, MemoryRead read) {
-  if (backend.name() != "cuda") return std::nullopt;
+  if (backend.kind() != BackendKind::kCuda) return std::nullopt;
   const Plugin& p = plugin();
   bb_cuda_memory_info m{};
   if (!p.loaded || p.entries.memory(&backend, static_cast<int>(read), &m) != 0) return std::nullopt;

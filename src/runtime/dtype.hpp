@@ -14,6 +14,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "common/enum_names.hpp"
+
 namespace bb {
 
 enum class Dtype : std::uint8_t { kF32 = 0, kBF16 = 1 };
@@ -21,18 +23,12 @@ enum class Dtype : std::uint8_t { kF32 = 0, kBF16 = 1 };
 constexpr std::size_t dtype_size(Dtype d) {
   return d == Dtype::kBF16 ? 2 : 4;
 }
-constexpr std::string_view dtype_name(Dtype d) {
-  return d == Dtype::kBF16 ? "bf16" : "fp32";
+// Its names (name_of, enum_of): "fp32", "bf16".
+constexpr EnumNames<Dtype, 2> enum_names(Dtype) {
+  return {{"fp32", "bf16"}};
 }
-// "fp32" or "bf16"; false (and *out unchanged) for anything else.
-constexpr bool parse_dtype(std::string_view name, Dtype* out) {
-  if (name == "fp32")
-    *out = Dtype::kF32;
-  else if (name == "bf16")
-    *out = Dtype::kBF16;
-  else
-    return false;
-  return true;
+constexpr std::string_view dtype_name(Dtype d) {
+  return name_of(d);
 }
 
 // bfloat16 as stored: the upper 16 bits of an IEEE-754 binary32 (device_math.hpp converts).

@@ -478,7 +478,7 @@ void Executor::compute_backward(const Action& a) {
 // (a GPU spin kernel).
 void Executor::sleep_synthetic(double seconds) {
   if (seconds <= 0) return;
-  if (backend_.name() != "cpu") {
+  if (backend_.kind() != BackendKind::kCpu) {
     backend_.sleep_for(seconds);
     return;
   }

@@ -150,12 +150,12 @@ TEST(CudaFactory, LocalRankWrapsAroundTheDevices) {
   BB_REQUIRE_CUDA();
   const int n = cuda::device_count();
   for (int local_rank : {0, n - 1, n, 2 * n + 1}) {
-    std::unique_ptr<Backend> be = make_backend("cuda", local_rank);
+    std::unique_ptr<Backend> be = make_backend(BackendKind::kCuda, local_rank);
     const cuda::CudaBackend* cb = cuda::as_cuda(*be);
     ASSERT_NE(cb, nullptr);
     EXPECT_EQ(cb->device(), local_rank % n) << "local rank " << local_rank;
   }
-  EXPECT_THROW(make_backend("cuda", -1), ConfigError);
+  EXPECT_THROW(make_backend(BackendKind::kCuda, -1), ConfigError);
 }
 
 // --- Kernels vs the CPU backend --------------------------------------------------------------

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 RunSettings synthetic_settings() {
   RunSettings s;
-  s.compute = "synthetic";
+  s.compute = Compute::kSynthetic;
   s.t_f = 0.001;
   s.t_b = 0.002;
   s.t_w = 0;
@@ -80,7 +80,7 @@ TEST(HarnessSweep, RunKeyNamesEverySettingThatChangesTheMeasurement) {
             "1f1b_P=2_M=8_v=1_cpu_mpi_synthetic_h=64_L=1_b=8_fp32_recompute=0_sync=barrier_"
             "warmup=1_iters=5_tf=0.001_tb=0.002_tw=0");
   syn.t_fb = 0.0025;
-  syn.sync = "none";
+  syn.sync = Sync::kNone;
   configs = make_configs(named({"1f1b"}, 2, 8), ModelLists{}, syn, 2);
   EXPECT_EQ(configs.at(0).key,
             "1f1b_P=2_M=8_v=1_cpu_mpi_synthetic_h=64_L=1_b=8_fp32_recompute=0_sync=none_"
@@ -233,12 +233,12 @@ RunSummary sample(bool steady) {
   s.M = 4;
   s.v = 1;
   s.recompute = steady;
-  s.backend = "cpu";
-  s.transport = "mpi";
-  s.compute = steady ? "synthetic" : "gemm";
-  s.dtype = "fp32";
-  s.sync = steady ? "none" : "barrier";
-  s.optimizer = "sgd";
+  s.backend = BackendKind::kCpu;
+  s.transport = TransportKind::kMpi;
+  s.compute = steady ? Compute::kSynthetic : Compute::kGemm;
+  s.dtype = Dtype::kF32;
+  s.sync = steady ? Sync::kNone : Sync::kBarrier;
+  s.optimizer = OptimizerConfig::Kind::kSgd;
   s.hidden = 64;
   s.layers = 2;
   s.mb_size = 8;
@@ -264,7 +264,7 @@ RunSummary sample(bool steady) {
   else
     s.bubble_fraction_model = 0.2;
   if (steady) s.attribution = RunSummary::Attribution{0.0625, 0.125, -0.03125, 0.0, 0.25};
-  s.check = steady ? "skipped" : "pass";
+  s.check = steady ? CheckStatus::kSkipped : CheckStatus::kPass;
   s.check_max_rel_error = 1e-7;
   s.check_message = steady ? "" : "ok";
   for (int r = 0; r < 2; ++r) {
@@ -466,7 +466,7 @@ TEST(HarnessOutput, ContextLines) {
   const auto lines = context_lines({{"git_sha", std::string("abc")},
                                     {"slurm_job_id", std::string("")},
                                     {"schema_version", std::int64_t{3}}},
-                                   ranks, "cpu", "mpi");
+                                   ranks, BackendKind::kCpu, TransportKind::kMpi);
   const std::vector<std::string> want = {
       "git_sha: abc", "schema_version: 3", "ranks: 3 ranks on 2 hosts (n1: 2, n2: 1)",
       "binding: rank 0 cpus 0; rank 1 cpus 1; rank 2 cpus ? gpu 0", "backend: cpu, transport: mpi"};

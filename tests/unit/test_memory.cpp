@@ -41,27 +41,27 @@ TEST(HarnessMemory, Bf16HalvesActivationsBuffersAndWorkspaces) {
   RunSettings o;
   const RunConfig c = one_config(o, "1f1b", 2, 8, 64);
   const MemoryNeed f = memory_need(c, o, 0);
-  o.dtype = "bf16";
+  o.dtype = Dtype::kBF16;
   const MemoryNeed b = memory_need(c, o, 0);
   EXPECT_EQ(b.weights, f.weights);  // fp32 master weights
   EXPECT_EQ(b.activations, f.activations / 2);
   EXPECT_EQ(b.buffers, f.buffers / 2);
   EXPECT_EQ(b.workspace, f.workspace / 2);
   EXPECT_EQ(b.bf16_copies, 0);  // the CPU keeps no bf16 weight copies
-  o.backend = "cuda";
+  o.backend = BackendKind::kCuda;
   EXPECT_EQ(memory_need(c, o, 0).bf16_copies, f.weights / 2);
 }
 
 TEST(HarnessMemory, AdamCheckAndSyntheticCompute) {
   RunSettings o;
-  o.optimizer = "adam";
+  o.optimizer = OptimizerConfig::Kind::kAdam;
   o.check = true;
   const RunConfig c = one_config(o, "gpipe", 2, 4, 64);
   const MemoryNeed r0 = memory_need(c, o, 0), r1 = memory_need(c, o, 1);
   EXPECT_EQ(r0.optimizer, 2 * r0.weights);
   EXPECT_GE(r0.reference, 2 * 2 * r0.weights);  // the whole model and its gradients
   EXPECT_EQ(r1.reference, 0);                   // rank 0 only
-  o.compute = "synthetic";
+  o.compute = Compute::kSynthetic;
   o.check = false;
   const MemoryNeed s = memory_need(one_config(o, "gpipe", 2, 4, 65536), o, 0);
   EXPECT_EQ(s.weights + s.gradients + s.optimizer + s.activations, 0);

@@ -143,25 +143,25 @@ TEST(Metrics, UtilisationCommShareFlopsAndMemoryOfARecord) {
 }
 
 TEST(Metrics, MfuAgainstANamedDensePeak) {
-  EXPECT_FALSE(dense_peak("", "fp32"));
-  EXPECT_FALSE(dense_peak("NVIDIA GeForce RTX 4090", "bf16"));
-  const auto h100 = dense_peak("NVIDIA H100 80GB HBM3", "bf16");
+  EXPECT_FALSE(dense_peak("", Dtype::kF32));
+  EXPECT_FALSE(dense_peak("NVIDIA GeForce RTX 4090", Dtype::kBF16));
+  const auto h100 = dense_peak("NVIDIA H100 80GB HBM3", Dtype::kBF16);
   ASSERT_TRUE(h100);
   EXPECT_EQ(h100->name, "H100 SXM dense bf16 989.4 TFLOP/s");
   EXPECT_DOUBLE_EQ(h100->flops_per_s, 989.4e12);
-  EXPECT_EQ(dense_peak("NVIDIA H100 PCIe", "fp32")->name, "H100 PCIe dense fp32 51.2 TFLOP/s");
-  EXPECT_EQ(dense_peak("NVIDIA H200", "bf16")->flops_per_s, 989.4e12);
-  EXPECT_EQ(dense_peak("NVIDIA H200", "bf16")->name, "H200 SXM dense bf16 989.4 TFLOP/s");
+  EXPECT_EQ(dense_peak("NVIDIA H100 PCIe", Dtype::kF32)->name, "H100 PCIe dense fp32 51.2 TFLOP/s");
+  EXPECT_EQ(dense_peak("NVIDIA H200", Dtype::kBF16)->flops_per_s, 989.4e12);
+  EXPECT_EQ(dense_peak("NVIDIA H200", Dtype::kBF16)->name, "H200 SXM dense bf16 989.4 TFLOP/s");
   // NVL parts have lower dense peaks: their exact names, and unknown NVL names, never take the
   // SXM row.
-  EXPECT_EQ(dense_peak("NVIDIA H200 NVL", "bf16")->name, "H200 NVL dense bf16 835.5 TFLOP/s");
-  EXPECT_EQ(dense_peak("NVIDIA H100 NVL", "fp32")->name, "H100 NVL dense fp32 60.0 TFLOP/s");
-  EXPECT_EQ(dense_peak("NVIDIA H200 NVL 141GB", "bf16")->flops_per_s, 835.5e12);
-  EXPECT_EQ(dense_peak("NVIDIA A100-SXM4-80GB", "fp32")->name, "A100 dense fp32 19.5 TFLOP/s");
-  EXPECT_EQ(dense_peak("NVIDIA A100 80GB PCIe", "bf16")->flops_per_s, 312e12);
+  EXPECT_EQ(dense_peak("NVIDIA H200 NVL", Dtype::kBF16)->name, "H200 NVL dense bf16 835.5 TFLOP/s");
+  EXPECT_EQ(dense_peak("NVIDIA H100 NVL", Dtype::kF32)->name, "H100 NVL dense fp32 60.0 TFLOP/s");
+  EXPECT_EQ(dense_peak("NVIDIA H200 NVL 141GB", Dtype::kBF16)->flops_per_s, 835.5e12);
+  EXPECT_EQ(dense_peak("NVIDIA A100-SXM4-80GB", Dtype::kF32)->name, "A100 dense fp32 19.5 TFLOP/s");
+  EXPECT_EQ(dense_peak("NVIDIA A100 80GB PCIe", Dtype::kBF16)->flops_per_s, 312e12);
 
   RunSummary s = record();
-  s.dtype = "bf16";
+  s.dtype = Dtype::kBF16;
   set_metrics(s);  // CPU: no device, no MFU
   EXPECT_FALSE(s.mfu);
   EXPECT_EQ(s.peak_name, "");

@@ -89,6 +89,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
+  BackendKind kind() const override { return BackendKind::kCuda; }
   // context_bytes + cublas_bytes of memory_stats(); cudaGetDeviceProperties' name.
   std::size_t runtime_bytes() const;
   std::string device_name() const;
