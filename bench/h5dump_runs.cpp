@@ -53,19 +53,11 @@ int main(int argc, char** argv) {
         r["events"].push_back(
             {e.iter, e.rank, e.chunk, e.microbatch, e.kind, e.t_start_s, e.t_end_s});
       r["ranks"] = nlohmann::json::array();
-      for (const bb::RankRecord& k : run.ranks) {
-        r["ranks"].push_back({{"rank", k.rank},
-                              {"host", k.host},
-                              {"device", k.device},
-                              {"busy_s", k.busy_s},
-                              {"wait_s", k.wait_s},
-                              {"comm_s", k.comm_s},
-                              {"peak_activation_bytes", k.peak_activation_bytes},
-                              {"peak_device_bytes", k.peak_device_bytes},
-                              {"param_bytes", k.param_bytes},
-                              {"peak_activation_bytes_model", k.peak_activation_bytes_model}});
-        for (const auto& [name, v] : k.extra)  // further columns (bb::set_rank_column)
-          std::visit([&, n = name](const auto& x) { r["ranks"].back()[n] = x; }, v);
+      for (const bb::RankRecord& k : run.ranks) {  // every column, as the file has them
+        nlohmann::json row = nlohmann::json::object();
+        for (const auto& [name, v] : k.columns)
+          std::visit([&, n = name](const auto& x) { row[n] = x; }, v);
+        r["ranks"].push_back(std::move(row));
       }
       doc["runs"][key] = std::move(r);
     }

@@ -98,6 +98,7 @@ double num_attr(const Attrs& a, const std::string& key) {
   const AttrValue* x = find_attr(a, key);
   if (x == nullptr) return std::nan("");
   if (const auto* i = std::get_if<std::int64_t>(x)) return static_cast<double>(*i);
+  if (const auto* u = std::get_if<std::uint64_t>(x)) return static_cast<double>(*u);
   if (const auto* d = std::get_if<double>(x)) return *d;
   return std::nan("");
 }
@@ -312,8 +313,9 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   for (const RankRecord& rk : r.ranks) {
     double share = 0;
     for (int c = 0; c < src.num_chunks(); ++c)
-      if (src.chunk_rank[static_cast<std::size_t>(c)] == static_cast<int>(rk.rank)) share += frac;
-    if (share > 0) per_stage.push_back(static_cast<double>(rk.param_bytes) / share);
+      if (src.chunk_rank[static_cast<std::size_t>(c)] == static_cast<int>(rank_number(rk, "rank")))
+        share += frac;
+    if (share > 0) per_stage.push_back(rank_number(rk, "param_bytes") / share);
   }
   in.param_bytes = median(per_stage, 0.0);
   in.static_factor = static_factor(s.optimizer);

@@ -231,8 +231,8 @@ const Field kFields[] = {
     {"loss_step0", "", "--check: the pipeline's loss of its first step (before any update)",
      FieldType::kReal, kBoth,
      [](const RunSummary& s) { return when_checked(s, opt(s.loss_step0)); }},
-    {"seed", "", "seed of parameters, inputs and targets", FieldType::kInt, kAttr,
-     [](const RunSummary& s) { return i64(static_cast<std::int64_t>(s.seed)); }},
+    {"seed", "", "seed of parameters, inputs and targets (0 .. 2^64 - 1)", FieldType::kU64, kBoth,
+     [](const RunSummary& s) -> FieldValue { return s.seed; }},
     {"optimizer", "", "sgd or adam", FieldType::kText, kAttr,
      [](const RunSummary& s) { return text_of(s.optimizer); }},
     {"lr", "", "learning rate", FieldType::kReal, kAttr,
@@ -358,15 +358,41 @@ AttrValue attr_value(const Field& f, const FieldValue& v) {
     return f.type == FieldType::kText ? AttrValue{std::string()} : AttrValue{std::nan("")};
   if (const auto* b = std::get_if<bool>(&v)) return std::int64_t{*b ? 1 : 0};
   if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
-  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) return *u;
+  if (const auto* d = std::get_if<double>(&v)) {
+    const bool integer = f.type == FieldType::kInt || f.type == FieldType::kU32 ||
+                         f.type == FieldType::kI32 || f.type == FieldType::kU64;
+    if (integer && std::isfinite(*d)) return std::int64_t{std::llround(*d)};  // byte counts
+    return *d;
+  }
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   return std::nan("");
 }
 
 double as_double(const AttrValue& v) {
   if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) return static_cast<double>(*u);
   if (const auto* d = std::get_if<double>(&v)) return *d;
   return std::nan("");
+}
+
+// The type of a field's ranks-table column in the files.
+ColumnType column_type(FieldType t) {
+  switch (t) {
+    case FieldType::kU32:
+      return ColumnType::kU32;
+    case FieldType::kI32:
+      return ColumnType::kI32;
+    case FieldType::kU64:
+      return ColumnType::kU64;
+    case FieldType::kText:
+      return ColumnType::kText;
+    case FieldType::kReal:
+    case FieldType::kReals:
+      return ColumnType::kF64;
+    default:  // kInt, kBool (0 or 1)
+      return ColumnType::kI64;
+  }
 }
 
 // Where a field's value goes in the JSON record: its own key, or (kJsonGroup) a key of the
@@ -433,7 +459,8 @@ RunRecord to_record(const RunSummary& s) {
   run.ranks = to_rank_records(s);
   for (const Field& f : kFields)
     if (f.rank != nullptr && (f.sinks & kRankColumn))
-      run.rank_docs.push_back({std::string(f.name), std::string(f.unit), std::string(f.meaning)});
+      run.rank_docs.push_back(
+          {std::string(f.name), std::string(f.unit), std::string(f.meaning), column_type(f.type)});
   run.links = s.links;
   run.links_attrs = s.links_attrs;
   return run;
@@ -446,6 +473,7 @@ json json_of_attr(const Field& f, const AttrValue& v) {
   if (f.type == FieldType::kBool) return as_double(v) != 0;
   if (const auto* t = std::get_if<std::string>(&v)) return t->empty() ? json(nullptr) : json(*t);
   if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) return *u;
   const double x = as_double(v);
   return std::isnan(x) ? json(nullptr) : json(x);
 }
@@ -490,6 +518,7 @@ std::string table_cell(const Field& f, const RunSummary& s, bool exact) {
   if (const auto* t = std::get_if<std::string>(&v)) return *t;
   if (const auto* b = std::get_if<bool>(&v)) return *b ? "on" : "off";
   if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) return std::to_string(*u);
   if (const auto* d = std::get_if<double>(&v))
     return exact ? fmt_exact(*d * f.column.scale) : fmt(*d * f.column.scale);
   return "n/a";

@@ -22,8 +22,8 @@ namespace bb::harness {
 // NaN (real) or "" (text) in HDF5.
 struct Omit {};
 struct Null {};
-using FieldValue =
-    std::variant<Omit, Null, bool, std::int64_t, double, std::string, std::vector<double>>;
+using FieldValue = std::variant<Omit, Null, bool, std::int64_t, std::uint64_t, double, std::string,
+                                std::vector<double>>;
 
 enum class FieldType { kInt, kReal, kText, kBool, kReals, kU32, kI32, kU64 };
 

@@ -41,6 +41,8 @@ std::vector<std::string> context_lines(const Attrs& root, const std::vector<Rank
       text = *t;
     else if (const auto* i = std::get_if<std::int64_t>(&value))
       text = std::to_string(*i);
+    else if (const auto* u = std::get_if<std::uint64_t>(&value))
+      text = std::to_string(*u);
     else
       text = fmt_exact(std::get<double>(value));
     if (!text.empty()) lines.push_back(key + ": " + text);

@@ -71,33 +71,18 @@ std::vector<Column> event_columns(const std::vector<EventRecord>& events) {
   return c;
 }
 
-// The ranks table's fixed columns (RankRecord's members) in order; then `extra` ones.
-struct RankMember {
-  const char* name;
-  ColType type;
-};
-constexpr RankMember kRankMembers[] = {
-    {"rank", ColType::kU32},
-    {"host", ColType::kText},
-    {"device", ColType::kI32},
-    {"busy_s", ColType::kF64},
-    {"wait_s", ColType::kF64},
-    {"comm_s", ColType::kF64},
-    {"peak_activation_bytes", ColType::kU64},
-    {"peak_device_bytes", ColType::kU64},
-    {"param_bytes", ColType::kU64},
-    {"peak_activation_bytes_model", ColType::kU64},
-};
-
 ColType type_of(const AttrValue& v) {
-  return std::holds_alternative<std::int64_t>(v) ? ColType::kI64
-         : std::holds_alternative<double>(v)     ? ColType::kF64
-                                                 : ColType::kText;
+  return std::holds_alternative<std::int64_t>(v)    ? ColType::kI64
+         : std::holds_alternative<std::uint64_t>(v) ? ColType::kU64
+         : std::holds_alternative<double>(v)        ? ColType::kF64
+                                                    : ColType::kText;
 }
 
-// Integer columns take int64 values, reals doubles, texts strings.
-ColType kind_of(ColType t) {
-  return t == ColType::kText || t == ColType::kF64 ? t : ColType::kI64;
+// Integer columns take integer values, reals doubles, texts strings.
+bool fits(ColType t, const AttrValue& v) {
+  if (t == ColType::kText) return std::holds_alternative<std::string>(v);
+  if (t == ColType::kF64) return std::holds_alternative<double>(v);
+  return std::holds_alternative<std::int64_t>(v) || std::holds_alternative<std::uint64_t>(v);
 }
 
 void append(Column& c, const AttrValue& v) {
@@ -105,6 +90,8 @@ void append(Column& c, const AttrValue& v) {
     c.texts.push_back(std::get<std::string>(v));
   else if (c.type == ColType::kF64)
     c.reals.push_back(std::get<double>(v));
+  else if (const auto* u = std::get_if<std::uint64_t>(&v))
+    c.ints.push_back(static_cast<std::int64_t>(*u));  // the bits; written back as uint64
   else
     c.ints.push_back(std::get<std::int64_t>(v));
 }
@@ -115,42 +102,32 @@ AttrValue cell(const Column& c, std::size_t r) {
   return c.ints[r];
 }
 
+// The ranks table: the columns the record's docs name, in their order and of their types; a
+// bare record's columns as rank 0 has them, typed by their values.
 std::vector<Column> rank_columns(const RunRecord& run, const std::string& path) {
-  const Attrs none;
-  const Attrs& extra = run.ranks.empty() ? none : run.ranks[0].extra;
   std::vector<Column> cols;
-  for (const RankMember& m : kRankMembers) cols.push_back({m.name, m.type});
-  for (const auto& [name, v] : extra) cols.push_back({name, type_of(v)});
-  for (Column& c : cols)
-    for (const ColumnDoc& d : run.rank_docs)
-      if (d.name == c.name) {
-        c.unit = d.unit;
-        c.meaning = d.meaning;
-      }
+  for (const ColumnDoc& d : run.rank_docs) cols.push_back({d.name, d.type, d.unit, d.meaning});
+  if (run.rank_docs.empty() && !run.ranks.empty())
+    for (const auto& [name, v] : run.ranks[0].columns) cols.push_back({name, type_of(v)});
   for (std::size_t i = 0; i < run.ranks.size(); ++i)
-    for (std::size_t k = 0; k < cols.size(); ++k) {
-      Column& c = cols[k];
-      const bool member = k < std::size(kRankMembers);
-      const AttrValue v = rank_column(run.ranks[i], c.name);
-      if ((!member && find_attr(run.ranks[i].extra, c.name) == nullptr) ||
-          type_of(v) != kind_of(c.type))
-        io_fail(path,
-                "rank " + std::to_string(i) + " has no column " + c.name + " of rank 0's type");
-      append(c, v);
+    for (Column& c : cols) {
+      const AttrValue* v = find_attr(run.ranks[i].columns, c.name);
+      if (v == nullptr || !fits(c.type, *v))
+        io_fail(path, "rank " + std::to_string(i) + " has no column " + c.name + " of its type");
+      append(c, *v);
     }
   return cols;
 }
 
-// The ranks table back: fixed members where the file has them, every other integer, real or
-// string member into `extra`.
+// The ranks table back: every integer, real or string member as a column, in the file's order.
 std::vector<RankRecord> read_ranks(hid_t ds, const std::string& path) {
   std::vector<RankRecord> ranks(dataset_length(ds));
   for (const auto& [name, cls] : h5::table_members(ds)) {
-    const ColType type = cls == H5T_INTEGER  ? ColType::kI64
-                         : cls == H5T_FLOAT  ? ColType::kF64
-                         : cls == H5T_STRING ? ColType::kText
-                                             : ColType::kU32;
-    if (type == ColType::kU32 || name.empty()) continue;  // a column of another kind: not ours
+    const bool known = cls == H5T_INTEGER || cls == H5T_FLOAT || cls == H5T_STRING;
+    if (!known || name.empty()) continue;  // a column of another kind: not ours
+    const ColType type = cls == H5T_INTEGER ? ColType::kI64
+                         : cls == H5T_FLOAT ? ColType::kF64
+                                            : ColType::kText;
     const Column c = h5::read_column(ds, name, type, path);
     for (std::size_t i = 0; i < ranks.size() && i < c.size(); ++i)
       set_rank_column(ranks[i], name, cell(c, i));
@@ -243,8 +220,8 @@ std::uint64_t room_for(const RunRecord& run) {
   for (const EventRecord& e : run.events) b += 64 + e.kind.size();
   for (const LinkFit& l : run.links) b += 512 + 48 * (l.samples.size() + l.regimes.size());
   for (const RankRecord& r : run.ranks) {
-    b += 160 + r.host.size();
-    for (const auto& [k, v] : r.extra)
+    b += 160;
+    for (const auto& [k, v] : r.columns)
       b += 16 + k.size() +
            (std::holds_alternative<std::string>(v) ? std::get<std::string>(v).size() : 0);
   }

@@ -140,6 +140,10 @@ void write_attr(hid_t obj, const std::string& name, const AttrValue& value,
     Handle a(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
              H5Aclose);
     check(a.ok() ? H5Awrite(a.get(), H5T_NATIVE_INT64, i) : -1, path, "write an attribute");
+  } else if (const auto* u = std::get_if<std::uint64_t>(&value)) {
+    Handle a(H5Acreate2(obj, name.c_str(), H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose);
+    check(a.ok() ? H5Awrite(a.get(), H5T_NATIVE_UINT64, u) : -1, path, "write an attribute");
   } else if (const auto* d = std::get_if<double>(&value)) {
     Handle a(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
              H5Aclose);
@@ -159,6 +163,12 @@ bool read_attr(hid_t obj, const char* name, AttrValue* out) {
   Handle t(H5Aget_type(a.get()), H5Tclose);
   switch (H5Tget_class(t.get())) {
     case H5T_INTEGER: {
+      if (H5Tget_sign(t.get()) == H5T_SGN_NONE && H5Tget_size(t.get()) == 8) {  // a uint64
+        std::uint64_t v = 0;
+        if (H5Aread(a.get(), H5T_NATIVE_UINT64, &v) < 0) return false;
+        *out = v;
+        return true;
+      }
       std::int64_t v = 0;
       if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return false;
       *out = v;

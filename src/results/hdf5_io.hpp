@@ -56,7 +56,7 @@ Attrs read_all_attrs(hid_t obj);
 
 // A column of a table: its HDF5 type, values (ints for the integer types, reals, texts) and
 // the unit and meaning written as the dataset's attributes `<name>_unit`, `<name>_meaning`.
-enum class ColType { kI32, kU32, kI64, kU64, kF64, kText };  // in native_type()'s order
+using ColType = ColumnType;  // in native_type()'s order (run_record.hpp)
 struct Column {
   std::string name;
   ColType type = ColType::kF64;

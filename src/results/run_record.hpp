@@ -11,8 +11,13 @@
 
 namespace bb {
 
-using AttrValue = std::variant<std::int64_t, double, std::string>;
+// An attribute or table cell. uint64 holds what int64 cannot (a seed up to 2^64 - 1); it is
+// written as an unsigned 64-bit HDF5 integer and read back as uint64.
+using AttrValue = std::variant<std::int64_t, std::uint64_t, double, std::string>;
 using Attrs = std::vector<std::pair<std::string, AttrValue>>;
+
+// A column's type in the files (HDF5: the table member's type).
+enum class ColumnType : std::uint8_t { kI32, kU32, kI64, kU64, kF64, kText };
 
 struct EventRecord {
   std::uint32_t iter = 0, rank = 0, chunk = 0, microbatch = 0;
@@ -20,28 +25,25 @@ struct EventRecord {
   double t_start_s = 0, t_end_s = 0;
 };
 
+// One rank's row of the ranks table: its columns by name, in the table's order (every rank of a
+// run has the same names). Which columns there are is the run record's field table's business
+// (harness/fields.cpp); results/ only stores and reads them.
 struct RankRecord {
-  std::uint32_t rank = 0;
-  std::string host;
-  std::int32_t device = -1;
-  double busy_s = 0, wait_s = 0, comm_s = 0;
-  std::uint64_t peak_activation_bytes = 0, peak_device_bytes = 0, param_bytes = 0;
-  // Extension: the simulator's prediction of peak_activation_bytes for this rank.
-  std::uint64_t peak_activation_bytes_model = 0;
-  // Further columns of the ranks table, by name (every rank of a run has the same names).
-  Attrs extra{};
+  Attrs columns{};
 };
 
-// A column of the ranks table by name: a member above, else an `extra` column (added when
-// missing). Integers go to integer members rounded; std::invalid_argument for a string
-// given to a number member or the reverse.
+// Sets column NAME (replacing its value, or appending it).
 void set_rank_column(RankRecord& r, const std::string& name, const AttrValue& value);
 // The value of a column by name (NaN when there is none).
 AttrValue rank_column(const RankRecord& r, const std::string& name);
+// A number column as a double (NaN when there is none or it holds text).
+double rank_number(const RankRecord& r, const std::string& name);
 
-// A table column's documentation (HDF5: the dataset's `<name>_unit`, `<name>_meaning`).
+// A table column's documentation (HDF5: the dataset's `<name>_unit`, `<name>_meaning`) and its
+// type in the file.
 struct ColumnDoc {
   std::string name, unit, meaning;
+  ColumnType type = ColumnType::kF64;
 };
 
 struct RunRecord {
@@ -50,7 +52,9 @@ struct RunRecord {
   std::vector<double> step_time_s;  // one per timed iteration (max over ranks)
   std::vector<EventRecord> events;
   std::vector<RankRecord> ranks;
-  std::vector<ColumnDoc> rank_docs;  // units and meanings of the ranks columns (none: bare)
+  // The ranks columns' units, meanings and types, in order (none: a bare record, whose columns
+  // are written in rank 0's order with the types their values have).
+  std::vector<ColumnDoc> rank_docs;
   // The launch's link calibration of the pairs the run uses (empty: none), and its settings:
   // the run's group `links` (results/links_io.hpp).
   std::vector<LinkFit> links;

@@ -50,16 +50,10 @@ RUN_ATTRS = {
 }
 EVENT_FIELDS = [("iter", "u4"), ("rank", "u4"), ("chunk", "u4"), ("microbatch", "u4"),
                 ("kind", "O"), ("t_start_s", "f8"), ("t_end_s", "f8")]
-RANK_FIELDS = ["rank", "host", "device", "busy_s", "wait_s", "comm_s", "peak_activation_bytes",
-               "peak_device_bytes", "param_bytes", "peak_activation_bytes_model",
-               "rank_device_name",  # the GPU's name (issue 29; empty on CPU)
-               "cpus", "mps",  # placement (issue 19): the CPUs a rank may run on, CUDA MPS
-               # the study's metrics (issue 20, docs/run-record.md "Metrics"), and beside the
-               # allocator the transport's device and pinned host bytes and the device's
-               # used-memory peak (issue 29)
-               "runtime_bytes", "comm_device_bytes", "pinned_host_bytes", "device_used_peak_bytes",
-               "peak_memory_bytes", "rank_utilisation", "rank_comm_share",
-               "rank_flops", "rank_flops_per_s", "rank_mfu"]
+# The ranks table's columns, in order: the run record's field table's rank columns, as the
+# generated analysis/bbanalysis/run_fields.json lists them (one list, src/harness/fields.cpp).
+RANK_FIELDS = json.loads((Path(__file__).resolve().parents[2] / "analysis" / "bbanalysis" /
+                          "run_fields.json").read_text())["rank_fields"]
 COMPUTE = {"F", "B", "W", "BW", "FB"}
 COMM = {"SEND_F", "RECV_F", "SEND_B", "RECV_B"}
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -244,7 +245,7 @@ RunSummary sample(bool steady) {
   s.mb_size = 8;
   s.warmup = 1;
   s.iters = 3;
-  s.seed = 7;
+  s.seed = steady ? std::numeric_limits<std::uint64_t>::max() : 7;  // beyond int64 too
   s.lr = 0.001;
   s.synthetic = steady;
   s.synthetic_t_f_s = 0.001;
@@ -290,7 +291,7 @@ TEST(HarnessFields, JsonRecordKeepsItsKeys) {
   EXPECT_EQ(j["recompute"], false);
   EXPECT_FALSE(j.contains("period_s"));
   EXPECT_FALSE(j.contains("model_reason"));
-  EXPECT_FALSE(j.contains("seed"));  // HDF5 only
+  EXPECT_EQ(j["seed"], 7u);  // in JSON too (issue 30: seeds round-trip through both)
   EXPECT_TRUE(j["t_w_s"].is_null());
   EXPECT_EQ(j["check_message"], "ok");
   EXPECT_EQ(j["busy_s"].size(), 2u);
@@ -319,10 +320,16 @@ TEST(HarnessFields, AttributesKeepTheirForm) {
   EXPECT_EQ(find_attr(b, "check_message"), nullptr);
   const auto ranks = to_rank_records(sample(true));
   ASSERT_EQ(ranks.size(), 2u);
-  EXPECT_EQ(ranks[1].rank, 1u);
-  EXPECT_EQ(ranks[1].host, "h1");
-  EXPECT_EQ(ranks[0].peak_activation_bytes, 8192u);
-  EXPECT_EQ(ranks[0].peak_activation_bytes_model, 4000u);
+  EXPECT_EQ(rank_number(ranks[1], "rank"), 1.0);
+  EXPECT_EQ(std::get<std::string>(rank_column(ranks[1], "host")), "h1");
+  EXPECT_EQ(rank_number(ranks[0], "peak_activation_bytes"), 8192.0);
+  EXPECT_EQ(rank_number(ranks[0], "peak_activation_bytes_model"), 4000.0);
+  // The columns are the field table's rank columns, in its order: one list, not four.
+  std::vector<std::string> want, got;
+  for (const Field& f : fields())
+    if (f.rank != nullptr && (f.sinks & kRankColumn)) want.emplace_back(f.name);
+  for (const auto& [name, v] : ranks[0].columns) got.push_back(name);
+  EXPECT_EQ(got, want);
 }
 
 TEST(HarnessFields, RoundTripJsonThroughHdf5) {
@@ -346,14 +353,37 @@ TEST(HarnessFields, RoundTripJsonThroughHdf5) {
   fs::remove_all(dir);
 }
 
+// --seed 18446744073709551615 (2^64 - 1) is a seed like any other: the record's JSON, the
+// HDF5 attribute (uint64) and the JSON read back from the file all hold it exactly.
+TEST(HarnessFields, TheLargestSeedRoundTrips) {
+  char tmpl[] = "/tmp/bb-harness-XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const std::string path = (dir / "r.h5").string();
+  const RunSummary s = sample(true);
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_EQ(to_json(s)["seed"].get<std::uint64_t>(), max);
+  EXPECT_EQ(to_json(s)["seed"].dump(), "18446744073709551615");
+  {
+    ResultsFile f(path, OpenMode::kForce, {});
+    f.write_run(to_record(s));
+  }
+  const RunRecord back = read_run(path, s.run_key);
+  EXPECT_EQ(std::get<std::uint64_t>(*find_attr(back.attrs, "seed")), max);
+  EXPECT_EQ(json_of_record(back)["seed"].dump(), "18446744073709551615");
+  fs::remove_all(dir);
+}
+
 TEST(HarnessFields, FurtherRankColumnsRoundTripThroughHdf5) {
-  // A rank field the fixed RankRecord members do not know goes to the ranks table as a column
-  // of its own (text, integer or real) and comes back by name.
+  // A further rank column (with its doc, as the field table gives every column) goes to the
+  // ranks table as a column of its own (text, integer or real) and comes back by name.
   char tmpl[] = "/tmp/bb-harness-XXXXXX";
   const fs::path dir = mkdtemp(tmpl);
   const std::string path = (dir / "r.h5").string();
   RunRecord run = to_record(sample(false));
-  const std::size_t fields_of_the_table = run.ranks[0].extra.size();
+  const std::size_t fields_of_the_table = run.ranks[0].columns.size();
+  run.rank_docs.push_back({"numa", "", "NUMA nodes", ColumnType::kText});
+  run.rank_docs.push_back({"gpu_mps", "", "", ColumnType::kI64});
+  run.rank_docs.push_back({"share", "", "", ColumnType::kF64});
   for (std::size_t r = 0; r < run.ranks.size(); ++r) {
     set_rank_column(run.ranks[r], "numa", std::string(r == 0 ? "0-1" : "2,3"));
     set_rank_column(run.ranks[r], "gpu_mps", std::int64_t{static_cast<std::int64_t>(r)});
@@ -368,10 +398,10 @@ TEST(HarnessFields, FurtherRankColumnsRoundTripThroughHdf5) {
   EXPECT_EQ(std::get<std::string>(rank_column(back.ranks[1], "numa")), "2,3");
   EXPECT_EQ(std::get<std::int64_t>(rank_column(back.ranks[1], "gpu_mps")), 1);
   EXPECT_EQ(std::get<double>(rank_column(back.ranks[1], "share")), 0.5);
-  EXPECT_EQ(back.ranks[1].host, "h1");
-  EXPECT_EQ(back.ranks[0].extra.size(), fields_of_the_table + 3);
-  // A rank without rank 0's columns is refused, and the file keeps what it held.
-  run.ranks[1].extra.clear();
+  EXPECT_EQ(std::get<std::string>(rank_column(back.ranks[1], "host")), "h1");
+  EXPECT_EQ(back.ranks[0].columns.size(), fields_of_the_table + 3);
+  // A rank without the columns is refused, and the file keeps what it held.
+  run.ranks[1].columns.clear();
   run.key = "other";
   {
     ResultsFile f(path, OpenMode::kResume, {});

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -41,8 +42,18 @@ RunRecord sample_run(const std::string& key, int iters) {
   for (int i = 0; i < iters; ++i) r.step_time_s.push_back(0.1 + i * 0.01);
   r.events.push_back({0, 0, 0, 3, "F", 0.0, 0.5});
   r.events.push_back({1, 1, 1, 2, "RECV_B", 0.25, 0.75});
-  r.ranks.push_back({0, "host-a", -1, 1.5, 0.25, 0.125, 4096, 0, 1024, 4000});
-  r.ranks.push_back({1, "héte-b", 0, 1.0, 0.5, 0.0, 2048, 8192, 1024, 2000});
+  // A bare record (no docs): columns in rank 0's order, typed by their values.
+  auto rank = [](std::int64_t id, const char* host, std::int64_t device, double busy,
+                 std::int64_t peak_device_bytes, std::int64_t model) {
+    return RankRecord{{{"rank", id},
+                       {"host", std::string(host)},
+                       {"device", device},
+                       {"busy_s", busy},
+                       {"peak_device_bytes", peak_device_bytes},
+                       {"peak_activation_bytes_model", model}}};
+  };
+  r.ranks.push_back(rank(0, "host-a", -1, 1.5, 0, 4000));
+  r.ranks.push_back(rank(1, "héte-b", 0, 1.0, 8192, 2000));
   return r;
 }
 
@@ -72,10 +83,12 @@ TEST(ResultsFile, RoundTripsEveryField) {
   EXPECT_EQ(r.events[1].microbatch, 2u);
   EXPECT_DOUBLE_EQ(r.events[1].t_end_s, 0.75);
   ASSERT_EQ(r.ranks.size(), 2u);
-  EXPECT_EQ(r.ranks[1].host, "héte-b");
-  EXPECT_EQ(r.ranks[1].peak_device_bytes, 8192u);
-  EXPECT_EQ(r.ranks[1].peak_activation_bytes_model, 2000u);
-  EXPECT_EQ(r.ranks[0].device, -1);
+  EXPECT_EQ(std::get<std::string>(rank_column(r.ranks[1], "host")), "héte-b");
+  EXPECT_EQ(rank_number(r.ranks[1], "peak_device_bytes"), 8192.0);
+  EXPECT_EQ(rank_number(r.ranks[1], "peak_activation_bytes_model"), 2000.0);
+  EXPECT_EQ(rank_number(r.ranks[0], "device"), -1.0);
+  EXPECT_EQ(rank_number(r.ranks[0], "busy_s"), 1.5);
+  EXPECT_TRUE(std::isnan(rank_number(r.ranks[0], "no such column")));
 }
 
 TEST(ResultsFile, RefusesToOverwriteAndResumesWithoutRepeating) {
