@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "results/hdf5_file.hpp"
 #include "results/hdf5_io.hpp"
+#include "results/links_h5.hpp"
 
 namespace bb {
 namespace {

@@ -15,9 +15,10 @@
 //   "median_rel_error", "regimes": [{"lo_bytes", "hi_bytes", "alpha_s", "beta_bytes_per_s"}],
 //   "regimes_max_rel_error", "regimes_median_rel_error", "samples": [{"bytes", "time_s"}]}],
 //   ...settings}
+//
+// This header names no HDF5 type (callers above results/ see files, not handles); the group
+// readers and writers the results file uses are in results/links_h5.hpp.
 #pragma once
-
-#include <hdf5.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,13 +32,6 @@ namespace bb {
 nlohmann::json links_to_json(const std::vector<LinkFit>& fits);
 // Throws ConfigError naming what is missing or wrong.
 std::vector<LinkFit> links_from_json(const nlohmann::json& j);
-
-// Writes (or replaces) the group `links` under `parent` (a file or group). Throws IoError
-// naming `path`.
-void write_links(hid_t parent, const std::vector<LinkFit>& fits, const Attrs& attrs,
-                 const std::string& path);
-// Reads the group `links` under `parent`; throws IoError when it is missing or broken.
-std::vector<LinkFit> read_links(hid_t parent, const std::string& path);
 
 // calibrate --out: adds /links to FILE.h5 (creating the file, or replacing an earlier /links
 // in it) as one commit of the file (h5::commit_change: a copy changed, synced and renamed over

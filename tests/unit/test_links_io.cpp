@@ -1,6 +1,7 @@
 // Link fits in the results formats (results/links_io.hpp): HDF5 /links and JSON read back as
 // written; bad input refused with one message.
 #include <gtest/gtest.h>
+#include <hdf5.h>  // the test makes a bare HDF5 file
 
 #include <cmath>
 #include <filesystem>
