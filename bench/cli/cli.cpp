@@ -58,6 +58,7 @@ struct Selection {
   std::string timeline;
   std::string links;  // sim --links FILE: fitted per-pair message costs
   int mem_limit = 0;  // zb-auto's memory limit (stage-micro-batches; 0: P)
+  double mem_w = 1;   // zb-auto: what a micro-batch between its B and its W counts
   CLI::Option *P_opt = nullptr, *M_opt = nullptr, *v_opt = nullptr;  // given or not
 };
 
@@ -79,6 +80,11 @@ void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
                   schedules_ordered_by_costs() +
                       ": live micro-batches per rank (stage units; 0: P, as 1F1B)")
       ->check(CLI::NonNegativeNumber);
+  app->add_option("--mem-w", sel.mem_w,
+                  "zb-auto: what a micro-batch between its B and its W counts towards "
+                  "--mem-limit (1: a whole one, as the peak counts; 0.5: the zero-bubble "
+                  "paper's scheduler)")
+      ->check(CLI::Range(0.0, 1.0));
   if (!costs) return;
   add_with_default(*app, "--t-f", sel.t_f, "Forward time of one stage (or one value per chunk)");
   add_with_default(*app, "--t-b", sel.t_b, "Input-gradient backward time (B)");
@@ -145,15 +151,18 @@ SimConfig sim_config(const Selection& sel) {
 }
 
 // What the generators get besides M and v: P, zb-auto's memory limit and, where the command
-// takes costs (sc), the per-stage F/B/W times it orders by (else unit times).
+// takes costs (sc), the per-stage F/B/W times and the message time it orders by (else unit
+// times, no message time).
 ScheduleParams generator_params(const Selection& sel, const SimConfig* sc) {
   ScheduleParams p;
   p.P = sel.P;
   p.mem_limit = sel.mem_limit;
+  p.mem_w = sel.mem_w;
   if (sc != nullptr) {
     p.t_f = sc->t_f;
     p.t_b = sc->t_b;
     p.t_w = sc->t_w;
+    p.t_comm = message_time(*sc, -1, -1);
   }
   return p;
 }

@@ -15,10 +15,14 @@ struct ScheduleParams {
   int M = 1;
   int v = 1;  // chunks per rank where the schedule takes it (interleaved); ignored otherwise
   // zb-auto only (the others ignore them): times of one micro-batch per stage, one value for
-  // every stage or P values (finite, >= 0), and the memory limit in stage-micro-batch
-  // units (live micro-batches per rank: forward done, W not yet); 0: P (1F1B's peak).
+  // every stage or P values (finite, >= 0), the time of one message between neighbouring
+  // stages, and the memory limit in stage-micro-batch units (live micro-batches per rank:
+  // forward done, W not yet); 0: P (1F1B's peak). mem_w: what a micro-batch between its B and
+  // its W counts towards the limit (1: a whole one; the zero-bubble paper's scheduler: 1/2).
   std::vector<double> t_f{1.0}, t_b{1.0}, t_w{1.0};
+  double t_comm = 0;
   int mem_limit = 0;
+  double mem_w = 1;
 };
 
 // The largest chunks x micro-batches a configuration may have (validation and simulation

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <queue>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -58,99 +58,352 @@ ScheduleError stuck(const char* name) {
                        ": the F/B order gets stuck (a warm-up that grows towards the last rank, "
                        "or a cap below it)");
 }
+
+// Appends list[from..] J more times, micro-batches moved by d each time: the last period as
+// words (mb: the low 16 bits), the J after it by doubling (each pass copies all periods held so
+// far, moved by as many: a loop the compiler vectorizes), then appended in one pass.
+void append_repeats(std::vector<Action>& list, std::size_t from, int J, int d,
+                    std::vector<std::uint32_t>& block) {
+  const std::size_t L = list.size() - from, total = (static_cast<std::size_t>(J) + 1) * L;
+  if (L == 0) return;
+  block.resize(total);
+  for (std::size_t i = 0; i < L; ++i) block[i] = std::bit_cast<std::uint32_t>(list[from + i]);
+  for (std::size_t have = L; have < total;) {
+    const std::size_t take = std::min(have, total - have);
+    const auto delta = static_cast<std::uint32_t>(have / L) * static_cast<std::uint32_t>(d);
+    const std::uint32_t* src = block.data();
+    std::uint32_t* to = block.data() + have;
+    for (std::size_t i = 0; i < take; ++i)
+      to[i] = (src[i] & ~0xFFFFu) | ((src[i] + delta) & 0xFFFFu);
+    have += take;
+  }
+  list.insert(list.end(), WordsAsActions{block.data() + L}, WordsAsActions{block.data() + total});
+}
 }  // namespace
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// Arrival times of the messages one rank reads in one direction, by micro-batch: written by
+// the producer in micro-batch order, read by the rank in order; a ring that grows with the
+// messages in flight.
+class Arrivals {
+ public:
+  void put(int mb, double t) {
+    if (static_cast<std::size_t>(mb - read_) >= v_.size()) grow();
+    v_[slot(mb)] = t;
+    written_ = mb + 1;
+  }
+  double at(int mb) const { return mb < written_ ? v_[slot(mb)] : kNever; }
+  void taken(int mb) { read_ = mb + 1; }
+  int written() const { return written_; }
+  // Every message moved d micro-batches and dt later (the steady-state jump).
+  void shift(int d, double dt) {
+    std::vector<double> v(v_.size());
+    for (int m = read_; m < written_; ++m)
+      v[static_cast<std::size_t>(m + d) & (v.size() - 1)] = v_[slot(m)] + dt;
+    v_ = std::move(v);
+    read_ += d;
+    written_ += d;
+  }
+
+ private:
+  std::size_t slot(int mb) const { return static_cast<std::size_t>(mb) & (v_.size() - 1); }
+  void grow() {
+    std::vector<double> v(v_.size() * 2);
+    for (int m = read_; m < written_; ++m)
+      v[static_cast<std::size_t>(m) & (v.size() - 1)] = v_[slot(m)];
+    v_ = std::move(v);
+  }
+  std::vector<double> v_ = std::vector<double>(8);
+  int read_ = 0, written_ = 0;
+};
+
+// The rank whose next action starts first (ties: the lowest rank), over keys that change one
+// at a time: a tournament tree over the ranks, each inner node holding the earlier of its two
+// subtrees' ranks.
+class EarliestRank {
+ public:
+  explicit EarliestRank(int P) : n_(std::bit_ceil(static_cast<unsigned>(std::max(P, 1)))) {
+    key_.assign(n_, kNever);
+    node_.assign(2 * static_cast<std::size_t>(n_), 0);
+    for (unsigned i = 0; i < n_; ++i) node_[n_ + i] = static_cast<int>(i);
+    for (unsigned i = n_ - 1; i >= 1; --i) node_[i] = earlier(node_[2 * i], node_[2 * i + 1]);
+  }
+  void set(int r, double t) {
+    if (key_[r] == t) return;
+    key_[r] = t;
+    // Up the tree while a subtree's winner changes, or is r (whose key did).
+    for (unsigned i = (n_ + static_cast<unsigned>(r)) / 2; i >= 1; i /= 2) {
+      const int w = earlier(node_[2 * i], node_[2 * i + 1]);
+      if (w == node_[i] && w != r) break;
+      node_[i] = w;
+    }
+  }
+  int top() const { return node_[1]; }
+  double key(int r) const { return key_[r]; }
+
+ private:
+  int earlier(int a, int b) const { return key_[b] < key_[a] ? b : a; }  // a < b
+  unsigned n_;
+  std::vector<double> key_;
+  std::vector<int> node_;
+};
+
+// zero_bubble_run's clock. Rank r holds chunk r (looped placement, v = 1): its F reads rank
+// r-1's activation, its B rank r+1's gradient (edges.hpp's rule on this route).
+//
+// The steady-state jump (zero_bubble_greedy's, on times). A rank's decision depends on its
+// counts relative to one another, on times relative to its clock, and on its counts meeting M
+// (an F left to run, its last W); so if, at two of rank 0's forwards d micro-batches and tau
+// time apart, every rank's counts, its plan, and the messages in flight to it are the same
+// relative to that forward's micro-batch and time, the run repeats itself every tau with
+// micro-batches moved by d until a count would meet M: the periods in between are appended
+// without being played.
+class ListScheduler {
+ public:
+  ListScheduler(const char* name, int P, int M, const ZeroBubbleOrder& ord, const StageCosts& c,
+                double makespan_above, double span_above)
+      : name_(name),
+        P_(P),
+        M_(M),
+        ord_(ord),
+        c_(c),
+        makespan_above_(makespan_above),
+        span_above_(span_above),
+        st_(static_cast<std::size_t>(P)),
+        earliest_(P),
+        next_(static_cast<std::size_t>(P), Decision{kNever, Op::F, false}) {
+    run_.schedule = make_schedule(name, P, M, 1);
+    set_looped_placement(run_.schedule);
+    for (int r = 0; r < P; ++r) {
+      RankState& k = st_[r];
+      k.warm = std::clamp(ord.warmup[r], 0, M);
+      k.ahead = ord.ahead.empty() ? k.warm + 1 : std::max(1, ord.ahead[r]);
+      k.left = M * (c.f[r] + c.b[r] + c.w[r]);
+      run_.schedule.ranks[r].reserve(3 * static_cast<std::size_t>(M));
+    }
+  }
+  ZeroBubbleRun run() &&;
+
+ private:
+  struct RankState {
+    int nf = 0, nb = 0, nw = 0;
+    int warm = 0, ahead = 1;
+    double free = 0, first = -1;
+    double left = 0;    // work not yet run
+    Arrivals fin, bin;  // activations from rank r-1, gradients from rank r+1
+  };
+  struct Decision {
+    double start;
+    Op op;
+    bool memory_held;  // the memory limit held back an F the order would run
+  };
+  // The state relative to rank 0's forward of micro-batch m at time t.
+  struct Snapshot {
+    double t = 0;
+    int m = 0;
+    std::vector<int> counts;
+    std::vector<double> times;
+    std::vector<std::size_t> lengths;
+  };
+  double held(const RankState& k) const { return (k.nf - k.nb) + ord_.w_share * (k.nb - k.nw); }
+  Decision decide(int r) const;
+  // Runs d on rank r; false when the run is sure to exceed a bound.
+  bool execute(int r, const Decision& d);
+  void plan(int r);
+  void capture(Snapshot& s, double t) const;
+  // After rank 0's forward at time t; false when the run is sure to exceed a bound.
+  bool probe(double t);
+  void jump(const Snapshot& from, double t, int J);
+
+  const char* name_;
+  int P_, M_;
+  const ZeroBubbleOrder& ord_;
+  const StageCosts& c_;
+  double makespan_above_, span_above_;
+  std::vector<RankState> st_;
+  ZeroBubbleRun run_;
+  EarliestRank earliest_;       // by the start of its next action
+  std::vector<Decision> next_;  // each rank's next action
+  // The jump: a snapshot held (and compared with the next kMaxPeriod forwards of rank 0), the
+  // forward of rank 0 to take the next one at, ranks that have run a B, and whether it jumped.
+  static constexpr int kMaxPeriod = 64;
+  Snapshot snap_, now_;
+  bool holding_ = false, jumped_ = false;
+  int next_probe_ = 0, started_ = 0;
+  std::vector<std::uint32_t> block_;
+};
+
+// Rank r's next action and when it starts, from the arrivals known now (every arrival up to
+// the earliest pending start is known: actions take time and start in time order).
+ListScheduler::Decision ListScheduler::decide(int r) const {
+  const RankState& k = st_[r];
+  const double t = k.free;
+  const bool fits = held(k) + 1 <= ord_.cap + 1e-9;
+  bool want_f = false, want_b = false;
+  if (ord_.fb == ZeroBubbleOrder::FB::strict) {
+    want_f = k.nf < M_ && k.nf - k.nb <= k.warm;
+    want_b = !want_f && k.nb < k.nf;
+  } else {
+    want_f = k.nf < M_ && k.nf - k.nb < (k.nb == 0 ? k.warm + 1 : k.ahead);
+    want_b = k.nb < k.nf;
+  }
+  const double f_at = want_f && fits ? std::max(t, r == 0 ? 0.0 : k.fin.at(k.nf)) : kNever;
+  const double b_at = want_b ? std::max(t, r + 1 == P_ ? 0.0 : k.bin.at(k.nb)) : kNever;
+  const bool held_back = want_f && !fits;
+  const bool f_first = ord_.fb == ZeroBubbleOrder::FB::f_first;
+  if (f_first && f_at <= t) return {t, Op::F, held_back};
+  if (b_at <= t) return {t, Op::B, held_back};
+  if (f_at <= t) return {t, Op::F, held_back};
+  const double next = std::min(f_at, b_at);
+  if (k.nw < k.nb &&
+      (ord_.w == ZeroBubbleOrder::WPolicy::fill || next == kNever || t + c_.w[r] <= next))
+    return {t, Op::W, held_back};
+  const bool f_next = f_at < b_at || (f_at == b_at && f_first);
+  return {next, f_next ? Op::F : Op::B, held_back};
+}
+
+bool ListScheduler::execute(int r, const Decision& d) {
+  RankState& k = st_[r];
+  if (k.first < 0) k.first = d.start;
+  run_.memory_bound = run_.memory_bound || d.memory_held;
+  int mb = 0;
+  double cost = 0;
+  if (d.op == Op::F) {
+    mb = k.nf++;
+    k.fin.taken(mb);
+    cost = c_.f[r];
+  } else if (d.op == Op::B) {
+    mb = k.nb++;
+    k.bin.taken(mb);
+    cost = c_.b[r];
+    started_ += k.nb == 1;
+  } else {
+    mb = k.nw++;
+    cost = c_.w[r];
+  }
+  k.free = d.start + cost;
+  k.left -= cost;
+  run_.schedule.ranks[r].push_back(make_action(d.op, r, mb));
+  ++run_.played;
+  if (d.op == Op::F && r + 1 < P_) st_[r + 1].fin.put(mb, k.free + c_.comm);
+  if (d.op == Op::B && r > 0) st_[r - 1].bin.put(mb, k.free + c_.comm);
+  // It ends no earlier than now plus the work left.
+  const double end = k.free + k.left;
+  return end <= makespan_above_ && end - k.first <= span_above_;
+}
+
+void ListScheduler::plan(int r) {
+  next_[r] = st_[r].nw == M_ ? Decision{kNever, Op::W, false} : decide(r);
+  earliest_.set(r, next_[r].start);
+}
+
+void ListScheduler::capture(Snapshot& s, double t) const {
+  const int m = st_[0].nf;
+  s.t = t;
+  s.m = m;
+  s.counts.clear();
+  s.times.clear();
+  s.lengths.clear();
+  for (int r = 0; r < P_; ++r) {
+    const RankState& k = st_[r];
+    const Decision& d = next_[r];
+    // (Rank 0 reads no activation, the last rank no gradient.)
+    const int f_end = r == 0 ? k.nf : k.fin.written(), b_end = r + 1 == P_ ? k.nb : k.bin.written();
+    s.counts.insert(s.counts.end(), {k.nf - m, k.nb - m, k.nw - m, static_cast<int>(d.op),
+                                     f_end - k.nf, b_end - k.nb});
+    s.times.push_back(k.free - t);
+    s.times.push_back(d.start == kNever ? -1.0 : d.start - t);
+    for (int i = k.nf; i < f_end; ++i) s.times.push_back(k.fin.at(i) - t);
+    for (int i = k.nb; i < b_end; ++i) s.times.push_back(k.bin.at(i) - t);
+    s.lengths.push_back(run_.schedule.ranks[r].size());
+  }
+}
+
+bool ListScheduler::probe(double t) {
+  if (jumped_ || started_ < P_) return true;
+  const int m = st_[0].nf;
+  if (!holding_) {
+    if (m >= next_probe_) {
+      capture(snap_, t);
+      holding_ = true;
+    }
+    return true;
+  }
+  capture(now_, t);
+  const int d = m - snap_.m;
+  bool same = now_.counts == snap_.counts;
+  for (std::size_t i = 0; same && i < now_.times.size(); ++i)
+    same = std::abs(now_.times[i] - snap_.times[i]) <= 1e-9 * std::max(1.0, std::abs(t));
+  if (same) {
+    jumped_ = true;
+    if (const int J = (M_ - 1 - m) / d; J > 0) jump(snap_, t, J);
+    for (const RankState& k : st_)
+      if (k.free + k.left > makespan_above_ || k.free + k.left - k.first > span_above_)
+        return false;
+  } else if (d >= kMaxPeriod) {
+    holding_ = false;
+    next_probe_ = m + kMaxPeriod;
+  }
+  return true;
+}
+
+void ListScheduler::jump(const Snapshot& from, double t, int J) {
+  const int d = st_[0].nf - from.m, shift = J * d;
+  const double dt = J * (t - from.t);
+  for (int r = 0; r < P_; ++r) {
+    RankState& k = st_[r];
+    append_repeats(run_.schedule.ranks[r], from.lengths[r], J, d, block_);
+    k.nf += shift;
+    k.nb += shift;
+    k.nw += shift;
+    k.free += dt;
+    k.left -= shift * (c_.f[r] + c_.b[r] + c_.w[r]);
+    k.fin.shift(shift, dt);
+    k.bin.shift(shift, dt);
+    if (next_[r].start != kNever) next_[r].start += dt;
+    earliest_.set(r, next_[r].start);
+  }
+}
+
+ZeroBubbleRun ListScheduler::run() && {
+  // A plan changes only when the rank runs something or the input of its next F or B arrives.
+  for (int r = 0; r < P_; ++r) plan(r);
+  int finished = 0;
+  while (finished < P_) {
+    const int r = earliest_.top();
+    const Decision d = next_[r];
+    const double t = d.start;
+    if (t == kNever) throw stuck(name_);
+    if (!execute(r, d) || (r == 0 && d.op == Op::F && !probe(t))) {
+      run_.stopped = true;
+      return std::move(run_);
+    }
+    if (d.op == Op::W && st_[r].nw == M_) ++finished;
+    // The receiver's plan changes only if this is the input its next F / B waits for.
+    if (d.op == Op::F && r + 1 < P_ && st_[r + 1].nf == st_[r].nf - 1) plan(r + 1);
+    if (d.op == Op::B && r > 0 && st_[r - 1].nb == st_[r].nb - 1) plan(r - 1);
+    plan(r);
+  }
+  for (const RankState& k : st_) {
+    run_.makespan = std::max(run_.makespan, k.free);
+    run_.span = std::max(run_.span, k.free - std::max(0.0, k.first));
+  }
+  return std::move(run_);
+}
+
+}  // namespace
+
+ZeroBubbleRun zero_bubble_run(const char* name, int P, int M, const ZeroBubbleOrder& ord,
+                              const StageCosts& c, double makespan_above, double span_above) {
+  return ListScheduler(name, P, M, ord, c, makespan_above, span_above).run();
+}
 
 Schedule zero_bubble_list(const char* name, int P, int M, const ZeroBubbleOrder& ord,
                           const StageCosts& c) {
-  Schedule s = make_schedule(name, P, M, 1);
-  set_looped_placement(s);
-  const Route route = s.routes.front();  // chunk r on rank r; every route 0..P-1
-  constexpr double kNever = std::numeric_limits<double>::infinity();
-  // Arrival times of each message at its consumer chunk, per direction (edges.hpp: 0
-  // activations, 1 gradients); kNever until its producer has run.
-  std::vector<double> arrive[2] = {std::vector<double>(static_cast<std::size_t>(P) * M, kNever),
-                                   std::vector<double>(static_cast<std::size_t>(P) * M, kNever)};
-  auto at = [M, &arrive](const MessageName& msg, std::uint32_t m) -> double& {
-    return arrive[msg.dir][static_cast<std::size_t>(consumer_chunk(msg)) * M + m];
-  };
-  struct RankState {
-    std::vector<Op> order;  // the F/B order, 1F1B-like
-    std::size_t next = 0;
-    int next_f = 0, next_b = 0, next_w = 0;
-    double free = 0;  // when its last action ends
-  };
-  std::vector<RankState> st(P);
-  for (int r = 0; r < P; ++r) {
-    const int w = std::clamp(ord.warmup[r], 0, M);
-    auto& order = st[r].order;
-    order.assign(static_cast<std::size_t>(w), Op::F);
-    for (int i = 0; i + w < M; ++i) {
-      order.push_back(Op::F);
-      order.push_back(Op::B);
-    }
-    order.insert(order.end(), static_cast<std::size_t>(w), Op::B);
-    s.ranks[r].reserve(3 * static_cast<std::size_t>(M));
-  }
-  // Rank r's next action and when it starts, from the arrivals known now (every arrival up to
-  // the earliest pending start is known: actions take time and start in time order).
-  auto decide = [&](int r) -> std::pair<double, Action> {
-    const RankState& k = st[r];
-    const Op want = k.next < k.order.size() ? k.order[k.next] : Op::W;
-    double ready = kNever;  // when the next F/B could start
-    Action fb{};
-    if (want != Op::W) {
-      fb = make_action(want, r, want == Op::F ? k.next_f : k.next_b);
-      const MessageName in = message_in(fb, route);
-      if (want == Op::B || k.next_f - k.next_w < ord.cap)
-        ready = std::max(k.free, in.none() ? 0.0 : at(in, fb.mb));
-    }
-    if (ready <= k.free) return {k.free, fb};
-    if (k.next_w < k.next_b &&
-        (ord.w == ZeroBubbleOrder::WPolicy::fill || ready == kNever || k.free + c.w[r] <= ready))
-      return {k.free, make_action(Op::W, r, k.next_w)};
-    return {ready, fb};
-  };
-  // Ranks by the start of their next action (then by rank); entries that no longer match
-  // `key` are stale.
-  using Entry = std::pair<double, int>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  std::vector<double> key(P, kNever);
-  const auto plan = [&](int r) {
-    if (st[r].next_w == M) return;
-    const double t = decide(r).first;
-    if (t != key[r] && t != kNever) heap.emplace(t, r);
-    key[r] = t;
-  };
-  for (int r = 0; r < P; ++r) plan(r);
-  int finished = 0;
-  while (finished < P) {
-    if (heap.empty()) throw stuck(name);
-    const auto [t, r] = heap.top();
-    heap.pop();
-    if (t != key[r]) continue;
-    const auto [start, act] = decide(r);
-    if (start != t) {  // an arrival became known since: the decision moved
-      key[r] = kNever;
-      plan(r);
-      continue;
-    }
-    RankState& k = st[r];
-    s.ranks[r].push_back(act);
-    k.free = t + (act.op == Op::F ? c.f[r] : act.op == Op::B ? c.b[r] : c.w[r]);
-    if (act.op == Op::W) {
-      if (++k.next_w == M) ++finished;
-    } else {
-      ++(act.op == Op::F ? k.next_f : k.next_b);
-      ++k.next;
-      if (const MessageName sent = message_out(act, route); !sent.none()) {
-        at(sent, act.mb) = k.free;
-        plan(consumer_rank(s, sent));
-      }
-    }
-    key[r] = kNever;
-    plan(r);
-  }
-  return s;
+  return zero_bubble_run(name, P, M, ord, c).schedule;
 }
 
 // The unit-time case of zero_bubble_list with `fill` (the same orders, test_zb_auto.cpp),
@@ -228,27 +481,11 @@ Schedule zero_bubble_greedy(const char* name, int P, int M, const std::function<
     }
     return acted;
   };
-  // Appends each rank's actions since `len[r]` J more times, micro-batches moved by d each time:
-  // the last period as words (mb: the low 16 bits), the J after it by doubling (each pass copies
-  // all periods held so far, moved by as many: a loop the compiler vectorizes), then appended to
-  // the list in one pass.
+  // Appends each rank's actions since `len[r]` J more times, micro-batches moved by d.
   std::vector<std::uint32_t> block;
   const auto jump = [&](const std::vector<std::size_t>& len, int J, int d) {
     for (int r = 0; r < P; ++r) {
-      auto& out = s.ranks[r];
-      const std::size_t L = out.size() - len[r], total = (static_cast<std::size_t>(J) + 1) * L;
-      block.resize(total);
-      for (std::size_t i = 0; i < L; ++i) block[i] = std::bit_cast<std::uint32_t>(out[len[r] + i]);
-      for (std::size_t have = L; have < total;) {
-        const std::size_t take = std::min(have, total - have);
-        const auto delta = static_cast<std::uint32_t>(have / L) * static_cast<std::uint32_t>(d);
-        const std::uint32_t* from = block.data();
-        std::uint32_t* to = block.data() + have;
-        for (std::size_t i = 0; i < take; ++i)
-          to[i] = (from[i] & ~0xFFFFu) | ((from[i] + delta) & 0xFFFFu);
-        have += take;
-      }
-      out.insert(out.end(), WordsAsActions{block.data() + L}, WordsAsActions{block.data() + total});
+      append_repeats(s.ranks[r], len[r], J, d, block);
       n[r].f += J * d;
       n[r].b += J * d;
       n[r].w += J * d;
