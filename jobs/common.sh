@@ -11,8 +11,10 @@
 #                                       (TRACE), user_args
 #   resume_or_start KEY WHO NEW         RESUME/FORCE against the marker OUT.job
 #   launch                              refuse cuda without GPUs; print the srun line; DRY_RUN=1
-#                                       stops there; else write the marker, run the step,
-#                                       report how it ended (exit 5: requeue), exit
+#                                       stops there; else write the marker, check the
+#                                       allocation, run the step (bounded by STEP_WAIT),
+#                                       report how it ended (exit 5: requeue; a node that
+#                                       cannot run it: requeue, exit 75, or 69), exit
 # The script sets first: BB OUT SCHEDULES M_LIST V_LIST BACKEND COMPUTE MPI_PLUGIN,
 # user_args (EXTRA_ARGS, split; sweep-array: the parameter line, then EXTRA_ARGS) and, before
 # launch, srun_extra (SRUN_ARGS, split, plus the script's own srun options).
@@ -179,6 +181,11 @@ resume_or_start() {
   given --resume && RESUME=1
   case "$RESUME" in auto | 0 | 1) ;; *) die "RESUME=$RESUME: want auto, 1 or 0" ;; esac
   MARK=$OUT.job
+  # how a new job continues OUT, for the messages of a job that gives up
+  case $new in
+    OUT_DIR=*) RESUME_HINT="RESUME=1 OUT_DIR=$(dirname "$OUT")" ;;
+    *) RESUME_HINT="RESUME=1 OUT=$OUT" ;;
+  esac
   cmd=("$BB")
   for a in "${args[@]}"; do
     case $a in --resume | --force) ;; *) cmd+=("$a") ;; esac
@@ -198,8 +205,114 @@ resume_or_start() {
   fi
 }
 
-# The step: print it; unless DRY_RUN=1, write the marker, run it, say how it ended, and exit
-# with srun's status.
+# --- The step, bounded ------------------------------------------------------------------------
+# No step waits forever (issue 33). srun gets --immediate=STEP_WAIT: SLURM has STEP_WAIT seconds
+# to create the step, else srun fails ("Unable to create step") instead of retrying "step
+# creation temporarily disabled" until the time limit. Before the step, the allocation is read
+# afresh from slurmctld (the environment is only what this start was given); after a failed
+# step, a one-task-per-node test step (the probe, bounded the same way) tells a node that
+# cannot run steps from the benchmark's own failure. A job whose nodes cannot run its step
+# requeues itself (exit 75) to resume OUT on its next start, at most REQUEUE_LIMIT times; then
+# it fails with one line (exit 69).
+STEP_WAIT=$(unq "${STEP_WAIT:-120}")
+REQUEUE_LIMIT=$(unq "${REQUEUE_LIMIT:-3}")
+[[ $STEP_WAIT =~ ^[0-9]+$ ]] || die "STEP_WAIT=$STEP_WAIT: want seconds (0: wait as long as SLURM does)"
+[[ $REQUEUE_LIMIT =~ ^[0-9]+$ ]] || die "REQUEUE_LIMIT=$REQUEUE_LIMIT: want a count"
+step_bound=()
+[ "$STEP_WAIT" = 0 ] || step_bound=(--immediate="$STEP_WAIT")
+
+# Requeues of this job for nodes that could not run its step: node_requeues= in the marker,
+# counted only when the marker is this job's (a RESUME=1 of another job's file starts at 0).
+past_requeues() {
+  local n=0
+  if [ -f "$MARK" ] && [ "$(sed -n 's/^job_id=//p' "$MARK")" = "$JOB_KEY" ] &&
+    [ "$(sed -n 's/^cluster=//p' "$MARK")" = "${SLURM_CLUSTER_NAME:-}" ]; then
+    n=$(sed -n 's/^node_requeues=//p' "$MARK")
+    [[ $n =~ ^[0-9]+$ ]] || n=0
+  fi
+  echo "$n"
+}
+write_marker() {
+  marker >"$MARK.tmp.$$" && printf 'node_requeues=%s\n' "$NODE_REQUEUES" >>"$MARK.tmp.$$" &&
+    mv -f "$MARK.tmp.$$" "$MARK"
+}
+
+# why: this allocation cannot run the step. Requeue the job (exit 75) or, past REQUEUE_LIMIT or
+# when SLURM refuses, fail with one line (exit 69). A requeued job keeps its id, so its next
+# start resumes OUT (RESUME=auto); slurmctld has marked a node that did not answer as not
+# responding by then, so that start does not go to it.
+requeue_broken() {
+  local why=$1
+  if [ "$NODE_REQUEUES" -ge "$REQUEUE_LIMIT" ]; then
+    echo "${SLURM_JOB_NAME:-bb}: error: $why; not requeued: requeued $NODE_REQUEUES time(s) for this already (REQUEUE_LIMIT=$REQUEUE_LIMIT); continue it in a new job with $RESUME_HINT (exit 69)" >&2
+    exit 69
+  fi
+  NODE_REQUEUES=$((NODE_REQUEUES + 1))
+  write_marker
+  local next="resumes $OUT"
+  [ -e "$OUT" ] || next="starts $OUT"
+  say "$why: requeueing job $SLURM_JOB_ID (node requeue $NODE_REQUEUES of $REQUEUE_LIMIT); its next start $next (exit 75)"
+  if ! scontrol requeue "$SLURM_JOB_ID" 2>&1; then
+    echo "${SLURM_JOB_NAME:-bb}: error: $why; scontrol requeue $SLURM_JOB_ID failed: continue it in a new job with $RESUME_HINT (exit 69)" >&2
+    exit 69
+  fi
+  exit 75
+}
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2" | head -n 1; }  # NAME, `scontrol -o` line
+hosts() { scontrol show hostnames "$1" 2>/dev/null | tr '\n' ' '; }
+
+# The allocation now, from slurmctld, against what this start's environment says: a node lost
+# since the job started (slurmctld shrinks a job whose node went down while it was completing
+# a requeue: srun then says "SLURM_JOB_NUM_NODES ... conflicts with allocated node count") or
+# a node down or not responding means the step cannot run here.
+check_allocation() {
+  local info state nodes num env_nodes env_num states bad
+  if ! info=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || [ -z "$info" ]; then
+    say "warning: scontrol show job $SLURM_JOB_ID failed: the allocation is not checked before the step"
+    return 0
+  fi
+  state=$(field JobState "$info")
+  case "$state" in
+    RUNNING | CONFIGURING) ;;
+    *) say "slurmctld says job $SLURM_JOB_ID is $state (requeued or ending while this start began): no step (exit 75)"
+      exit 75 ;;
+  esac
+  nodes=$(field NodeList "$info")
+  num=$(field NumNodes "$info")
+  num=${num%%-*}
+  env_nodes=${SLURM_JOB_NODELIST:-${SLURM_NODELIST:-}}
+  env_num=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-}}
+  if [ -n "$env_nodes" ] && { [ "$(hosts "$nodes")" != "$(hosts "$env_nodes")" ] || [ "$num" != "${env_num:-$num}" ]; }; then
+    requeue_broken "the allocation changed since this start began: its environment says $env_num node(s) $env_nodes, slurmctld $num node(s) $nodes (a node was lost)"
+  fi
+  # A node down or failed cannot run the step; one that is only not responding (slurmctld adds
+  # '*' to its state: a missed ping, maybe a busy node) gets the step, bounded like any other.
+  # Draining nodes still run jobs.
+  states=$(sinfo -h -N -n "$nodes" -o '%N %T' 2>/dev/null | sort -u)
+  bad=$(awk '$2 ~ /^(down|fail)\*?$/ { printf "%s%s (%s)", sep, $1, $2; sep = ", " }' <<<"$states")
+  [ -z "$bad" ] || requeue_broken "node(s) of this job cannot run its step: $bad"
+  bad=$(awk '$2 ~ /\*$/ { printf "%s%s (%s)", sep, $1, $2; sep = ", " }' <<<"$states")
+  [ -z "$bad" ] || say "warning: node(s) not responding to slurmctld: $bad; trying the step (it fails within STEP_WAIT=$STEP_WAIT s and its launch if they are gone)"
+  say "start $((${SLURM_RESTART_COUNT:-0} + 1)) of job $SLURM_JOB_ID: slurmctld agrees, $num node(s) $nodes"
+}
+
+# 0 if a step of one task per node runs `true` on every node of the job within STEP_WAIT (and
+# its launch); else 1, with srun's first error line in PROBE_ERR.
+probe_nodes() {
+  local n=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}} err
+  err=$(timeout -k 5 $((STEP_WAIT > 0 ? STEP_WAIT + 60 : 600)) srun "${step_bound[@]}" --mpi=none \
+    --nodes="$n" --ntasks="$n" --ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none \
+    --kill-on-bad-exit=1 true 2>&1 >/dev/null) && return 0
+  PROBE_ERR=$(grep -m 1 -i 'error' <<<"$err" || true)
+  PROBE_ERR=${PROBE_ERR:-${err%%$'\n'*}}
+  PROBE_ERR=${PROBE_ERR:-no step within $((STEP_WAIT + 60)) s}
+  return 1
+}
+
+# The step: print it; unless DRY_RUN=1, write the marker, check the allocation, run the step,
+# say how it ended, and exit with srun's status (75 after requeueing for a node that cannot run
+# it; 69 when that is not possible).
 launch() {
   local rc=0 backend msg
   # The CUDA backend needs the GPUs requested (sbatch --gpus-per-node=N, which jobs/submit.sh
@@ -213,11 +326,13 @@ launch() {
   # in busy time): each rank gets CPUS_PER_TASK cores of its own. SRUN_ARGS (already in
   # srun_extra, after these) can override both; CPU_BIND=none turns binding off.
   srun_extra=(--cpu-bind="${CPU_BIND:-cores}" --cpus-per-task="${CPUS_PER_TASK:-${SLURM_CPUS_PER_TASK:-1}}"
-    "${srun_extra[@]}")
+    "${step_bound[@]}" "${srun_extra[@]}")
   say "srun --mpi=$MPI_PLUGIN ${srun_extra[*]} $BB ${args[*]}"
   [ "${DRY_RUN:-0}" = 1 ] && exit 0
   mkdir -p "$(dirname "$OUT")"
-  marker >"$MARK.tmp.$$" && mv -f "$MARK.tmp.$$" "$MARK"
+  NODE_REQUEUES=$(past_requeues)
+  write_marker
+  check_allocation
   srun --mpi="$MPI_PLUGIN" --kill-on-bad-exit=1 "${srun_extra[@]}" "$BB" "${args[@]}" || rc=$?
   if [ -e "$OUT" ]; then say "exit $rc; results: $OUT"; else say "exit $rc; no results: $OUT was not created"; fi
   # Exit 5: SIGUSR1 (#SBATCH --signal=USR1@120, before the time limit) stopped the sweep
@@ -226,6 +341,11 @@ launch() {
     say "stopped between runs before the time limit: requeueing job $SLURM_JOB_ID to resume $OUT"
     if scontrol requeue "$SLURM_JOB_ID"; then exit 0; fi
     say "scontrol requeue failed: resume by hand (RESUME=1 OUT=$OUT)"
+  fi
+  # A failed step on a node that cannot run steps (lost mid-sweep, or the step never started):
+  # requeue. A step that failed on healthy nodes is the benchmark's own failure: its exit code.
+  if [ "$rc" != 0 ] && [ "$rc" != 5 ] && ! probe_nodes; then
+    requeue_broken "the step ended with exit $rc and a test step on the job's nodes fails ($PROBE_ERR)"
   fi
   # Under srun, a rank's MPI_Abort (the watchdog's exit 3, a failed write's 4) makes SLURM
   # kill the whole step: srun then reports 137, not bubblebench's code.

@@ -21,6 +21,9 @@
 #   BB_SLURM_WAIT       seconds to wait for the node to be idle / daemons to go (default 30)
 #   BB_SLURM_CPUS       CPUs of the node (default: nproc)
 #   BB_SLURM_ATTEMPTS   cold starts tried before `up` gives up (default 3)
+#   BB_SLURM_CRED_EXPIRE  AuthInfo cred_expire (>= 5 s; SLURM's default 120): the lifetime of a
+#                       step's credential, and how long a requeued job is held before it may
+#                       start again (cred_expire + 1 s)
 # `up` starts one daemon at a time and waits until each is ready (munged: a credential round
 # trip; slurmctld: `scontrol ping`; slurmd: the node idle). A failed start prints the failing
 # daemon's own log first and is retried from scratch ("start attempt N of M failed").
@@ -37,7 +40,7 @@ ATTEMPTS=${BB_SLURM_ATTEMPTS:-3}
 NODE=localhost
 
 usage() {
-  sed -n '2,28p' "$0" >&2
+  sed -n '2,31p' "$0" >&2
   exit 2
 }
 log() { echo "slurm-local: $*" >&2; }
@@ -135,7 +138,7 @@ SlurmUser=$(id -un)
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCKET
+AuthInfo=socket=$MUNGE_SOCKET${BB_SLURM_CRED_EXPIRE:+,cred_expire=$BB_SLURM_CRED_EXPIRE}
 StateSaveLocation=$S/state
 ProctrackType=proctrack/linuxproc
 JobAcctGatherType=jobacct_gather/none

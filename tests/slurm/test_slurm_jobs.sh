@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The jobs/ scripts end to end in a real (local, single-node) SLURM 22.05:
-#   0. bash -n and shellcheck on jobs/*.sbatch, jobs/common.sh and tools/*.sh; DRY_RUN=1 runs
-#      of the scripts outside SLURM: the command lines they build (stage-size defaults,
-#      EXTRA_ARGS last, OUT_DIR, a comma value), RESUME=auto resuming only its own job's file
-#      (marker <file>.job), params.txt compared, a missing jobs/common.sh refused
+#   0. bash -n and shellcheck on jobs/*.sbatch, jobs/common.sh, tools/*.sh and tests/slurm/*.sh;
+#      DRY_RUN=1 runs of the scripts outside SLURM: the command lines they build (stage-size
+#      defaults, EXTRA_ARGS last, OUT_DIR, a comma value, --immediate=STEP_WAIT), RESUME=auto
+#      resuming only its own job's file (marker <file>.job), params.txt compared, a missing
+#      jobs/common.sh refused; with a fake scontrol/sinfo/srun, the step's guard (issue 33): a
+#      lost or down node requeues (exit 75), a failed probe requeues, REQUEUE_LIMIT (exit 69)
 #   1. tools/slurm-local.sh up (idempotent), in its own state dir and ports (6827/6828)
 #   2. a plain job: `srun --mpi=pmi2 -n 2` of a shell (SLURM_PROCID/LOCALID), of an MPI hello
 #      (PMI2 wire-up with MPICH) and of `bubblebench run` without --out
@@ -14,7 +16,8 @@
 #      every task's runs)
 #      Then: an array task requeued (resumes its file, appends to its log, params.txt kept),
 #      a job failing with exit 2 (the log says the results file was not created), a watchdog
-#      abort (exit 137, explained in the log) and a comma value through sbatch --export
+#      abort (exit 137, explained in the log), a comma value through sbatch --export, and a
+#      step that SLURM cannot create (its CPUs held by another step): failed within STEP_WAIT
 #   4. jobs/merge_index.py on hand-made task files (links and --copy), independent of `run`
 #   5. tools/slurm-local.sh down (twice): the daemons are gone
 # Never skips: if SLURM is missing or does not start, it fails with the daemon logs.
@@ -77,12 +80,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- 0. static checks --------------------------------------------------------------------
-for f in "$ROOT"/jobs/*.sbatch "$ROOT"/jobs/*.sh "$ROOT"/tools/*.sh "$0"; do
+for f in "$ROOT"/jobs/*.sbatch "$ROOT"/jobs/*.sh "$ROOT"/tools/*.sh "$ROOT"/tests/slurm/*.sh; do
   bash -n "$f"
   check "bash -n ${f#"$ROOT"/}" $?
 done
 if command -v shellcheck >/dev/null 2>&1; then
-  for f in "$ROOT"/jobs/*.sbatch "$ROOT"/jobs/*.sh "$ROOT"/tools/*.sh "$0"; do
+  for f in "$ROOT"/jobs/*.sbatch "$ROOT"/jobs/*.sh "$ROOT"/tools/*.sh "$ROOT"/tests/slurm/*.sh; do
     shellcheck -x "$f"
     check "shellcheck ${f#"$ROOT"/}" $?
   done
@@ -127,8 +130,19 @@ for s in sweep-node multi-node sweep-array; do
   rc=$?  # before the $(...) in the name overwrites it
   check "DRY_RUN $s: ranks bound to cores by default (srun $(srunopts))" $rc
 done
-dry sweep-node BACKEND=cpu CPU_BIND=none CPUS_PER_TASK=2 && [ "$(srunopts)" = "--cpu-bind=none --cpus-per-task=2 " ]
+dry sweep-node BACKEND=cpu CPU_BIND=none CPUS_PER_TASK=2 && [ "$(srunopts)" = "--cpu-bind=none --cpus-per-task=2 --immediate=120 " ]
 check "DRY_RUN sweep-node: CPU_BIND=none CPUS_PER_TASK=2" $?
+# Issue 33: no step waits forever. srun --immediate=STEP_WAIT on every script (0: SLURM's own
+# unbounded wait); a bad value is refused.
+for s in sweep-node multi-node sweep-array; do
+  dry $s BACKEND=cpu PARAMS=jobs/params/smoke.txt STEP_WAIT=30 && [[ "$(srunopts)" == *" --immediate=30 "* ]]
+  check "DRY_RUN $s: STEP_WAIT=30 gives srun --immediate=30" $?
+done
+dry sweep-node BACKEND=cpu STEP_WAIT=0 && [ -n "$(cmdline)" ] && [[ "$(srunopts)" != *immediate* ]]
+check "DRY_RUN sweep-node: STEP_WAIT=0: no --immediate" $?
+dry sweep-node BACKEND=cpu STEP_WAIT=soon
+refused $? "STEP_WAIT=soon"
+check "DRY_RUN sweep-node: STEP_WAIT=soon refused" $?
 dry sweep-node BACKEND=cpu COMPUTE=synthetic && ! has "--hidden"
 check "DRY_RUN sweep-node: no stage size with synthetic compute" $?
 dry sweep-node BACKEND=cpu EXTRA_ARGS="--hidden 128" HIDDEN= && has "--hidden 128" &&
@@ -223,6 +237,103 @@ for s in sweep-node multi-node sweep-array; do
     grep -q '^#SBATCH --requeue$' "$ROOT/jobs/$s.sbatch" && grep -q '^#SBATCH --open-mode=append$' "$ROOT/jobs/$s.sbatch"
   check "$s.sbatch: --cpus-per-task, --signal=USR1@120, --requeue, --open-mode=append" $?
 done
+
+# --- 0c. the step's guard against a broken allocation, with a fake SLURM ----------------------
+# scontrol, sinfo and srun replaced by scripts (FAKE_* say what they answer; every call is
+# logged in fake.log): a real run of jobs/sweep-node.sbatch as job 77 on nodes n[1-2], start 2
+# (SLURM_RESTART_COUNT=1), outside SLURM.
+FAKE=$tmp/fake-slurm
+mkdir -p "$FAKE"
+cat >"$FAKE/scontrol" <<'EOF'
+#!/bin/bash
+echo "scontrol $*" >>"$FAKE_LOG"
+case "$1 $2" in
+  "show job") printf 'JobId=77 JobName=x JobState=%s Restarts=1 ReqNodeList=(null) NodeList=%s BatchHost=n1 NumNodes=%s NumCPUs=2\n' \
+    "${FAKE_STATE:-RUNNING}" "${FAKE_NODES:-n[1-2]}" "${FAKE_NUM:-2}" ;;
+  "show hostnames") if [[ $3 =~ ^(.*)\[([0-9]+)-([0-9]+)\]$ ]]; then
+      for ((i = BASH_REMATCH[2]; i <= BASH_REMATCH[3]; i++)); do echo "${BASH_REMATCH[1]}$i"; done
+    else tr ',' '\n' <<<"$3"; fi ;;
+  "requeue 77") exit "${FAKE_REQUEUE_RC:-0}" ;;
+  *) exit 1 ;;
+esac
+EOF
+cat >"$FAKE/sinfo" <<'EOF'
+#!/bin/bash
+echo "sinfo $*" >>"$FAKE_LOG"
+printf '%s\n' "n1 allocated" "n2 ${FAKE_N2:-allocated}"
+EOF
+cat >"$FAKE/srun" <<'EOF'
+#!/bin/bash
+echo "srun $*" >>"$FAKE_LOG"
+if [ "${*: -1}" = true ]; then  # the probe
+  [ "${FAKE_PROBE_RC:-0}" = 0 ] || echo "srun: error: Task launch for StepId=77.1 failed on node n2: Communication connection failure" >&2
+  exit "${FAKE_PROBE_RC:-0}"
+fi
+exit "${FAKE_STEP_RC:-0}"
+EOF
+chmod +x "$FAKE"/*
+fake() {  # VAR=value...: jobs/sweep-node.sbatch as job 77 on n[1-2]; output in $tmp/fake.out
+  : >"$tmp/fake.log"
+  (cd "$ROOT" && env -i PATH="$FAKE:$PATH" HOME="${HOME:-/root}" SLURM_JOB_ID=77 \
+    SLURM_CLUSTER_NAME=testc SLURM_SUBMIT_DIR="$ROOT" SLURM_JOB_NODELIST='n[1-2]' \
+    SLURM_JOB_NUM_NODES=2 SLURM_NNODES=2 SLURM_RESTART_COUNT=1 FAKE_LOG="$tmp/fake.log" \
+    BB="$BB" OUT="$FAKE/out/sweep.h5" BACKEND=cpu STEP_WAIT=7 "$@" bash jobs/sweep-node.sbatch) \
+    >"$tmp/fake.out" 2>&1
+}
+steps() { grep -c "^srun .*$BB run" "$tmp/fake.log"; }          # main steps run
+probes() { grep -c '^srun .* true$' "$tmp/fake.log"; }           # probes run
+requeued() { grep -c '^scontrol requeue 77$' "$tmp/fake.log"; }  # requeue requests
+count() { sed -n 's/^node_requeues=//p' "$FAKE/out/sweep.h5.job"; }
+fake
+rc=$?
+[ $rc = 0 ] && [ "$(steps)" = 1 ] && [ "$(probes)" = 0 ] && [ "$(requeued)" = 0 ] &&
+  grep -q "^srun --mpi=pmi2 --kill-on-bad-exit=1 --cpu-bind=cores --cpus-per-task=1 --immediate=7 " "$tmp/fake.log" &&
+  grep -q "start 2 of job 77: slurmctld agrees, 2 node(s) n\[1-2\]" "$tmp/fake.out" && [ "$(count)" = 0 ]
+check "fake SLURM: healthy allocation: one step with --immediate=7, no probe, no requeue (rc $rc)" $?
+fake FAKE_NODES=n1 FAKE_NUM=1
+rc=$?
+[ $rc = 75 ] && [ "$(steps)" = 0 ] && [ "$(requeued)" = 1 ] && [ "$(count)" = 1 ] &&
+  grep -q "the allocation changed since this start began: its environment says 2 node(s) n\[1-2\], slurmctld 1 node(s) n1 (a node was lost): requeueing job 77 (node requeue 1 of 3)" "$tmp/fake.out"
+check "fake SLURM: environment 2 nodes, slurmctld 1 (a lost node): no step, requeued, exit 75 (rc $rc)" $?
+fake FAKE_N2='down*'
+rc=$?
+[ $rc = 75 ] && [ "$(steps)" = 0 ] && [ "$(requeued)" = 1 ] && [ "$(count)" = 2 ] &&
+  grep -q "node(s) of this job cannot run its step: n2 (down\*): requeueing job 77 (node requeue 2 of 3)" "$tmp/fake.out"
+check "fake SLURM: a node down: no step, requeued (2nd: count 2 in the marker), exit 75 (rc $rc)" $?
+fake FAKE_N2='allocated*' FAKE_STEP_RC=233 FAKE_PROBE_RC=1
+rc=$?
+[ $rc = 75 ] && [ "$(steps)" = 1 ] && [ "$(probes)" = 1 ] && [ "$(requeued)" = 1 ] &&
+  grep -q "warning: node(s) not responding to slurmctld: n2 (allocated\*)" "$tmp/fake.out" &&
+  grep -q "the step ended with exit 233 and a test step on the job's nodes fails (srun: error: Task launch for StepId=77.1 failed on node n2: Communication connection failure): requeueing job 77 (node requeue 3 of 3)" "$tmp/fake.out" &&
+  grep -q "^srun --immediate=7 --mpi=none --nodes=2 --ntasks=2 --ntasks-per-node=1 .* true$" "$tmp/fake.log"
+check "fake SLURM: a node not responding: the step is tried, fails, the probe fails: requeued (rc $rc)" $?
+fake FAKE_STEP_RC=233 FAKE_PROBE_RC=1
+rc=$?
+[ $rc = 69 ] && [ "$(requeued)" = 0 ] && [ "$(grep -c 'error:' "$tmp/fake.out")" = 1 ] &&
+  grep -q "error: the step ended with exit 233 .*; not requeued: requeued 3 time(s) for this already (REQUEUE_LIMIT=3); continue it in a new job with RESUME=1 OUT=$FAKE/out/sweep.h5 (exit 69)" "$tmp/fake.out"
+check "fake SLURM: REQUEUE_LIMIT reached: not requeued, one error line, exit 69 (rc $rc)" $?
+rm -f "$FAKE/out/sweep.h5.job"
+fake FAKE_STEP_RC=137
+rc=$?
+[ $rc = 137 ] && [ "$(probes)" = 1 ] && [ "$(requeued)" = 0 ] && tail -n 1 "$tmp/fake.out" | grep -q "exit 137 = signal 9"
+check "fake SLURM: the step fails on healthy nodes (the probe passes): its own exit 137, no requeue (rc $rc)" $?
+fake FAKE_STEP_RC=2
+rc=$?
+[ $rc = 2 ] && [ "$(probes)" = 1 ] && [ "$(requeued)" = 0 ]
+check "fake SLURM: exit 2 on healthy nodes: exit 2, no requeue (rc $rc)" $?
+fake FAKE_STEP_RC=1 FAKE_PROBE_RC=1 FAKE_REQUEUE_RC=1
+rc=$?
+[ $rc = 69 ] && [ "$(requeued)" = 1 ] && grep -q "error: the step ended with exit 1 .*; scontrol requeue 77 failed: continue it in a new job with RESUME=1 OUT=" "$tmp/fake.out"
+check "fake SLURM: scontrol requeue refused: one error line, exit 69 (rc $rc)" $?
+fake FAKE_STATE=PENDING
+rc=$?
+[ $rc = 75 ] && [ "$(steps)" = 0 ] && [ "$(requeued)" = 0 ] && grep -q "slurmctld says job 77 is PENDING" "$tmp/fake.out"
+check "fake SLURM: slurmctld requeued the job already: no step, no second requeue, exit 75 (rc $rc)" $?
+rm -f "$FAKE/out/sweep.h5.job"
+fake FAKE_NODES=n1 FAKE_NUM=1 REQUEUE_LIMIT=0
+rc=$?
+[ $rc = 69 ] && [ "$(requeued)" = 0 ] && grep -q "not requeued: requeued 0 time(s) for this already (REQUEUE_LIMIT=0)" "$tmp/fake.out"
+check "fake SLURM: REQUEUE_LIMIT=0: a lost node fails the job at once, exit 69 (rc $rc)" $?
 
 missing=""
 for b in munged munge sinfo sbatch srun squeue scontrol slurmctld slurmd mpicc; do
@@ -327,7 +438,22 @@ comma=$(sbatch --parsable --job-name=bb-comma --ntasks=1 --time=00:05:00 --outpu
   --export=ALL,BB="$BB",RESULTS_DIR="$RES",DRY_RUN=1,M_LIST='"4,8"' jobs/sweep-node.sbatch)
 check "sbatch --export=ALL,M_LIST='\"4,8\"' jobs/sweep-node.sbatch ($comma)" $?
 
-ids="$plain,$aid,$merge,$node,$bad,$hang,$comma"
+# Issue 33: a step SLURM cannot create ("Requested nodes are busy": here a step of the job's
+# own, started by the site file, holds its CPUs) fails within STEP_WAIT instead of waiting
+# for ever; the probe then fails the same way and, with REQUEUE_LIMIT=0, the job fails with
+# one line (exit 69). Without --immediate it would wait until the hog ends (300 s).
+cat >"$tmp/hog.sh" <<'EOF'
+# shellcheck shell=bash
+srun --ntasks=1 --mpi=none sleep 300 </dev/null >/dev/null 2>&1 &
+for ((i = 0; i < 150; i++)); do scontrol show step "$SLURM_JOB_ID.0" >/dev/null 2>&1 && break; sleep 0.2; done
+EOF
+busy=$(env BB="$BB" RESULTS_DIR="$RES" SCHEDULES=1f1b M_LIST=4 V_LIST=1 BACKEND=cpu COMPUTE=synthetic \
+  SITE_SH="$tmp/hog.sh" STEP_WAIT=5 REQUEUE_LIMIT=0 \
+  sbatch --parsable --job-name=bb-busy --ntasks=2 --time=00:05:00 --output="$tmp/%x-%j.out" \
+  jobs/sweep-node.sbatch)
+check "sbatch jobs/sweep-node.sbatch whose step cannot be created, STEP_WAIT=5 ($busy)" $?
+
+ids="$plain,$aid,$merge,$node,$bad,$hang,$comma,$busy"
 deadline=$(($(date +%s) + WAIT_JOBS))
 while [ -n "$(squeue -h -j "$ids" -o %i 2>/dev/null)" ] && [ "$(date +%s)" -lt "$deadline" ]; do
   sleep 1
@@ -438,6 +564,16 @@ log=$tmp/bb-hang-$hang.out
 [[ $st == *:FAILED:137:0 ]] && grep -Eq '^rank [01]: waiting [^:]+$' "$log" &&
   tail -n 1 "$log" | grep -q "exit 137 = signal 9: SLURM killed the step.*watchdog exits 3"
 check "watchdog under srun: exit 137, the log explains it and shows the watchdog's waiting line ($st)" $?
+st=$(states "$busy")
+log=$tmp/bb-busy-$busy.out
+run_s=$(scontrol show job "$busy" 2>/dev/null | grep -oE 'RunTime=[0-9:-]+' | cut -d= -f2)
+[[ $st == *:FAILED:69:0 ]] && [ "$(grep -c '^srun: error: Unable to create step for job .*: Requested nodes are busy' "$log")" = 1 ] &&
+  [ "$(grep -c 'error:' "$log")" = 2 ] &&
+  grep -q "bb-busy: error: the step ended with exit 1 and a test step on the job's nodes fails (srun: error: Unable to create step for job $busy: Requested nodes are busy); not requeued: requeued 0 time(s) for this already (REQUEUE_LIMIT=0)" "$log" &&
+  [[ $run_s =~ ^00:00:[0-3][0-9]$ ]]
+rc=$?  # before the $(...) in the name overwrites it
+check "a step that cannot be created: srun gives up after STEP_WAIT=5 s, the probe too, one error line, exit 69, RunTime $run_s < 40 s ($st)" $rc
+[ $rc = 0 ] || cat "$log"
 grep -qE -- "srun --mpi=pmi2 .* -M 4,8 " "$tmp/bb-comma-$comma.out"
 check "sbatch --export=ALL,M_LIST='\"4,8\"': the job gets -M 4,8" $?
 
