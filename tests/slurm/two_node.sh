@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# Two SLURM nodes on one machine (issue 23): each slurmd in its own network namespace with its
-# own address (10.79.0.1, 10.79.0.2 on a bridge whose root-namespace end, 10.79.0.254, carries
-# slurmctld) and its own UTS namespace (host names bbn1, bbn2), all made by this test and
-# removed at its end. jobs/multi-node.sbatch then runs P=2, one rank per node; MPICH talks
-# across the namespaces over TCP (UCX_TLS=tcp,self), so the cross-host paths run: two hosts in
-# the ranks table, per-rank clocks, local rank 0 on each node.
-# Then a lost node: node 2's slurmd and rank are killed mid-sweep; the job must fail (not hang),
-# and after the node is back `scontrol requeue` must resume the file without losing a run.
-#   usage: two_node.sh [BUBBLEBENCH]          (make slurm-two-node; root, slurm-wlm, munge)
+# SLURM nodes on one machine (issues 23, 33): three slurmd, each in its own network namespace with
+# its own address (10.79.0.1-3 on a bridge whose root-namespace end, 10.79.0.254, carries
+# slurmctld) and its own UTS namespace (host names bbn1, bbn2, bbn3), all made by this test and
+# removed at its end. jobs/multi-node.sbatch runs P=2, one rank per node; MPICH talks across the
+# namespaces over TCP (UCX_TLS=tcp,self), so the cross-host paths run.
+#   A. a job across two nodes: two hosts in the ranks table, per-rank clocks.
+#   B. a lost node: node 2's slurmd and rank killed mid-sweep. Whatever comes first (the job's
+#      step failing and the job requeueing itself, or slurmctld marking bbn2 DOWN and requeueing
+#      it, or a requeued start on bbn2 before it is DOWN), the job must end requeued and
+#      complete on healthy nodes, with the runs written before the kill kept and skipped.
+#   C. a requeued start forced onto a dead node: SlurmdTimeout=0 (slurmctld stops pinging), a
+#      requeued job, node 2 killed while it waits, bbn3 drained for that start: the start lands
+#      on bbn[1-2]. Its step must fail within its bound (STEP_WAIT and srun's launch timeout),
+#      the job requeue itself, and its next start go to bbn1 and bbn3 and complete.
+# Timing is set, not hoped for: SlurmdTimeout=10 s (a lost node is marked not responding in
+# 12-16 s and DOWN in 24-29 s here), cred_expire=20 (a requeued job is held 21 s once it has
+# finished completing, which on a lost node is when that node is DOWN), MessageTimeout=10 s;
+# every wait is for a state, with a bound. A failed check prints the job's log, its slurmctld
+# lines, the logs of the node's slurmd and the stacks of ranks still running.
+#   usage: two_node.sh [BUBBLEBENCH]    (make slurm-two-node; root, slurm-wlm, munge, iproute2)
+#   KEEP=1 keeps the state folder (logs, results); exit 77: no root / no namespaces here
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -16,23 +28,31 @@ PY=${PY:-/usr/bin/python3}
 # shellcheck source-path=SCRIPTDIR source=../check_lib.sh
 . "$HERE/../check_lib.sh"
 [ "$(id -u)" = 0 ] || { echo "two_node: needs root (network namespaces)"; exit 77; }
-for b in ip unshare munged slurmctld slurmd sbatch; do
+for b in ip unshare nsenter munged slurmctld slurmd sbatch; do
   command -v "$b" >/dev/null || PATH=$PATH:/usr/sbin:/sbin
   command -v "$b" >/dev/null || { echo "two_node: no $b (apt-get install -y slurm-wlm munge iproute2)"; exit 77; }
 done
+[ -x "$BB" ] || { echo "two_node: no bubblebench at $BB (make build)"; exit 1; }
 if ip netns list | grep -q '^bb2n' || (exec 3<>/dev/tcp/127.0.0.1/6917) 2>/dev/null; then
-  echo "two_node: another two_node run is up (namespace bb2n1/bb2n2 or port 6917 in use)"
+  echo "two_node: another two_node run is up (namespace bb2n1..3 or port 6917 in use)"
   exit 1
 fi
+while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM_|SBATCH_|SRUN_|SALLOC_)')
 T0=$(date +%s)
 NET=10.79.0
 BR=bb2br0
+NODES=(1 2 3)
+SLURMD_TIMEOUT=10
+CRED_EXPIRE=20               # a requeued job is held cred_expire + 1 s
+MSG_TIMEOUT=10
+STEP_WAIT=15                 # the jobs' bound on step creation (srun --immediate)
 S=$tmp/slurm
 mkdir -p "$S"/{state,run,log,munge,results}
 pids=()
+declare -A slurmd_pid
 cleanup_nodes() {
   scancel --user=root >/dev/null 2>&1
-  for n in 1 2; do  # slurmstepd and ranks too: whatever runs in a node's namespace
+  for n in "${NODES[@]}"; do  # slurmstepd and ranks too: whatever runs in a node's namespace
     for p in $(ip netns pids "bb2n$n" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
   done
   {
@@ -41,31 +61,81 @@ cleanup_nodes() {
     for p in "${pids[@]}"; do kill -KILL "$p"; done
     wait
   } 2>/dev/null
-  for n in 1 2; do ip netns del "bb2n$n" 2>/dev/null; done
+  for n in "${NODES[@]}"; do ip netns del "bb2n$n" 2>/dev/null; done
   ip link del "$BR" 2>/dev/null
-  rm -rf "$tmp"
+  if [ "${KEEP:-0}" = 1 ]; then echo "two_node: kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup_nodes EXIT
-logs() {
-  local f
-  for f in "$S"/log/*; do echo "----- $f"; tail -n 25 "$f"; done
+trap 'exit 130' INT TERM
+say() { echo "two_node: [+$(($(date +%s) - T0)) s] $*"; }
+
+# What to read when a check fails: the job (state, log), what slurmctld logged about it and its
+# nodes, each named node's slurmd log, and which daemons are still alive.
+dump() {  # job id or "", node numbers...
+  local id=$1 n f pat="Node"
+  shift
+  echo "----- sinfo -N"
+  sinfo -N -o '%N %T %E' 2>&1
+  if [ -n "$id" ]; then
+    echo "----- scontrol show job $id"
+    scontrol show job "$id" 2>&1 | grep -E 'JobState|Restarts|NodeList|StartTime|ExitCode'
+    echo "----- $S/results/$id.out (last 40 lines)"
+    grep -v '^#' "$S/results/$id.out" 2>/dev/null | tail -n 40
+    pat="JobId=${id}[^0-9]|job ${id}[^0-9]"
+  fi
+  for n in "$@"; do pat="$pat|bbn$n"; done
+  echo "----- $S/log/slurmctld.log: lines on ${id:+job $id and }nodes $* (last 40)"
+  grep -E "$pat" "$S/log/slurmctld.log" | tail -n 40
+  for n in "$@"; do
+    for f in "$S/log/slurmd-bbn$n.log" "$S/log/slurmd$n.out"; do
+      echo "----- $f (last 20 lines)"
+      tail -n 20 "$f" 2>/dev/null
+    done
+  done
+  echo "----- daemons alive: $(for p in "${pids[@]}"; do [ -d "/proc/$p" ] && printf '%s ' "$(tr '\0' ' ' </proc/"$p"/cmdline | cut -c1-40)"; done)"
+  # ranks of this test still running (a step that does not end): where each one waits
+  local in_finalize=0
+  for p in $(pgrep -f -- "--out $S/results/" 2>/dev/null); do
+    [ "$(readlink -f "/proc/$p/exe" 2>/dev/null)" = "$BB" ] || continue
+    echo "----- rank pid $p ($(tr '\0' ' ' <"/proc/$p/environ" 2>/dev/null | grep -oE 'SLURMD_NODENAME=[^ ]+|SLURM_PROCID=[0-9]+' | tr '\n' ' ')): threads"
+    command -v gdb >/dev/null || continue
+    timeout 60 gdb -p "$p" -batch -ex 'thread apply all bt 25' 2>/dev/null | grep -E '^(#|Thread)' |
+      head -n 80 >"$tmp/stack"
+    cat "$tmp/stack"
+    grep -q PMPI_Finalize "$tmp/stack" && in_finalize=$((in_finalize + 1))
+  done
+  [ "$in_finalize" = 0 ] ||
+    echo "two_node: $in_finalize rank(s) stuck in MPI_Finalize (one in a PMI barrier, one in UCX progress): MPICH 4.0's UCX finalize deadlock across hosts (jobs/README.md, Troubleshooting), not the job script's"
+}
+# check, printing "ok: NAME" on a pass and on a failure the dump for the job and nodes given.
+# The status comes first: it is expanded before the $(...) in the name can overwrite $?.
+checkd() {  # status, name, job id, node numbers...
+  check "$2" "$1"
+  if [ "$1" = 0 ]; then echo "ok: $2"; else shift 2; dump "$@"; fi
 }
 
 # --- the network: a bridge in this namespace, a veth into each node's namespace ------------
 ip link del "$BR" 2>/dev/null
-ip link add "$BR" type bridge && ip addr add "$NET.254/24" dev "$BR" && ip link set "$BR" up ||
-  { echo "two_node: cannot make a bridge"; exit 77; }
-for n in 1 2; do
+if ! { ip link add "$BR" type bridge && ip addr add "$NET.254/24" dev "$BR" && ip link set "$BR" up; }; then
+  echo "two_node: cannot make a bridge (no CAP_NET_ADMIN?)"
+  exit 77
+fi
+for n in "${NODES[@]}"; do
   ip netns del "bb2n$n" 2>/dev/null
-  ip netns add "bb2n$n"
-  ip link add "bb2v$n" type veth peer name eth0 netns "bb2n$n"
-  ip link set "bb2v$n" master "$BR" up
-  ip netns exec "bb2n$n" ip addr add "$NET.$n/24" dev eth0
-  ip netns exec "bb2n$n" ip link set eth0 up
-  ip netns exec "bb2n$n" ip link set lo up
+  if ! { ip netns add "bb2n$n" &&
+    ip link add "bb2v$n" type veth peer name eth0 netns "bb2n$n" &&
+    ip link set "bb2v$n" master "$BR" up &&
+    ip netns exec "bb2n$n" ip addr add "$NET.$n/24" dev eth0 &&
+    ip netns exec "bb2n$n" ip link set eth0 up &&
+    ip netns exec "bb2n$n" ip link set lo up; }; then
+    echo "two_node: cannot make network namespace bb2n$n"
+    exit 77
+  fi
 done
-ip netns exec bb2n1 bash -c "exec 3<>/dev/tcp/$NET.254/9 " 2>/dev/null  # ARP warm-up
-check "network namespaces with their own addresses" 0
+for n in "${NODES[@]}"; do  # ARP warm-up
+  ip netns exec "bb2n$n" bash -c "exec 3<>/dev/tcp/$NET.254/9 " 2>/dev/null
+done
+checkd 0 "network namespaces bb2n1..3 with their own addresses"
 
 # --- munge (one key, one socket: the namespaces share the file system) ------------------------
 dd if=/dev/urandom of="$S/munge/munge.key" bs=1024 count=1 status=none
@@ -81,11 +151,12 @@ cpus=$(nproc)
 mem_mb=$(awk '/^MemTotal:/ { printf "%d", $2 / 1024 * 0.4 }' /proc/meminfo)
 export SLURM_CONF=$S/slurm.conf
 # What every cluster of the project shares (munge on $SOCK, the state under $S, no accounting,
-# cons_tres, pmi2, ...) from tools/slurm-local.sh, then this cluster's own: no task affinity
-# inside the namespaces, a short SlurmdTimeout so that a lost node is noticed, requeue.
-{
-  bash "$ROOT/tools/slurm-local.sh" common-conf "$S" || exit 1
-  cat <<EOF
+# cons_tres, pmi2, ...) from tools/slurm-local.sh with this test's cred_expire, then this
+# cluster's own: no task affinity inside the namespaces, the timeouts above, requeue.
+write_conf() {  # SlurmdTimeout
+  {
+    BB_SLURM_CRED_EXPIRE=$CRED_EXPIRE bash "$ROOT/tools/slurm-local.sh" common-conf "$S" || return 1
+    cat <<EOF
 ClusterName=bb2node
 SlurmctldHost=$(hostname -s)($NET.254)
 SlurmctldPort=6917
@@ -96,14 +167,18 @@ SlurmdPidFile=$S/run/slurmd-%n.pid
 SlurmctldLogFile=$S/log/slurmctld.log
 SlurmdLogFile=$S/log/slurmd-%n.log
 TaskPlugin=task/none
-SlurmdTimeout=10
+SlurmdTimeout=$1
+MessageTimeout=$MSG_TIMEOUT
 KillWait=3
 JobRequeue=1
-NodeName=bbn1 NodeAddr=$NET.1 NodeHostname=bbn1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
-NodeName=bbn2 NodeAddr=$NET.2 NodeHostname=bbn2 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
-PartitionName=two Nodes=bbn1,bbn2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
-} >"$SLURM_CONF"
+    for n in "${NODES[@]}"; do
+      echo "NodeName=bbn$n NodeAddr=$NET.$n NodeHostname=bbn$n CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"
+    done
+    echo "PartitionName=two Nodes=bbn[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
+  } >"$SLURM_CONF.tmp" && mv -f "$SLURM_CONF.tmp" "$SLURM_CONF"
+}
+write_conf "$SLURMD_TIMEOUT" || exit 1
 for ((i = 0; i < 100; i++)); do
   munge -S "$SOCK" -n </dev/null 2>/dev/null | unmunge -S "$SOCK" >/dev/null 2>&1 && break
   sleep 0.1
@@ -115,53 +190,80 @@ for ((i = 0; i < 150; i++)); do scontrol ping 2>/dev/null | grep -q 'is UP' && b
 start_node() {  # n: slurmd -N bbnN in namespace bb2nN with host name bbnN
   # nsenter, not `ip netns exec`: that one mounts a new /sys without the cgroup file systems,
   # and slurmd then refuses to start.
+  mkdir -p "$S/spool-bbn$1"
+  # shellcheck disable=SC2016  # expanded by the inner bash
   nsenter --net="/run/netns/bb2n$1" unshare --uts -- bash -c \
     'hostname "$1"; shift; exec "$@"' _ "bbn$1" \
     slurmd -D -N "bbn$1" -f "$SLURM_CONF" </dev/null >>"$S/log/slurmd$1.out" 2>&1 &
   pids+=($!)
-  eval "slurmd$1=$!"
+  slurmd_pid[$1]=$!
 }
-mkdir -p "$S/spool-bbn1" "$S/spool-bbn2"
-slurmd1="" slurmd2=""
-start_node 1
-start_node 2
-idle() { [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle')" = 2 ]; }
-for ((i = 0; i < 200; i++)); do idle && break; sleep 0.2; done
-idle
-r=$?
-check "two nodes idle (sinfo: $(sinfo -h -N -o '%N:%T' | tr '\n' ' '))" $r
-[ $r = 0 ] || { logs; finish two_node; exit; }
-echo "two_node: cluster up in $(($(date +%s) - T0)) s"
+kill_node() {  # n: its slurmd, then every process in its network namespace (slurmstepd, ranks)
+  { kill -KILL "${slurmd_pid[$1]}" && wait "${slurmd_pid[$1]}"; } 2>/dev/null
+  for p in $(ip netns pids "bb2n$1"); do kill -KILL "$p" 2>/dev/null; done
+}
+node_state() { sinfo -h -N -n "bbn$1" -o %T 2>/dev/null | head -n 1; }
+responding() { [[ $(node_state "$1") != *'*' ]]; }  # slurmctld marks a node not responding with '*'
+not_responding() { ! responding "$1"; }
+all_idle() { [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle$')" = "${#NODES[@]}" ]; }
+wait_for() {  # seconds, command...: poll every 0.2 s until it succeeds; 1 if it never does
+  local i
+  for ((i = 0; i < $1 * 5; i++)); do "${@:2}" && return 0; sleep 0.2; done
+  return 1
+}
+for n in "${NODES[@]}"; do start_node "$n"; done
+wait_for 60 all_idle
+checkd $? "three nodes idle ($(sinfo -h -N -o '%N:%T' | tr '\n' ' '))" "" "${NODES[@]}"
+[ "$fails" = 0 ] || { finish two_node; exit; }
+say "cluster up: SlurmdTimeout=$SLURMD_TIMEOUT s, requeue hold $((CRED_EXPIRE + 1)) s, MessageTimeout=$MSG_TIMEOUT s, STEP_WAIT=$STEP_WAIT s"
 
-# --- a multi-node job across the namespaces ----------------------------------------------------
+# --- jobs ------------------------------------------------------------------------------------
 cd "$ROOT" || exit 1
 export UCX_TLS=tcp,self UCX_NET_DEVICES=eth0
 submit() {  # OUT, EXTRA_ARGS, extra sbatch args... -> job id
   local out=$1 extra=$2
   shift 2
   EXTRA_ARGS="$extra" BB="$BB" OUT="$out" BACKEND=cpu COMPUTE=synthetic T_F=1ms T_B=1ms SCHEDULES=1f1b,gpipe \
-    M_LIST=4,8 V_LIST=1 CPU_BIND=none TIMEOUT=30 TOPOLOGY=0 \
+    M_LIST=4,8 V_LIST=1 CPU_BIND=none TIMEOUT=30 TOPOLOGY=0 STEP_WAIT=$STEP_WAIT \
     sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive=user -o "$S/results/%j.out" \
     "$@" jobs/multi-node.sbatch
 }
-wait_job() {  # id, seconds -> the job's final state on stdout
-  local i st
-  for ((i = 0; i < $2 * 5; i++)); do
-    st=$(scontrol show job "$1" 2>/dev/null | grep -oE 'JobState=[A-Z_]+' | cut -d= -f2)
-    case "$st" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE)
-      echo "$st"; return 0 ;;
-    esac
-    sleep 0.2
-  done
-  echo "${st:-unknown}"
+job() { scontrol show job -o "$1" 2>/dev/null | grep -oE " $2=[^ ]*" | cut -d= -f2; }  # id, field
+state_is() { [ "$(job "$1" JobState)" = "$2" ]; }                                        # id, state
+finished() {
+  case "$(job "$1" JobState)" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) return 0 ;; esac
+  return 1
 }
+# The last start of a job: its environment (the script's "job N on NODES" line, from
+# SLURM_JOB_NODELIST) and slurmctld's view ("start K of job N: slurmctld agrees, ... NODES").
+last_env() { grep -E "bb-multinode: job $1 on " "$S/results/$1.out" | tail -n 1 | sed 's/.* on \([^ ]*\) .*/\1/'; }
+last_ctld() { grep -E "start [0-9]+ of job $1: slurmctld agrees" "$S/results/$1.out" | tail -n 1 | sed 's/.* //'; }
+starts_on() {  # job id, nodes: its last start's environment and slurmctld both name NODES
+  [ "$(last_env "$1")" = "$2" ] && [ "$(last_ctld "$1")" = "$2" ]
+}
+runs() { "$PY" -c 'import sys, h5py; print("\n".join(sorted(h5py.File(sys.argv[1], "r")["runs"])))' "$1" 2>/dev/null; }
+has_runs() { [ "$(runs "$1" | grep -c .)" -ge 1 ]; }
+# every run of FILE complete, and the runs listed in BEFORE among them
+runs_kept() {  # file, before -> one line
+  "$PY" - "$1" "$2" <<'PY'
+import sys, h5py
+before = open(sys.argv[2]).read().split()
+with h5py.File(sys.argv[1], "r") as f:
+    runs = sorted(f["runs"])
+    assert len(runs) == 4, runs
+    assert all(f["runs"][k].attrs["status"] == "complete" for k in runs), "a run not complete"
+    assert all(k in runs for k in before), "a run written before the kill is gone"
+    print(f"4 runs, the {len(before)} written before kept")
+PY
+}
+
+# --- A. a job across two nodes -----------------------------------------------------------------
 t=$(date +%s)
 id=$(submit "$S/results/mn.h5" "--iters 5 --warmup 1")
-st=$(wait_job "$id" 180)
+wait_for 180 finished "$id"
+st=$(job "$id" JobState)
 [ "$st" = COMPLETED ]
-r=$?
-check "multi-node job $id: $st in $(($(date +%s) - t)) s" $r
-[ $r = 0 ] || { tail -n 30 "$S/results/$id.out"; logs; }
+checkd $? "A. multi-node job $id: $st in $(($(date +%s) - t)) s" "$id" 1 2
 "$PY" - "$S/results/mn.h5" >"$tmp/hosts.txt" 2>&1 <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
@@ -174,58 +276,108 @@ with h5py.File(sys.argv[1], "r") as f:
         assert g.attrs["clock"] == "per-rank", g.attrs["clock"]
     print("hosts bbn1 bbn2, per-rank clocks, 4 runs")
 PY
-check "the results: two hosts and per-rank clocks ($(tail -n 1 "$tmp/hosts.txt"))" $?
+checkd $? "A. the results: two hosts and per-rank clocks ($(tail -n 1 "$tmp/hosts.txt"))"
 
-# --- a lost node: node 2's slurmd and rank killed mid-sweep, the job fails, a requeue resumes --
+# --- B. a lost node mid-sweep ------------------------------------------------------------------
 t=$(date +%s)
 id=$(submit "$S/results/lost.h5" "--iters 400 --warmup 1" --requeue)
-for ((i = 0; i < 600; i++)); do  # until the first run is written
-  "$PY" -c 'import sys, h5py; sys.exit(0 if len(h5py.File(sys.argv[1], "r")["runs"]) >= 1 else 1)' \
-    "$S/results/lost.h5" 2>/dev/null && break
+wait_for 120 has_runs "$S/results/lost.h5"
+runs "$S/results/lost.h5" >"$tmp/before-B.txt"
+kept=$(grep -c . "$tmp/before-B.txt")
+where=$(job "$id" NodeList)
+kill_node 2
+t_kill=$(date +%s)
+say "B. job $id on $where: node 2 killed after $kept run(s), $((t_kill - t)) s after submission"
+[ "$kept" -ge 1 ] && [ "$kept" -lt 4 ] && [ "$where" = "bbn[1-2]" ]
+checkd $? "B. the kill came mid-sweep ($kept of 4 runs) on a job on bbn[1-2] ($where)" "$id" 2
+# Whatever order SLURM and the job take, the end is the same: COMPLETED after a requeue.
+# Meanwhile: when the job is first requeued, and when slurmctld first marks bbn2 not responding.
+t_requeue="" t_noresp=""
+for ((i = 0; i < 300 * 5; i++)); do
+  st=$(job "$id" JobState)
+  [ -z "$t_requeue" ] && [ "$(job "$id" Restarts)" -ge 1 ] 2>/dev/null && t_requeue=$(($(date +%s) - t_kill))
+  [ -z "$t_noresp" ] && ! responding 2 && t_noresp=$(($(date +%s) - t_kill))
+  finished "$id" && break
   sleep 0.2
 done
-"$PY" -c 'import sys, h5py; print("\n".join(sorted(h5py.File(sys.argv[1], "r")["runs"])))' \
-  "$S/results/lost.h5" >"$tmp/before.txt" 2>/dev/null
-kept=$(wc -l <"$tmp/before.txt")
-# node 2 goes: its slurmd, then every process in its network namespace (the rank, slurmstepd)
-{ kill -KILL "$slurmd2" && wait "$slurmd2"; } 2>/dev/null
-for p in $(ip netns pids bb2n2); do kill -KILL "$p" 2>/dev/null; done
-# The job must end (not hang): failed, or requeued by SLURM itself (--requeue: "requeue job
-# due to failure of node bbn2", back to PENDING with Restarts=1).
-for ((i = 0; i < 600; i++)); do
-  info=$(scontrol show job "$id" 2>/dev/null)
-  st=$(grep -oE 'JobState=[A-Z_]+' <<<"$info" | cut -d= -f2)
-  restarts=$(grep -oE 'Restarts=[0-9]+' <<<"$info" | cut -d= -f2)
-  case "$st" in FAILED | NODE_FAIL | CANCELLED) break ;; esac
-  [ "$st" = PENDING ] && [ "${restarts:-0}" -ge 1 ] && { st=REQUEUED; break; }
-  sleep 0.2
-done
-case "$st" in FAILED | NODE_FAIL | CANCELLED | REQUEUED) r=0 ;; *) r=1 ;; esac
-check "lost node: job $id ended $st in $(($(date +%s) - t)) s, $kept runs written before" $r
-[ "$kept" -ge 1 ] && [ "$kept" -lt 4 ]
-check "lost node: the kill came mid-sweep ($kept of 4 runs)" $?
+st=$(job "$id" JobState)
+restarts=$(job "$id" Restarts)
+out=$S/results/$id.out
+by_ctld=$(grep -c "requeue job JobId=$id due to failure of node" "$S/log/slurmctld.log")
+by_job=$(grep -c "requeueing job $id (node requeue" "$out")
+[ "$st" = COMPLETED ] && [ "${restarts:-0}" -ge 1 ]
+checkd $? "B. lost node: job $id requeued ${t_requeue:-never} s after the kill (by slurmctld: $by_ctld, by the job: $by_job; bbn2 not responding after ${t_noresp:-never} s), then $st, $((${restarts:-0} + 1)) starts, $(($(date +%s) - t_kill)) s after the kill" "$id" 2
+first_env=$(grep -m 1 -E "bb-multinode: job $id on " "$out" | sed 's/.* on \([^ ]*\) .*/\1/')
+[ "$first_env" = "bbn[1-2]" ] && starts_on "$id" "bbn[1,3]"
+checkd $? "B. the last start went to healthy nodes, its environment its own (first start: $first_env; last: environment $(last_env "$id"), slurmctld $(last_ctld "$id"))" "$id" 2
+runs_kept "$S/results/lost.h5" "$tmp/before-B.txt" >"$tmp/after.txt" 2>&1
+checkd $? "B. resumed without loss ($(tail -n 1 "$tmp/after.txt"))" "$id"
+[ "$(grep -c "skipped (complete in $S/results/lost.h5)" "$out")" -ge "$kept" ] &&
+  grep -q "requeued: resuming $S/results/lost.h5" "$out"
+checkd $? "B. the requeued job skipped the $kept run(s) it had" "$id"
+grep -E "exit [0-9]+; (results|no results)|requeueing job $id|temporarily disabled|Unable to create step|Node failure" "$out" |
+  sed "s|^|B. job log: |"
+# node 2 back for C: slurmd started, the node resumed (it is DOWN), all three idle
 start_node 2
-scontrol update NodeName=bbn2 State=RESUME >/dev/null 2>&1
-for ((i = 0; i < 200; i++)); do idle && break; sleep 0.2; done
-[ "$st" = REQUEUED ] || scontrol requeue "$id" 2>&1 | head -n 2
-scontrol update JobId="$id" StartTime=now 2>&1 | head -n 2  # no requeue delay
-t=$(date +%s)
-st=$(wait_job "$id" 300)
-[ "$st" = COMPLETED ]
+wait_for 30 responding 2
+[[ $(node_state 2) == down* ]] && scontrol update NodeName=bbn2 State=RESUME  # unless ReturnToService=2 did
+wait_for 60 all_idle
+checkd $? "B. node 2 back: three nodes idle ($(sinfo -h -N -o '%N:%T' | tr '\n' ' '))" "" 2
+
+# --- C. a requeued start forced onto a dead node -------------------------------------------------
+# SlurmdTimeout=0: slurmctld no longer pings nodes, so it cannot learn that node 2 is gone before
+# the job's requeued start lands there.
+write_conf 0 && scontrol reconfigure
+slurmd_timeout_is() { scontrol show config | grep -qE "^SlurmdTimeout += $1 sec"; }
+wait_for 30 slurmd_timeout_is 0
+checkd $? "C. scontrol reconfigure: SlurmdTimeout=0"
+id=$(submit "$S/results/forced.h5" "--iters 400 --warmup 1" --requeue)
+wait_for 120 has_runs "$S/results/forced.h5"
+runs "$S/results/forced.h5" >"$tmp/before-C.txt"
+kept=$(grep -c . "$tmp/before-C.txt")
+scontrol requeue "$id"
+wait_for 60 state_is "$id" PENDING
 r=$?
-check "requeue of job $id: $st in $(($(date +%s) - t)) s" $r
-[ $r = 0 ] || { tail -n 30 "$S/results/$id.out"; logs; }
-"$PY" - "$S/results/lost.h5" "$tmp/before.txt" >"$tmp/after.txt" 2>&1 <<'PY'
-import sys, h5py
-before = open(sys.argv[2]).read().split()
-with h5py.File(sys.argv[1], "r") as f:
-    runs = sorted(f["runs"])
-    assert len(runs) == 4, runs
-    assert all(k in runs for k in before), "a run written before the kill is gone"
-    print(f"4 runs, the {len(before)} written before the kill kept")
-PY
-check "requeue resumed without loss ($(tail -n 1 "$tmp/after.txt"))" $?
-grep -q "skipped (complete in" "$S/results/$id.out"
-check "the requeued job skipped the runs it had" $?
-echo "two_node: $(($(date +%s) - T0)) s in all"
+wait_for 30 all_idle
+checkd $((r + $?)) "C. job $id requeued by hand after $kept run(s): PENDING, all nodes idle" "$id" 1 2 3
+kill_node 2
+scontrol update NodeName=bbn3 State=DRAIN Reason="two_node: keep the forced start off bbn3" >/dev/null
+sleep 1
+[ "$(node_state 2)" = idle ]
+checkd $? "C. node 2 killed while the job waits; slurmctld still says bbn2 $(node_state 2)" "$id" 2
+scontrol update JobId="$id" StartTime=now
+wait_for 60 state_is "$id" RUNNING
+t_start=$(date +%s)
+where=$(job "$id" NodeList)
+scontrol update NodeName=bbn3 State=RESUME >/dev/null
+[ "$where" = "bbn[1-2]" ]
+checkd $? "C. the requeued start landed on the dead node: job $id RUNNING on $where" "$id" 1 2
+# The bound: the step's creation (STEP_WAIT) and launch (MessageTimeout), then the probe's, and
+# a margin for a loaded machine.
+bound=$((2 * (STEP_WAIT + MSG_TIMEOUT) + 30))
+not_running() { ! state_is "$1" RUNNING; }
+wait_for "$bound" not_running "$id"
+r=$?
+took=$(($(date +%s) - t_start))
+out=$S/results/$id.out
+grep -q "requeueing job $id (node requeue 1 of" "$out"
+checkd $((r + $?)) "C. on the dead node the step failed and the job requeued itself in $took s (bound $bound s; now $(job "$id" JobState))" "$id" 2
+grep -E "exit [0-9]+; (results|no results)|requeueing job $id" "$out" | tail -n 2 | sed "s|^|C. job log: |"
+# slurmctld learns it when its messages to bbn2 fail (each after MessageTimeout)
+wait_for $((3 * MSG_TIMEOUT)) not_responding 2
+checkd $? "C. slurmctld marked bbn2 not responding ($(node_state 2)): the next start does not go there" "$id" 2
+# SlurmdTimeout back: slurmctld sets bbn2 DOWN, which ends the job's completion there; the job
+# starts again after its requeue hold, on bbn1 and bbn3, and completes.
+write_conf "$SLURMD_TIMEOUT" && scontrol reconfigure
+wait_for 240 finished "$id"
+st=$(job "$id" JobState)
+[ "$st" = COMPLETED ] && starts_on "$id" "bbn[1,3]"
+checkd $? "C. job $id $st $(($(date +%s) - t_start)) s after the forced start; its last start on healthy nodes (environment $(last_env "$id"), slurmctld $(last_ctld "$id"))" "$id" 2 3
+runs_kept "$S/results/forced.h5" "$tmp/before-C.txt" >"$tmp/after.txt" 2>&1 &&
+  [ "$(grep -c "skipped (complete in $S/results/forced.h5)" "$out")" -ge "$kept" ]
+checkd $? "C. resumed without loss, the $kept run(s) before skipped ($(tail -n 1 "$tmp/after.txt"))" "$id"
+grep -c "step creation temporarily disabled" "$out" >/dev/null &&
+  say "C. note: srun waited for step creation in this job (bounded by --immediate=$STEP_WAIT)"
+
+echo "two_node: $(($(date +%s) - T0)) s in all (load $(cut -d' ' -f1-3 /proc/loadavg))"
 finish two_node
