@@ -133,24 +133,6 @@ class CpuHostStaging final : public HostStaging {
   std::int64_t next_id_ = 0;
 };
 
-// Calls f(T{}) with T the element type of `dtype` (float or bf16).
-template <class F>
-void with_type(Dtype dtype, F&& f) {
-  if (dtype == Dtype::kBF16)
-    f(bf16{});
-  else
-    f(float{});
-}
-
-template <class T>
-const T* as(ConstTensorPtr p) {
-  return static_cast<const T*>(p.get());
-}
-template <class T>
-T* as(TensorPtr p) {
-  return static_cast<T*>(p.get());
-}
-
 // The kernels' TensorPtr arguments share one dtype (backend.hpp).
 void same_dtype(const char* kernel, ConstTensorPtr a, ConstTensorPtr b,
                 ConstTensorPtr c = nullptr) {
@@ -200,8 +182,8 @@ const float* CpuBackend::widened(ConstTensorPtr x, int rows, int cols, int ld,
                                  std::vector<float>& ws) {
   const auto r = static_cast<std::size_t>(rows), n = static_cast<std::size_t>(cols);
   if (ws.size() < r * n) ws.resize(r * n);
-  with_type(x.dtype(), [&](auto t) {
-    const auto* p = as<decltype(t)>(x);
+  visit_dtype(x.dtype(), [&](auto t) {
+    const auto* p = elements<decltype(t)>(x);
     for (std::size_t i = 0; i < r; ++i)
       for (std::size_t j = 0; j < n; ++j)
         ws[i * n + j] = math::round_bf16(load(p, i * static_cast<std::size_t>(ld) + j));
@@ -254,8 +236,8 @@ void CpuBackend::gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k,
 }
 
 void CpuBackend::fill(TensorPtr x, float value, std::size_t count) {
-  with_type(x.dtype(), [&](auto t) {
-    auto* p = as<decltype(t)>(x);
+  visit_dtype(x.dtype(), [&](auto t) {
+    auto* p = elements<decltype(t)>(x);
     for (std::size_t i = 0; i < count; ++i) store(p, i, value);
   });
 }
@@ -266,10 +248,10 @@ void CpuBackend::copy(ConstTensorPtr src, TensorPtr dst, std::size_t count) {
     std::memmove(dst.get(), src.get(), src.bytes(count));
     return;
   }
-  with_type(src.dtype(), [&](auto s) {
-    with_type(dst.dtype(), [&](auto d) {
-      const auto* from = as<decltype(s)>(src);
-      auto* to = as<decltype(d)>(dst);
+  visit_dtype(src.dtype(), [&](auto s) {
+    visit_dtype(dst.dtype(), [&](auto d) {
+      const auto* from = elements<decltype(s)>(src);
+      auto* to = elements<decltype(d)>(dst);
       for (std::size_t i = 0; i < count; ++i) store(to, i, load(from, i));
     });
   });
@@ -281,19 +263,21 @@ void CpuBackend::axpy(float alpha, const float* x, float* y, std::size_t count) 
 
 void CpuBackend::gelu(ConstTensorPtr z, TensorPtr a, std::size_t count) {
   same_dtype("gelu", z, a);
-  with_type(z.dtype(), [&](auto t) {
+  visit_dtype(z.dtype(), [&](auto t) {
     using T = decltype(t);
-    for (std::size_t i = 0; i < count; ++i) store(as<T>(a), i, math::gelu(load(as<T>(z), i)));
+    for (std::size_t i = 0; i < count; ++i)
+      store(elements<T>(a), i, math::gelu(load(elements<T>(z), i)));
   });
 }
 
 void CpuBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr dz,
                                std::size_t count) {
   same_dtype("gelu_backward", z, da, dz);
-  with_type(z.dtype(), [&](auto t) {
+  visit_dtype(z.dtype(), [&](auto t) {
     using T = decltype(t);
     for (std::size_t i = 0; i < count; ++i)
-      store(as<T>(dz), i, math::gelu_backward(load(as<T>(z), i), load(as<T>(da), i)));
+      store(elements<T>(dz), i,
+            math::gelu_backward(load(elements<T>(z), i), load(elements<T>(da), i)));
   });
 }
 
@@ -302,13 +286,13 @@ void CpuBackend::mse_loss(ConstTensorPtr y, ConstTensorPtr target, TensorPtr dy,
   same_dtype("mse_loss", y, target, dy);
   double sum = 0.0;
   const float two_scale = 2.0f * scale;
-  with_type(y.dtype(), [&](auto t) {
+  visit_dtype(y.dtype(), [&](auto t) {
     using T = decltype(t);
     for (std::size_t i = 0; i < count; ++i) {
-      const float yi = load(as<T>(y), i), ti = load(as<T>(target), i);
+      const float yi = load(elements<T>(y), i), ti = load(elements<T>(target), i);
       const float d = math::sub(yi, ti);
       sum += static_cast<double>(d) * d;
-      store(as<T>(dy), i, math::mse_grad(yi, ti, two_scale));
+      store(elements<T>(dy), i, math::mse_grad(yi, ti, two_scale));
     }
   });
   *loss_sum += static_cast<float>(static_cast<double>(scale) * sum);
@@ -333,8 +317,8 @@ void CpuBackend::adam_update(float* p, const float* g, float* m, float* v, std::
 void CpuBackend::seeded_uniform(TensorPtr x, std::size_t count, std::uint64_t seed,
                                 std::uint64_t stream, float scale) {
   const std::uint64_t key = seeded_key(seed, stream);
-  with_type(x.dtype(), [&](auto t) {
-    auto* p = as<decltype(t)>(x);
+  visit_dtype(x.dtype(), [&](auto t) {
+    auto* p = elements<decltype(t)>(x);
     for (std::size_t i = 0; i < count; ++i)
       store(p, i, math::mul(scale, seeded_uniform_value(key, i)));
   });
@@ -349,19 +333,21 @@ void CpuBackend::seeded_tokens(std::int32_t* ids, std::size_t count, std::uint64
 void CpuBackend::softmax(ConstTensorPtr x, TensorPtr y, int rows, int cols, bool causal) {
   same_dtype("softmax", x, y);
   const auto n = static_cast<std::size_t>(cols);
-  with_type(x.dtype(), [&](auto t) {
+  visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     for (int r = 0; r < rows; ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * n;
       const std::size_t valid = causal ? static_cast<std::size_t>(r % cols) + 1 : n;
-      float mx = load(as<T>(x), o);
-      for (std::size_t j = 1; j < valid; ++j) mx = std::max(mx, load(as<T>(x), o + j));
+      float mx = load(elements<T>(x), o);
+      for (std::size_t j = 1; j < valid; ++j) mx = std::max(mx, load(elements<T>(x), o + j));
       float sum = 0.0f;
-      for (std::size_t j = 0; j < valid; ++j) sum += math::softmax_exp(load(as<T>(x), o + j), mx);
+      for (std::size_t j = 0; j < valid; ++j)
+        sum += math::softmax_exp(load(elements<T>(x), o + j), mx);
       const float inv = 1.0f / sum;
       for (std::size_t j = 0; j < valid; ++j)
-        store(as<T>(y), o + j, math::mul(math::softmax_exp(load(as<T>(x), o + j), mx), inv));
-      for (std::size_t j = valid; j < n; ++j) store(as<T>(y), o + j, 0.0f);
+        store(elements<T>(y), o + j,
+              math::mul(math::softmax_exp(load(elements<T>(x), o + j), mx), inv));
+      for (std::size_t j = valid; j < n; ++j) store(elements<T>(y), o + j, 0.0f);
     }
   });
 }
@@ -370,16 +356,17 @@ void CpuBackend::softmax_backward(ConstTensorPtr y, ConstTensorPtr dy, TensorPtr
                                   int cols) {
   same_dtype("softmax_backward", y, dy, dx);
   const auto n = static_cast<std::size_t>(cols);
-  with_type(y.dtype(), [&](auto t) {
+  visit_dtype(y.dtype(), [&](auto t) {
     using T = decltype(t);
     for (int r = 0; r < rows; ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * n;
       float dot = 0.0f;
       for (std::size_t j = 0; j < n; ++j)
-        dot += math::mul(load(as<T>(y), o + j), load(as<T>(dy), o + j));
+        dot += math::mul(load(elements<T>(y), o + j), load(elements<T>(dy), o + j));
       for (std::size_t j = 0; j < n; ++j)
-        store(as<T>(dx), o + j,
-              math::softmax_backward(load(as<T>(y), o + j), load(as<T>(dy), o + j), dot));
+        store(
+            elements<T>(dx), o + j,
+            math::softmax_backward(load(elements<T>(y), o + j), load(elements<T>(dy), o + j), dot));
     }
   });
 }
@@ -388,22 +375,22 @@ void CpuBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* be
                            float* mean, float* rstd, int rows, int cols, float eps) {
   same_dtype("layernorm", x, y);
   const auto n = static_cast<std::size_t>(cols);
-  with_type(x.dtype(), [&](auto t) {
+  visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     for (int r = 0; r < rows; ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * n;
       float sum = 0.0f;
-      for (std::size_t j = 0; j < n; ++j) sum += load(as<T>(x), o + j);
+      for (std::size_t j = 0; j < n; ++j) sum += load(elements<T>(x), o + j);
       const float mu = sum / static_cast<float>(cols);
       float var = 0.0f;
       for (std::size_t j = 0; j < n; ++j) {
-        const float d = load(as<T>(x), o + j) - mu;
+        const float d = load(elements<T>(x), o + j) - mu;
         var += d * d;
       }
       const float rs = math::layernorm_rstd(var, cols, eps);
       for (std::size_t j = 0; j < n; ++j)
-        store(as<T>(y), o + j,
-              math::layernorm_out(load(as<T>(x), o + j), mu, rs, gamma[j], beta[j]));
+        store(elements<T>(y), o + j,
+              math::layernorm_out(load(elements<T>(x), o + j), mu, rs, gamma[j], beta[j]));
       mean[r] = mu;
       rstd[r] = rs;
     }
@@ -415,25 +402,25 @@ void CpuBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma, 
                                           int rows, int cols) {
   same_dtype("layernorm_backward_input", x, dy, dx);
   const auto n = static_cast<std::size_t>(cols);
-  with_type(x.dtype(), [&](auto t) {
+  visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     for (int r = 0; r < rows; ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * n;
       const float mu = mean[r], rs = rstd[r];
       float sum_g = 0.0f, sum_gx = 0.0f;
       for (std::size_t j = 0; j < n; ++j) {
-        const float g = math::layernorm_g(load(as<T>(dy), o + j), gamma[j]);
+        const float g = math::layernorm_g(load(elements<T>(dy), o + j), gamma[j]);
         sum_g += g;
-        sum_gx += math::layernorm_gx(g, load(as<T>(x), o + j), mu, rs);
+        sum_gx += math::layernorm_gx(g, load(elements<T>(x), o + j), mu, rs);
       }
       const float mean_g = sum_g / static_cast<float>(cols);
       const float mean_gx = sum_gx / static_cast<float>(cols);
       for (std::size_t j = 0; j < n; ++j)
-        store(as<T>(dx), o + j,
-              math::add(
-                  load(as<T>(dx), o + j),
-                  math::layernorm_input_grad(load(as<T>(x), o + j), mu, rs, load(as<T>(dy), o + j),
-                                             gamma[j], mean_g, mean_gx)));
+        store(elements<T>(dx), o + j,
+              math::add(load(elements<T>(dx), o + j),
+                        math::layernorm_input_grad(load(elements<T>(x), o + j), mu, rs,
+                                                   load(elements<T>(dy), o + j), gamma[j], mean_g,
+                                                   mean_gx)));
     }
   });
 }
@@ -443,13 +430,13 @@ void CpuBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean, 
                                            int cols) {
   same_dtype("layernorm_backward_params", x, dy);
   const auto n = static_cast<std::size_t>(cols);
-  with_type(x.dtype(), [&](auto t) {
+  visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     for (int r = 0; r < rows; ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * n;
       for (std::size_t j = 0; j < n; ++j) {
-        const float d = load(as<T>(dy), o + j);
-        dgamma[j] += math::layernorm_dgamma(d, load(as<T>(x), o + j), mean[r], rstd[r]);
+        const float d = load(elements<T>(dy), o + j);
+        dgamma[j] += math::layernorm_dgamma(d, load(elements<T>(x), o + j), mean[r], rstd[r]);
         dbeta[j] += d;
       }
     }
@@ -458,8 +445,8 @@ void CpuBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean, 
 
 void CpuBackend::add_bias(TensorPtr y, const float* bias, int rows, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  with_type(y.dtype(), [&](auto t) {
-    auto* p = as<decltype(t)>(y);
+  visit_dtype(y.dtype(), [&](auto t) {
+    auto* p = elements<decltype(t)>(y);
     for (int r = 0; r < rows; ++r)
       for (std::size_t j = 0; j < n; ++j) {
         const std::size_t i = static_cast<std::size_t>(r) * n + j;
@@ -470,8 +457,8 @@ void CpuBackend::add_bias(TensorPtr y, const float* bias, int rows, int cols) {
 
 void CpuBackend::column_sums(ConstTensorPtr x, float* out, int rows, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  with_type(x.dtype(), [&](auto t) {
-    const auto* p = as<decltype(t)>(x);
+  visit_dtype(x.dtype(), [&](auto t) {
+    const auto* p = elements<decltype(t)>(x);
     for (int r = 0; r < rows; ++r)
       for (std::size_t j = 0; j < n; ++j) out[j] += load(p, static_cast<std::size_t>(r) * n + j);
   });
@@ -498,8 +485,8 @@ void CpuBackend::spin_for(double seconds) {
 void CpuBackend::embedding(const std::int32_t* ids, const float* table, const float* positions,
                            TensorPtr out, int tokens, int seq, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  with_type(out.dtype(), [&](auto t) {
-    auto* o = as<decltype(t)>(out);
+  visit_dtype(out.dtype(), [&](auto t) {
+    auto* o = elements<decltype(t)>(out);
     for (int k = 0; k < tokens; ++k) {
       const float* e = table + static_cast<std::size_t>(ids[k]) * n;
       const float* p = positions + static_cast<std::size_t>(k % seq) * n;
@@ -512,8 +499,8 @@ void CpuBackend::embedding(const std::int32_t* ids, const float* table, const fl
 void CpuBackend::embedding_backward(const std::int32_t* ids, ConstTensorPtr dout, float* dtable,
                                     float* dpositions, int tokens, int seq, int cols) {
   const auto n = static_cast<std::size_t>(cols);
-  with_type(dout.dtype(), [&](auto t) {
-    const auto* d = as<decltype(t)>(dout);
+  visit_dtype(dout.dtype(), [&](auto t) {
+    const auto* d = elements<decltype(t)>(dout);
     for (int k = 0; k < tokens; ++k) {
       float* e = dtable + static_cast<std::size_t>(ids[k]) * n;
       float* p = dpositions + static_cast<std::size_t>(k % seq) * n;
@@ -532,21 +519,22 @@ void CpuBackend::cross_entropy(ConstTensorPtr logits, const std::int32_t* target
   same_dtype("cross_entropy", logits, dlogits);
   const auto n = static_cast<std::size_t>(cols);
   double sum = 0.0;
-  with_type(logits.dtype(), [&](auto t) {
+  visit_dtype(logits.dtype(), [&](auto t) {
     using T = decltype(t);
     for (int r = 0; r < rows; ++r) {
       const std::size_t o = static_cast<std::size_t>(r) * n;
       const auto target = static_cast<std::size_t>(targets[r]);
-      float mx = load(as<T>(logits), o);
-      for (std::size_t j = 1; j < n; ++j) mx = std::max(mx, load(as<T>(logits), o + j));
+      float mx = load(elements<T>(logits), o);
+      for (std::size_t j = 1; j < n; ++j) mx = std::max(mx, load(elements<T>(logits), o + j));
       double z = 0.0;
       for (std::size_t j = 0; j < n; ++j)
-        z += std::exp(static_cast<double>(load(as<T>(logits), o + j) - mx));
-      sum += math::cross_entropy_loss(z, mx, load(as<T>(logits), o + target));
+        z += std::exp(static_cast<double>(load(elements<T>(logits), o + j) - mx));
+      sum += math::cross_entropy_loss(z, mx, load(elements<T>(logits), o + target));
       const double inv = 1.0 / z;
       for (std::size_t j = 0; j < n; ++j)
-        store(as<T>(dlogits), o + j,
-              math::cross_entropy_grad(load(as<T>(logits), o + j), mx, inv, scale, j == target));
+        store(elements<T>(dlogits), o + j,
+              math::cross_entropy_grad(load(elements<T>(logits), o + j), mx, inv, scale,
+                                       j == target));
     }
   });
   *loss_sum += static_cast<float>(static_cast<double>(scale) * sum);

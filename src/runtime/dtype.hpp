@@ -87,6 +87,23 @@ class BasicTensorPtr {
 using TensorPtr = BasicTensorPtr<false>;
 using ConstTensorPtr = BasicTensorPtr<true>;
 
+// Calls f(T{}) with T the element type of `dtype` (float or bf16): both backends write a kernel
+// once, as a template over T, and dispatch on the tensors' dtype here.
+template <class F>
+decltype(auto) visit_dtype(Dtype dtype, F&& f) {
+  if (dtype == Dtype::kBF16) return f(bf16{});
+  return f(float{});
+}
+// A tensor's elements as T* (T: its element type, as visit_dtype gave it).
+template <class T>
+const T* elements(ConstTensorPtr p) {
+  return static_cast<const T*>(p.get());
+}
+template <class T>
+T* elements(TensorPtr p) {
+  return static_cast<T*>(p.get());
+}
+
 // Token ids (int32) kept in an activation buffer: the embedding chunk's input and the
 // cross-entropy's targets use the first `tokens` ids' bytes of a buffer of at least as many
 // bytes (an activation of T·h elements holds T ids whenever h·dtype_size >= 4).

@@ -32,22 +32,11 @@ __device__ inline std::size_t grid_stride() {
   return static_cast<std::size_t>(gridDim.x) * blockDim.x;
 }
 
-// Calls f(T{}) with T the element type of `dtype`.
+// visit_dtype (dtype.hpp), then the launch's error.
 template <class F>
 cudaError_t with_type(Dtype dtype, F&& f) {
-  if (dtype == Dtype::kBF16)
-    f(bf16{});
-  else
-    f(float{});
+  visit_dtype(dtype, f);
   return cudaGetLastError();
-}
-template <class T>
-const T* as(ConstTensorPtr p) {
-  return static_cast<const T*>(p.get());
-}
-template <class T>
-T* as(TensorPtr p) {
-  return static_cast<T*>(p.get());
 }
 
 // --- Element-wise ----------------------------------------------------------------------------
@@ -216,39 +205,36 @@ __global__ void batch_pointers_kernel(BatchPointers p, void** out) {
 
 // --- Row kernels: one block per row ------------------------------------------------------------
 
-// Block-wide sum / max in float, broadcast to every thread. Uses `shared` (kThreads / 32).
+// Block-wide reduction of x with `op` (sum or max), broadcast to every thread: warp shuffles,
+// then the warps' results in warp order. Uses `shared` (kThreads / 32 of T).
+template <class T, class Op>
+__device__ T block_all(T x, T* shared, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) x = op(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  T total = shared[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x) / 32; ++w) total = op(total, shared[w]);
+  return total;
+}
+struct Plus {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 __device__ float block_all_sum(float x, float* shared) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = x;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x) / 32; ++w) total += shared[w];
-  return total;
+  return block_all(x, shared, Plus{});
 }
-
-__device__ float block_all_max(float x, float* shared) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = x;
-  __syncthreads();
-  float best = shared[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x) / 32; ++w) best = fmaxf(best, shared[w]);
-  return best;
-}
-
 __device__ double block_all_sum_double(double x, double* shared) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = x;
-  __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < static_cast<int>(blockDim.x) / 32; ++w) total += shared[w];
-  return total;
+  return block_all(x, shared, Plus{});
+}
+__device__ float block_all_max(float x, float* shared) {
+  return block_all(x, shared, Max{});
 }
 
 template <class T>
@@ -511,7 +497,7 @@ std::size_t column_partials_floats(int cols) {
 cudaError_t fill(cudaStream_t s, TensorPtr x, float value, std::size_t n) {
   if (n == 0) return cudaSuccess;
   return with_type(x.dtype(), [&](auto t) {
-    fill_kernel<<<grid_for(n), kThreads, 0, s>>>(as<decltype(t)>(x), value, n);
+    fill_kernel<<<grid_for(n), kThreads, 0, s>>>(elements<decltype(t)>(x), value, n);
   });
 }
 
@@ -519,8 +505,8 @@ cudaError_t convert(cudaStream_t s, ConstTensorPtr src, TensorPtr dst, std::size
   if (n == 0) return cudaSuccess;
   return with_type(src.dtype(), [&](auto a) {
     with_type(dst.dtype(), [&](auto b) {
-      convert_kernel<<<grid_for(n), kThreads, 0, s>>>(as<decltype(a)>(src), as<decltype(b)>(dst),
-                                                      n);
+      convert_kernel<<<grid_for(n), kThreads, 0, s>>>(elements<decltype(a)>(src),
+                                                      elements<decltype(b)>(dst), n);
     });
   });
 }
@@ -529,7 +515,7 @@ cudaError_t overlapping_copy(cudaStream_t s, ConstTensorPtr src, TensorPtr dst, 
   if (n == 0 || src.get() == dst.get()) return cudaSuccess;
   return with_type(src.dtype(), [&](auto t) {
     using T = decltype(t);
-    overlapping_copy_kernel<<<1, kThreads, 0, s>>>(as<T>(src), as<T>(dst), n);
+    overlapping_copy_kernel<<<1, kThreads, 0, s>>>(elements<T>(src), elements<T>(dst), n);
   });
 }
 
@@ -543,7 +529,7 @@ cudaError_t gelu(cudaStream_t s, ConstTensorPtr z, TensorPtr a, std::size_t n) {
   if (n == 0) return cudaSuccess;
   return with_type(z.dtype(), [&](auto t) {
     using T = decltype(t);
-    gelu_kernel<<<grid_for(n), kThreads, 0, s>>>(as<T>(z), as<T>(a), n);
+    gelu_kernel<<<grid_for(n), kThreads, 0, s>>>(elements<T>(z), elements<T>(a), n);
   });
 }
 
@@ -552,7 +538,8 @@ cudaError_t gelu_backward(cudaStream_t s, ConstTensorPtr z, ConstTensorPtr da, T
   if (n == 0) return cudaSuccess;
   return with_type(z.dtype(), [&](auto t) {
     using T = decltype(t);
-    gelu_backward_kernel<<<grid_for(n), kThreads, 0, s>>>(as<T>(z), as<T>(da), as<T>(dz), n);
+    gelu_backward_kernel<<<grid_for(n), kThreads, 0, s>>>(elements<T>(z), elements<T>(da),
+                                                          elements<T>(dz), n);
   });
 }
 
@@ -562,8 +549,8 @@ cudaError_t mse_loss(cudaStream_t s, ConstTensorPtr y, ConstTensorPtr t, TensorP
   const int blocks = grid_for(n);
   const cudaError_t e = with_type(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    mse_partial_kernel<<<blocks, kThreads, 0, s>>>(as<T>(y), as<T>(t), as<T>(dy), n, 2.0f * scale,
-                                                   partials);
+    mse_partial_kernel<<<blocks, kThreads, 0, s>>>(elements<T>(y), elements<T>(t), elements<T>(dy),
+                                                   n, 2.0f * scale, partials);
   });
   if (e != cudaSuccess) return e;
   add_partials_kernel<<<1, kThreads, 0, s>>>(partials, blocks, scale, loss_sum);
@@ -588,7 +575,7 @@ cudaError_t seeded_uniform(cudaStream_t s, TensorPtr x, std::size_t n, std::uint
                            float scale) {
   if (n == 0) return cudaSuccess;
   return with_type(x.dtype(), [&](auto t) {
-    seeded_uniform_kernel<<<grid_for(n), kThreads, 0, s>>>(as<decltype(t)>(x), n, key, scale);
+    seeded_uniform_kernel<<<grid_for(n), kThreads, 0, s>>>(elements<decltype(t)>(x), n, key, scale);
   });
 }
 
@@ -631,7 +618,7 @@ cudaError_t softmax(cudaStream_t s, ConstTensorPtr x, TensorPtr y, int rows, int
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   return with_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    softmax_kernel<<<rows, kThreads, 0, s>>>(as<T>(x), as<T>(y), cols, causal);
+    softmax_kernel<<<rows, kThreads, 0, s>>>(elements<T>(x), elements<T>(y), cols, causal);
   });
 }
 
@@ -640,7 +627,8 @@ cudaError_t softmax_backward(cudaStream_t s, ConstTensorPtr y, ConstTensorPtr dy
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   return with_type(y.dtype(), [&](auto t) {
     using T = decltype(t);
-    softmax_backward_kernel<<<rows, kThreads, 0, s>>>(as<T>(y), as<T>(dy), as<T>(dx), cols);
+    softmax_backward_kernel<<<rows, kThreads, 0, s>>>(elements<T>(y), elements<T>(dy),
+                                                      elements<T>(dx), cols);
   });
 }
 
@@ -649,8 +637,8 @@ cudaError_t layernorm(cudaStream_t s, ConstTensorPtr x, const float* gamma, cons
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   return with_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    layernorm_kernel<<<rows, kThreads, 0, s>>>(as<T>(x), gamma, beta, as<T>(y), mean, rstd, cols,
-                                               eps);
+    layernorm_kernel<<<rows, kThreads, 0, s>>>(elements<T>(x), gamma, beta, elements<T>(y), mean,
+                                               rstd, cols, eps);
   });
 }
 
@@ -660,8 +648,8 @@ cudaError_t layernorm_backward_input(cudaStream_t s, ConstTensorPtr x, const flo
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   return with_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    layernorm_backward_input_kernel<<<rows, kThreads, 0, s>>>(as<T>(x), gamma, mean, rstd,
-                                                              as<T>(dy), as<T>(dx), cols);
+    layernorm_backward_input_kernel<<<rows, kThreads, 0, s>>>(
+        elements<T>(x), gamma, mean, rstd, elements<T>(dy), elements<T>(dx), cols);
   });
 }
 
@@ -672,8 +660,8 @@ cudaError_t layernorm_backward_params(cudaStream_t s, ConstTensorPtr x, const fl
   cudaError_t e = cudaSuccess;
   with_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    e = column_reduce(s, LayerNormParamTerms<T>{as<T>(x), as<T>(dy), mean, rstd, cols}, rows, cols,
-                      partials, dgamma, dbeta);
+    e = column_reduce(s, LayerNormParamTerms<T>{elements<T>(x), elements<T>(dy), mean, rstd, cols},
+                      rows, cols, partials, dgamma, dbeta);
   });
   return e;
 }
@@ -682,7 +670,7 @@ cudaError_t add_bias(cudaStream_t s, TensorPtr y, const float* bias, int rows, i
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   return with_type(y.dtype(), [&](auto t) {
-    add_bias_kernel<<<grid_for(n), kThreads, 0, s>>>(as<decltype(t)>(y), bias, n, cols);
+    add_bias_kernel<<<grid_for(n), kThreads, 0, s>>>(elements<decltype(t)>(y), bias, n, cols);
   });
 }
 
@@ -692,7 +680,7 @@ cudaError_t column_sums(cudaStream_t s, ConstTensorPtr x, float* out, int rows, 
   cudaError_t e = cudaSuccess;
   with_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    e = column_reduce(s, ColumnTerms<T>{as<T>(x), cols}, rows, cols, partials, out, nullptr);
+    e = column_reduce(s, ColumnTerms<T>{elements<T>(x), cols}, rows, cols, partials, out, nullptr);
   });
   return e;
 }
@@ -702,8 +690,8 @@ cudaError_t embedding(cudaStream_t s, const std::int32_t* ids, const float* tabl
   const std::size_t n = static_cast<std::size_t>(tokens) * static_cast<std::size_t>(cols);
   if (n == 0) return cudaSuccess;
   return with_type(out.dtype(), [&](auto t) {
-    embedding_kernel<<<grid_for(n), kThreads, 0, s>>>(ids, table, positions, as<decltype(t)>(out),
-                                                      tokens, seq, cols);
+    embedding_kernel<<<grid_for(n), kThreads, 0, s>>>(
+        ids, table, positions, elements<decltype(t)>(out), tokens, seq, cols);
   });
 }
 
@@ -723,7 +711,7 @@ cudaError_t embedding_backward(cudaStream_t s, const std::int32_t* ids, ConstTen
   const cudaError_t e = with_type(dout.dtype(), [&](auto t) {
     using T = decltype(t);
     position_grad_kernel<<<grid_for(static_cast<std::size_t>(seq) * cols), kThreads, 0, s>>>(
-        as<T>(dout), dpositions, tokens, seq, cols);
+        elements<T>(dout), dpositions, tokens, seq, cols);
   });
   if (e != cudaSuccess) return e;
   iota_kernel<<<grid_for(static_cast<std::size_t>(tokens)), kThreads, 0, s>>>(sort.tokens_in,
@@ -739,8 +727,8 @@ cudaError_t embedding_backward(cudaStream_t s, const std::int32_t* ids, ConstTen
     return e3;
   return with_type(dout.dtype(), [&](auto t) {
     using T = decltype(t);
-    token_grad_kernel<<<tokens, kThreads, 0, s>>>(sort.sorted_ids, sort.sorted_tokens, as<T>(dout),
-                                                  dtable, tokens, cols);
+    token_grad_kernel<<<tokens, kThreads, 0, s>>>(sort.sorted_ids, sort.sorted_tokens,
+                                                  elements<T>(dout), dtable, tokens, cols);
   });
 }
 
@@ -750,8 +738,8 @@ cudaError_t cross_entropy(cudaStream_t s, ConstTensorPtr logits, const std::int3
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   const cudaError_t e = with_type(logits.dtype(), [&](auto t) {
     using T = decltype(t);
-    cross_entropy_kernel<<<rows, kThreads, 0, s>>>(as<T>(logits), targets, as<T>(dlogits), cols,
-                                                   scale, row_loss);
+    cross_entropy_kernel<<<rows, kThreads, 0, s>>>(elements<T>(logits), targets,
+                                                   elements<T>(dlogits), cols, scale, row_loss);
   });
   if (e != cudaSuccess) return e;
   add_partials_kernel<<<1, kThreads, 0, s>>>(row_loss, rows, scale, loss_sum);
