@@ -38,6 +38,7 @@
 #include "model/closed_form.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/factory.hpp"
+#include "runtime/mpi_finalize.hpp"
 #include "runtime/mpi_util.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
@@ -290,8 +291,7 @@ int main(int argc, char** argv) {
   args.push_back(nullptr);
   if (help) {
     if (world.rank == 0) bb::print_help();
-    MPI_Finalize();
-    return 0;
+    return bb::mpi::finalize(0);
   }
   // Read before Initialize() takes them out of args.
   const std::string format = bb::gbench::flag_value(args, "benchmark_format", "console");
@@ -357,16 +357,12 @@ int main(int argc, char** argv) {
     if (world.rank == 0) bb::harness::say(std::string("gbench_pipeline: error: ") + e.what());
     code = bb::kExitConfig;
   }
-  if (code != 0) {
-    MPI_Finalize();
-    return code;
-  }
+  if (code != 0) return bb::mpi::finalize(code);
   if (world.rank == 0)
     for (const auto& line : lines) bb::harness::say("gbench_pipeline: " + line);
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) {
-    MPI_Finalize();
-    return bb::kExitConfig;
+    return bb::mpi::finalize(bb::kExitConfig);
   }
   bb::g_world = &world;
   bb::register_benchmarks(world, configs, list_only);
@@ -388,6 +384,5 @@ int main(int argc, char** argv) {
   world.backend.reset();
   MPI_Comm_free(&world.p2p);
   MPI_Comm_free(&world.coll);
-  MPI_Finalize();
-  return 0;
+  return bb::mpi::finalize(0);
 }

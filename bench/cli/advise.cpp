@@ -28,6 +28,7 @@
 #include "harness/sweep.hpp"
 #include "results/hdf5_file.hpp"
 #include "runtime/factory.hpp"
+#include "runtime/mpi_finalize.hpp"
 #include "runtime/mpi_util.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/schedule_info.hpp"
@@ -487,8 +488,7 @@ int advise_main(int argc, char** argv) {
   } catch (const std::exception& e) {
     code = fail("internal error: ", e, kExitCheckFailed);
   }
-  if (mpi) MPI_Finalize();
-  return code;
+  return mpi ? mpi::finalize(code) : code;
 }
 
 }  // namespace bb

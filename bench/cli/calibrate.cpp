@@ -28,6 +28,7 @@
 #include "results/links_io.hpp"
 #include "runtime/calibrate.hpp"
 #include "runtime/factory.hpp"
+#include "runtime/mpi_finalize.hpp"
 #include "runtime/mpi_util.hpp"
 #include "runtime/wait.hpp"
 
@@ -392,8 +393,7 @@ int calibrate_main(int argc, char** argv) {
                       ": error: " + e.what());
     abort_job(timeout ? kExitTimeout : kExitCheckFailed);
   }
-  MPI_Finalize();
-  return code;
+  return mpi::finalize(code);
 }
 
 }  // namespace bb

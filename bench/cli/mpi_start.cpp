@@ -16,6 +16,7 @@
 
 #include "common/error.hpp"
 #include "harness/output.hpp"
+#include "runtime/mpi_finalize.hpp"
 #include "runtime/mpi_util.hpp"
 #include "runtime/wait.hpp"
 
@@ -127,8 +128,7 @@ int start_mpi(int* argc, char*** argv) {
                  ": error: " + e.what());
     abort_job(kExitConfig);
   }
-  if (code != kExitOk) MPI_Finalize();
-  return code;
+  return code == kExitOk ? code : mpi::finalize(code);
 }
 
 void abort_job(int code) {

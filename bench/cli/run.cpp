@@ -58,6 +58,7 @@
 #include "harness/sweep.hpp"
 #include "results/hdf5_file.hpp"
 #include "runtime/factory.hpp"
+#include "runtime/mpi_finalize.hpp"
 #include "runtime/mpi_util.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/wait.hpp"
@@ -474,8 +475,7 @@ int run_main(int argc, char** argv) {
   } catch (const std::exception& e) {
     fail("error: ", e, kExitCheckFailed);
   }
-  MPI_Finalize();
-  return code;
+  return mpi::finalize(code);
 }
 
 }  // namespace bb
