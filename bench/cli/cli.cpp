@@ -25,6 +25,7 @@
 #include "cli/options.hpp"
 #include "cli/run.hpp"
 #include "cli/schedule_table.hpp"
+#include "cli/stage_options.hpp"
 #include "cli/table.hpp"
 #include "cli/timeline.hpp"
 #include "common/error.hpp"
@@ -493,13 +494,14 @@ int cmd_validate(const Selection& sel, const std::optional<std::string>& csv) {
 }
 
 int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool lowered,
-             const std::string& format) {
+             const std::string& format, const std::string& partition) {
   if (lowered && format == "pytorch-csv")
     throw ConfigError(
         "--format pytorch-csv holds compute actions only (PyTorch adds its own communication): "
         "drop --lowered");
   Schedule s = load_one(sel, csv);
   validate_or_throw(s);
+  const std::string layout = partition.empty() ? "" : partition_report(s, partition);
   if (lowered && !s.lowered) s = lower_by_periodic_form(std::move(s));
   if (format == "csv") {
     dump_csv(s, std::cout);
@@ -510,6 +512,7 @@ int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool l
   } else {
     std::cout << "# " << s.name << " P=" << s.P << " M=" << s.M << " v=" << s.v
               << " placement=" << placement_name(s) << (s.lowered ? " (lowered)" : "") << "\n";
+    std::cout << layout;
     for (int r = 0; r < s.P; ++r)
       std::cout << "rank " << r << ": " << format_actions(s.ranks[r]) << "\n";
   }
@@ -536,7 +539,7 @@ int commands(int argc, char** argv) {
       ->check(kFileName);
   auto* model = app.add_subcommand("model", "Closed-form bubble models only");
   add_selection(model, model_sel, true, true);
-  std::string val_csv, show_csv, show_format = "text";
+  std::string val_csv, show_csv, show_format = "text", show_partition;
   bool show_lowered = false;
   auto* val = app.add_subcommand("validate", "Validate a schedule and dry-run its lowering");
   add_selection(val, val_sel, false, false);
@@ -547,6 +550,9 @@ int commands(int argc, char** argv) {
   auto* show_csv_opt =
       show->add_option("--csv", show_csv, "Show a schedule CSV instead")->check(kFileName);
   show->add_flag("--lowered", show_lowered, "Insert the SEND/RECV actions");
+  show->add_option("--partition", show_partition,
+                   "Blocks per stage along the route (3,2) or a Megatron-LM layout string "
+                   "(Et*3|t*2,L): printed both ways with the chunks and ranks of each stage");
   add_choice(*show, "--format", show_format,
              "text, grid, csv (bubblebench's CSV) or pytorch-csv (PyTorch's pipelining "
              "CSV, compute actions only; docs/csv.md)",
@@ -594,7 +600,9 @@ int commands(int argc, char** argv) {
       return opt->count() ? std::optional<std::string>(value) : std::nullopt;
     };
     if (*val) return cmd_validate(val_sel, given(val_csv_opt, val_csv));
-    if (*show) return cmd_show(show_sel, given(show_csv_opt, show_csv), show_lowered, show_format);
+    if (*show)
+      return cmd_show(show_sel, given(show_csv_opt, show_csv), show_lowered, show_format,
+                      show_partition);
     if (*lst) {
       std::cout << (list_format == "json"       ? schedules_json()
                     : list_format == "markdown" ? schedules_markdown()

@@ -4,6 +4,8 @@
 
 #include "cli/options.hpp"
 #include "common/error.hpp"
+#include "model/layout.hpp"
+#include "model/partition.hpp"
 
 namespace bb {
 
@@ -50,7 +52,9 @@ void add_stage_options(CLI::App& app, StageOptions& o) {
       ->check(CLI::IsMember(choices));
   app.add_option("--partition", o.partition,
                  "With --model-layers: blocks per chunk along the route, e.g. 3,2,2,1 (must sum "
-                 "to --model-layers, one entry per chunk; default: even split), or auto: profile "
+                 "to --model-layers, one entry per chunk; default: even split); a Megatron-LM "
+                 "layout string, e.g. 'Et*3|t*2,L' (E embedding, t block, L loss, | between "
+                 "stages in route order; sets --model-layers when not given); or auto: profile "
                  "the blocks and the model's ends in this launch and choose the split per "
                  "schedule (docs/transformer.md, Partitioner)");
   add_with_default(app, "--partition-lambda", o.partition_lambda,
@@ -93,6 +97,13 @@ void apply_model_preset(const CLI::App& app, StageOptions& o, std::string& hidde
 std::vector<int> parse_partition(const std::string& text) {
   std::vector<int> out;
   if (text.empty()) return out;
+  if (is_layout_string(text)) {
+    try {
+      return parse_layout(text);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("--partition: ") + e.what());
+    }
+  }
   std::size_t at = 0;
   while (true) {
     const std::size_t end = text.find(',', at);
@@ -106,17 +117,38 @@ std::vector<int> parse_partition(const std::string& text) {
     }
     if (item.empty() || used != item.size() || b < 1 || b > 65536)
       throw ConfigError("--partition " + text +
-                        ": expected blocks per chunk as integers >= 1, e.g. 3,2,2,1");
+                        ": expected blocks per chunk as integers >= 1, e.g. 3,2,2,1, or a "
+                        "Megatron-LM layout string, e.g. Et*3|t*2,L");
     out.push_back(b);
     if (end == std::string::npos) return out;
     at = end + 1;
   }
 }
 
+std::string partition_report(const Schedule& s, const std::string& partition) {
+  const std::vector<int> blocks = parse_partition(partition);
+  int stages = 0;
+  for (int st : s.chunk_stage) stages = std::max(stages, st + 1);
+  if (static_cast<int>(blocks.size()) != stages)
+    throw ConfigError("--partition " + partition + " has " + std::to_string(blocks.size()) +
+                      " stages, " + s.name + " has " + std::to_string(stages) + " along the route");
+  std::string out = "# partition " + partition_text(blocks) + " = layout " + layout_text(blocks);
+  for (int st = 0; st < stages; ++st) {
+    const int b = blocks[static_cast<std::size_t>(st)];
+    out += (st == 0 ? ": stage " : "; stage ") + std::to_string(st) + " " + std::to_string(b) +
+           (b == 1 ? " block" : " blocks") + (st == 0 ? " + E" : "") +
+           (st == stages - 1 ? " + L" : "");
+    for (int c = 0; c < s.num_chunks(); ++c)
+      if (s.chunk_stage[c] == st)
+        out += " (chunk " + std::to_string(c) + " on rank " + std::to_string(s.chunk_rank[c]) + ")";
+  }
+  return out + "\n";
+}
+
 void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden) {
   if (o.model_layers < 0 || o.model_layers > 65536)
     throw ConfigError("--model-layers must be 0..65536");
-  if (!o.partition.empty() && o.model_layers == 0)
+  if (!o.partition.empty() && o.model_layers == 0 && !is_layout_string(o.partition))
     throw ConfigError("--partition needs --model-layers (the blocks it splits)");
   if (!(o.partition_lambda >= 0)) throw ConfigError("--partition-lambda must be >= 0");
   if (o.partition != "auto") (void)parse_partition(o.partition);
@@ -141,6 +173,8 @@ harness::RunSettings apply_stage_options(const StageOptions& o, harness::RunSett
   s.model_layers = o.model_layers;
   s.partition_auto = o.partition == "auto";
   s.partition = s.partition_auto ? std::vector<int>{} : parse_partition(o.partition);
+  if (s.model_layers == 0 && is_layout_string(o.partition))  // the layout's blocks
+    for (int b : s.partition) s.model_layers += b;
   s.partition_lambda = o.partition_lambda;
   s.model = o.model;
   if (o.stage != harness::StageModel::kTransformer) return s;

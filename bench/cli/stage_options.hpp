@@ -17,7 +17,8 @@ struct StageOptions {
   bool causal = false;
   int vocab = 0;                // model ends (embedding, LM head, cross-entropy); 0: none
   int model_layers = 0;         // blocks in total (0: --layers per chunk)
-  std::string partition;        // blocks per chunk along the route: "3,2,2,1" ("": even), or "auto"
+  std::string partition;  // blocks per chunk along the route: "3,2,2,1" or "Et*3|t*2,L" ("": even),
+                          // or "auto"
   double partition_lambda = 0;  // --partition auto: seconds per GiB of memory
   std::string model;            // --model preset ("": none)
 };
@@ -37,8 +38,12 @@ void add_stage_options(CLI::App& app, StageOptions& o);
 // wins; --layers given drops the preset's --model-layers). `hidden` is run's --hidden LIST.
 // Throws ConfigError for --stage mlp with a preset. Call after parsing.
 void apply_model_preset(const CLI::App& app, StageOptions& o, std::string& hidden);
-// The blocks of --partition ("3,2,2,1"; empty: none). Throws ConfigError in one line.
+// The blocks of --partition ("3,2,2,1", or a Megatron-LM layout string such as "Et*3|t*2,L":
+// model/layout.hpp; empty: none). Throws ConfigError in one line.
 std::vector<int> parse_partition(const std::string& text);
+// `show --partition`: the blocks of each stage both ways (integers and layout string) and the
+// chunks and ranks holding it, one line. Throws ConfigError when the stages do not match S's.
+std::string partition_report(const Schedule& s, const std::string& partition);
 // Throws ConfigError on a shape the model cannot take with any of the --hidden values.
 void validate_stage_options(const StageOptions& o, const std::vector<int>& hidden);
 // s with the chunk model of o.

@@ -125,6 +125,11 @@ const Field kFields[] = {
     {"partition", "", "blocks per chunk along the route, e.g. 3,2,2,1 (--partition, or even)",
      FieldType::kText, kBoth | kSummary,
      [](const RunSummary& s) { return text_or_null(s.partition); }},
+    {"partition_layout", "",
+     "the partition as a Megatron-LM pipeline layout string, e.g. Et*3|t*2,L (E the model's "
+     "first end, t a block, L its last end, | between stages along the route)",
+     FieldType::kText, kBoth | kSummary,
+     [](const RunSummary& s) { return text_or_null(s.partition_layout); }},
     {"model_params", "", "parameters of the whole model (each stage once, the ends included)",
      FieldType::kInt, kBoth | kSummary, [](const RunSummary& s) { return i64(s.model_params); }},
     {"hidden", "", "hidden width h of the blocks", FieldType::kInt, kBoth | kSummary,

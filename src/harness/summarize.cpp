@@ -5,6 +5,7 @@
 
 #include "harness/metrics.hpp"
 #include "model/closed_form.hpp"
+#include "model/layout.hpp"
 #include "model/partition.hpp"
 #include "runtime/executor.hpp"
 #include "sim/attribution.hpp"
@@ -71,6 +72,7 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o) 
   s.model = o.model;
   s.model_layers = model_layer_count(ec, stages);
   s.partition = partition_text(stage_layers(ec, stages));
+  s.partition_layout = layout_text(stage_layers(ec, stages));
   s.model_params = static_cast<std::int64_t>(model_param_count(ec, stages));
   s.message_bytes = static_cast<std::int64_t>(message_bytes(ec));
   s.warmup = o.warmup;

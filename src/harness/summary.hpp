@@ -58,7 +58,7 @@ struct RunSummary {
   // over the stages along the route ("3,2,2,1") and its parameters (each stage once, ends
   // included).
   int model_layers = 0;
-  std::string partition;
+  std::string partition, partition_layout;  // blocks per stage: "3,2" and "Et*3|t*2,L"
   std::string model;  // the --model preset the shape was expanded from ("" none)
   std::int64_t model_params = 0;
   std::uint64_t seed = 0;

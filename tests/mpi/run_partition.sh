@@ -4,6 +4,7 @@
 # interleaved v=2 (4 chunks) at P=2. Each run prints "partition: …" once; the chosen split is
 # in the record's `partition`, puts fewer blocks on the head's rank than on the other, differs
 # from the even split and passes --check. --partition auto without --model-layers is refused.
+# Then a Megatron-LM layout string as --partition, and bad ones refused in one line each.
 # usage: run_partition.sh BUBBLEBENCH MPIEXEC
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
@@ -47,4 +48,33 @@ PY
 rc=$?
 [ $rc = 2 ] || fail "--partition auto without --model-layers: exit $rc, expected 2"
 grep -q -- "--partition needs --model-layers" "$tmp/err.txt" || fail "no message"
+# A Megatron-LM layout string (model/layout.hpp): 5 blocks as 3,2 with the ends (--vocab) on the
+# first and last stages; the record holds the split both ways; the run passes --check.
+timeout 300 "$MPIEXEC" -n 2 "$BB" run --stage transformer --hidden 16 --heads 2 --seq 8 \
+  --mb-size 2 --vocab 512 --model-layers 5 --partition 'Et*3|t*2,L' --schedule 1f1b -M 4 \
+  --check --iters 1 --warmup 0 --no-calibrate --timeout 60 --format json \
+  >"$tmp/layout.json" 2>"$tmp/err.txt" || fail "layout: exit $?"
+PYTHONPATH="$HERE" /usr/bin/python3 - "$tmp/layout.json" <<'PY' || fail "layout record"
+import sys
+from strict_json import load
+[r] = load(sys.argv[1])
+got = (r["partition"], r["partition_layout"], r["model_layers"], r["check"])
+want = ("3,2", "Et*3|t*2,L", 5, "pass")
+print("layout:", got)
+sys.exit(0 if got == want else 1)
+PY
+# Without --model-layers the layout gives it; a bad layout is one line, exit 2.
+timeout 300 "$MPIEXEC" -n 2 "$BB" run --stage transformer --hidden 16 --heads 2 --seq 8 \
+  --mb-size 2 --partition 'E(t|)*1t*2,L' --schedule 1f1b -M 2 --iters 1 --warmup 0 \
+  --no-calibrate --timeout 60 --format json >"$tmp/layout2.json" 2>"$tmp/err.txt" ||
+  fail "layout without --model-layers: exit $?"
+grep -q '"partition": "1,2"' "$tmp/layout2.json" || fail "layout without --model-layers: split"
+for bad in 'Et*3|t*2' 'Et*3|m|t,L' 'Et*3||t*2,L' 'Et*3|(t|t,L'; do
+  "$MPIEXEC" -n 1 "$BB" run --stage transformer --model-layers 5 --partition "$bad" \
+    --schedule 1f1b -M 1 >/dev/null 2>"$tmp/err.txt"
+  rc=$?
+  [ $rc = 2 ] || fail "--partition '$bad': exit $rc, expected 2"
+  [ "$(wc -l <"$tmp/err.txt")" = 1 ] || fail "--partition '$bad': not one line"
+  grep -q "^bubblebench: error: --partition: layout '" "$tmp/err.txt" || fail "'$bad': message"
+done
 echo "PASS"

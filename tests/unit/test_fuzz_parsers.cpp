@@ -9,6 +9,7 @@
 
 #include "cli/list.hpp"
 #include "common/error.hpp"
+#include "model/layout.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/text.hpp"
@@ -66,6 +67,32 @@ TEST(Fuzz, ListSyntaxParsesOrFailsClearly) {
     } catch (const ConfigError& e) {
       const std::string msg = e.what();
       ASSERT_EQ(msg.rfind("-M: '", 0), 0u) << msg;
+      ASSERT_EQ(msg.find('\n'), std::string::npos) << msg;
+      ++rejected;
+    }
+  }
+  EXPECT_GT(parsed, 100);
+  EXPECT_GT(rejected, 100);
+}
+
+// Megatron-LM layout strings (model/layout.hpp): blocks >= 1 per stage that read back the same
+// from their own text, or one line starting with the layout.
+TEST(Fuzz, LayoutStringsParseOrFailClearly) {
+  std::mt19937 rng(2024);
+  const std::string_view alpha = "EtLm|()*,0123 x";
+  int parsed = 0, rejected = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string in =
+        i % 2 ? random_text(rng, alpha, 24) : mutate(rng, "Et*3|(tt|)*2,t*2,L", alpha);
+    try {
+      const std::vector<int> blocks = parse_layout(in);
+      ASSERT_FALSE(blocks.empty()) << in;
+      for (int b : blocks) ASSERT_GT(b, 0) << in;
+      ASSERT_EQ(parse_layout(layout_text(blocks)), blocks) << in;
+      ++parsed;
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      ASSERT_EQ(msg.rfind("layout '" + in + "': ", 0), 0u) << msg;
       ASSERT_EQ(msg.find('\n'), std::string::npos) << msg;
       ++rejected;
     }
