@@ -390,6 +390,32 @@ def load_events(runs: RunRef, *, iters=None, kinds=None) -> pd.DataFrame:
     return _per_run(runs, "events", read)
 
 
+#: The memory kinds of the `memory` dataset (bubblebench's MemoryKind order).
+MEMORY_KINDS = ("weights", "activations", "messages", "workspace", "runtime")
+
+
+def load_memory(runs: RunRef) -> pd.DataFrame:
+    """Memory over the last timed step of the given runs (the `memory` dataset: the memory
+    model on the step's measured times; docs/memory.md): columns path, run_key, rank, t_s, the
+    MEMORY_KINDS in bytes and total_bytes. Runs written before the dataset existed give no
+    rows."""
+    frames = []
+    for p, k in _refs(runs):
+        with h5py.File(p, "r") as f:
+            g = f.get(f"runs/{k}")
+            if not isinstance(g, h5py.Group):
+                raise KeyError(f"{p}: no run {k!r}")
+            if "memory" not in g:
+                continue
+        frames.append(_per_run((p, k), "memory", compound_frame))
+    if not frames:
+        return pd.DataFrame(columns=["path", "run_key", "rank", "t_s", *MEMORY_KINDS,
+                                     "total_bytes"])
+    df = pd.concat(frames, ignore_index=True)
+    df["total_bytes"] = df[list(MEMORY_KINDS)].sum(axis=1)
+    return df
+
+
 def load_ranks(runs: RunRef) -> pd.DataFrame:
     """The per-rank records (busy/wait/comm seconds, peak bytes, ...) of the given runs."""
     return _per_run(runs, "ranks", compound_frame)

@@ -364,6 +364,81 @@ def plot_peak_activation(mem: pd.DataFrame, out=None, *, title_suffix: str = "",
     return MemoryPlot(fig, ax, path, d, n_bars)
 
 
+# --- Memory over time of one run --------------------------------------------------------------
+
+
+@dataclass
+class MemoryTimePlot:
+    fig: Figure
+    path: Optional[Path]
+    #: Per rank: the highest live bytes drawn, the measured peak (peak_memory_bytes) and the
+    #: predicted one (peak_memory_bytes_model), NaN where the file has none.
+    peaks: pd.DataFrame
+
+
+def plot_memory_over_time(mem: pd.DataFrame, ranks: pd.DataFrame, run=None, out=None, *,
+                          dpi: int = 110) -> MemoryTimePlot:
+    """One panel per rank: its live bytes over the last timed step, stacked by kind (weights,
+    workspace, runtime, activations, messages: the memory dataset), with the measured peak
+    (the allocator's high-water, `peak_memory_bytes`: solid red) and the predicted one (the
+    memory model on the simulated step, `peak_memory_bytes_model`: dashed black) marked.
+
+    `mem`: load_memory() rows of one run; `ranks`: its load_ranks() rows."""
+    order = ["weights", "workspace", "runtime", "activations", "messages"]
+    colors = {"weights": "#9E9E9E", "workspace": "#BDBDBD", "runtime": "#E0E0E0",
+              "activations": "#4C78A8", "messages": "#F58518"}
+    rank_ids = sorted(int(r) for r in pd.unique(mem["rank"]))
+    rk = ranks.set_index(pd.to_numeric(ranks["rank"]).astype(int)) if not ranks.empty else ranks
+    peak_col = lambda r, c: (float(rk.loc[r, c]) if not rk.empty and c in rk.columns  # noqa
+                             and r in rk.index else float("nan"))
+    top = max([float(mem["total_bytes"].max())]
+              + [peak_col(r, c) for r in rank_ids
+                 for c in ("peak_memory_bytes", "peak_memory_bytes_model")
+                 if not math.isnan(peak_col(r, c))])
+    unit, scale = _byte_unit(top)
+    t0 = float(mem["t_s"].min())
+    t1 = float(mem["t_s"].max())
+    span = max(t1 - t0, 1e-12)
+    fig = Figure(figsize=(10.0, 1.0 + 1.9 * len(rank_ids)))
+    rows = []
+    for i, r in enumerate(rank_ids):
+        ax = fig.add_subplot(len(rank_ids), 1, i + 1)
+        d = mem[mem["rank"] == r].sort_values("t_s")
+        x = np.r_[(d["t_s"].to_numpy(float) - t0) * 1e3, (t1 - t0 + 0.02 * span) * 1e3]
+        ys = [np.r_[d[k].to_numpy(float), d[k].to_numpy(float)[-1]] / scale for k in order]
+        ax.stackplot(x, *ys, step="post", colors=[colors[k] for k in order],
+                     labels=order if i == 0 else [], lw=0)
+        meas, pred = peak_col(r, "peak_memory_bytes"), peak_col(r, "peak_memory_bytes_model")
+        if not math.isnan(meas):  # wide and under the dashed prediction: both show when equal
+            ax.axhline(meas / scale, color="#C62828", lw=3.0, alpha=0.8,
+                       label="measured peak (allocator)" if i == 0 else None)
+        if not math.isnan(pred):
+            ax.axhline(pred / scale, color="black", lw=1.2, ls="--",
+                       label="predicted peak (model)" if i == 0 else None)
+        live = float(d["total_bytes"].max())
+        ax.set_ylim(0, 1.08 * max(live, meas if not math.isnan(meas) else 0,
+                                  pred if not math.isnan(pred) else 0) / scale)
+        ax.set_xlim(0, x[-1])
+        ax.set_ylabel(f"rank {r}\n{unit}")
+        ax.grid(True, alpha=0.3)
+        if i + 1 < len(rank_ids):
+            ax.tick_params(labelbottom=False)
+        rows.append({"rank": r, "live_peak_bytes": live, "peak_memory_bytes": meas,
+                     "peak_memory_bytes_model": pred})
+    fig.axes[-1].set_xlabel("ms from the step's start (last timed step)")
+    title = "Memory over time per rank: live bytes by kind, peaks marked"
+    if run is not None:
+        title += (f"\n{run['schedule']} P={_int(run['P'])} M={_int(run['M'])} "
+                  f"v={_int(run.get('v', 1))}")
+    fig.suptitle(title, fontsize=12)
+    # The legend under the panels (above them it would run into the title).
+    fig.legend(loc="lower center", fontsize=8, ncol=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 if len(rank_ids) > 1 else 0.1, 1,
+                           0.93 if len(rank_ids) > 1 else 0.86))
+    path = _save(fig, out, dpi)
+    return MemoryTimePlot(fig, path, pd.DataFrame(rows))
+
+
 # --- Gantt chart of one run -------------------------------------------------------------------
 
 

@@ -12,10 +12,11 @@ from typing import List, Optional, Sequence, Tuple
 import pandas as pd
 
 from .compare import SINGLE_STEP, summarize
-from .loader import load_events, load_runs
+from .loader import load_events, load_memory, load_ranks, load_runs
 from .model import FORMULAS, find_bubblebench
 from .plots import (ATTRIBUTION_TERMS, _order_schedules, attribution_columns, config_text,
-                    plot_attribution, plot_bubble_vs_m, plot_gantt, plot_peak_activation)
+                    plot_attribution, plot_bubble_vs_m, plot_gantt, plot_memory_over_time,
+                    plot_peak_activation)
 
 #: The columns that name a configuration, first in every table.
 CONFIG_COLUMNS = [
@@ -213,9 +214,10 @@ def file_tags(paths) -> dict:
     return {p: _safe(os.path.splitext(os.path.relpath(f, base))[0]) for p, f in zip(paths, full)}
 
 
-def gantt_name(run: pd.Series, runs: pd.DataFrame) -> str:
-    """gantt_<run_key>, and .<file> after it when other files of `runs` hold that key too."""
-    name = f"gantt_{_safe(str(run['run_key']))}"
+def gantt_name(run: pd.Series, runs: pd.DataFrame, prefix: str = "gantt") -> str:
+    """gantt_<run_key> (or PREFIX_<run_key>), and .<file> after it when other files of `runs`
+    hold that key too."""
+    name = f"{prefix}_{_safe(str(run['run_key']))}"
     same = runs.loc[runs["run_key"] == run["run_key"], "path"].astype(str)
     if same.nunique() > 1:
         name += "." + file_tags(runs["path"])[str(run["path"])]
@@ -233,6 +235,7 @@ class Report:
     terminal: str = ""
     config: Optional[Tuple[int, int]] = None
     attribution: Optional[object] = None  # AttributionPlot, when the runs have the terms
+    memory_time: list = field(default_factory=list)  # (run, MemoryTimePlot) per run
 
 
 def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
@@ -300,6 +303,8 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
         rep.gantt.append((run, g))
         rep.pngs.append(g.path)
 
+    _memory_over_time(rep, summary, out, dpi)
+
     if attribution_columns(summary):
         rep.attribution = plot_attribution(summary, out / "attribution.png", dpi=dpi)
         rep.pngs.append(rep.attribution.path)
@@ -313,6 +318,48 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
     rep.files.append(path)
     rep.files += rep.pngs
     return rep
+
+
+def _memory_over_time(rep: Report, summary: pd.DataFrame, out: Path, dpi: int) -> None:
+    """A memory-over-time chart per run that has the memory dataset."""
+    used = set()
+    for _, run in summary.iterrows():
+        mem = load_memory(run)
+        if mem.empty:
+            continue
+        name = gantt_name(run, summary, "memory")
+        while name in used:
+            name += "_"
+        used.add(name)
+        g = plot_memory_over_time(mem, load_ranks(run), run, out / f"{name}.png", dpi=dpi)
+        rep.memory_time.append((run, g))
+        rep.pngs.append(g.path)
+
+
+def _memory_markdown(rep: Report) -> List[str]:
+    if not rep.memory_time:
+        return []
+    md = ["## Memory over time", "",
+          "Per run, each rank's live bytes over the last timed step, stacked by kind (weights, "
+          "workspace, runtime in grey; activations blue; messages orange): the memory model "
+          "(docs/memory.md) on the step's measured times. The red line is the measured peak "
+          "(`peak_memory_bytes`: the allocator's high-water over the timed steps), the dashed "
+          "black one the predicted peak (`peak_memory_bytes_model`: the model on the simulated "
+          "step); both count every pool at its own high-water, so they may lie above the live "
+          "curve.", ""]
+    cols = [("rank", "rank", "int"), ("live peak MiB", "live_peak_bytes", "MiB"),
+            ("measured peak MiB", "peak_memory_bytes", "MiB"),
+            ("predicted peak MiB", "peak_memory_bytes_model", "MiB"),
+            ("predicted/measured", "_ratio", "ratio")]
+    for run, g in rep.memory_time:
+        d = g.peaks.copy()
+        d["_ratio"] = d["peak_memory_bytes_model"] / d["peak_memory_bytes"]
+        h, r = table_rows(d, cols)
+        md += [f"### {run['schedule']} P={int(run['P'])} M={int(run['M'])} "
+               f"v={int(run['v']) if not pd.isna(run.get('v')) else 1}", "",
+               f"`{run['run_key']}`", "", markdown_table(h, r), "",
+               f"![memory over time {run['run_key']}]({g.path.name})", ""]
+    return md
 
 
 def check_lines(summary: pd.DataFrame) -> List[str]:
@@ -416,6 +463,7 @@ def _markdown(rep: Report, runs, header, rows, bub, mem_plot) -> str:
         h, r = table_rows(d, piv_cols)
         md += [f"Per rank at P={rep.config[0]}, M={rep.config[1]}:", "", markdown_table(h, r), "",
                f"![Peak activation memory per rank]({mem_plot.path.name})", ""]
+    md += _memory_markdown(rep)
     if rep.gantt:
         md += ["## Timelines", "",
                "One timed step per chart (the one with the median makespan unless chosen): "

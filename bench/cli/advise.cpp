@@ -309,6 +309,19 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   in.act_bytes = static_cast<double>(chunk_forward_bytes(ec)) / frac;
   ec.recompute = true;
   in.input_bytes = static_cast<double>(chunk_forward_bytes(ec));
+  // The memory model's sizes as the runtime allocates them (chunk_buffers): a micro-batch's
+  // saved tensors and a chunk's work areas per stage, the mean over the run's chunks (the
+  // model's ends make the first and last differ).
+  ec.recompute = false;
+  double saved = 0, work = 0;
+  for (int c = 0; c < src.num_chunks(); ++c) {
+    const ChunkBuffers b =
+        chunk_buffers(ec, src.chunk_stage[static_cast<std::size_t>(c)], model_stages(src));
+    saved += static_cast<double>(b.saved) / frac / src.num_chunks();
+    work += static_cast<double>(b.scratch + b.loss + b.workspace) / frac / src.num_chunks();
+  }
+  in.saved_bytes = saved;
+  in.workspace_bytes = work;
   // Parameters of a stage: each rank's bytes over its chunks' stage-equivalents.
   std::vector<double> per_stage;
   for (const RankRecord& rk : r.ranks) {

@@ -35,6 +35,7 @@ json candidate_json(const advise::Candidate& c, int rank) {
   j["peak_rank"] = c.peak_rank;
   j["activation_bytes"] = c.activation_bytes;
   j["static_bytes"] = c.static_bytes;
+  j["memory_bytes"] = c.memory_bytes;
   j["terms_s"] = {{"compute", c.t_compute},
                   {"recompute", c.t_recompute},
                   {"communication", c.t_communication},
@@ -54,6 +55,8 @@ json input_json(const advise::Input& in) {
           {"global_batch", in.global_batch},
           {"act_bytes", in.act_bytes},
           {"input_bytes", in.input_bytes},
+          {"saved_bytes", in.saved_bytes},
+          {"workspace_bytes", in.workspace_bytes},
           {"param_bytes", in.param_bytes},
           {"static_factor", in.static_factor},
           {"memory_cap", in.memory_cap},

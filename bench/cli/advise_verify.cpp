@@ -151,13 +151,60 @@ std::vector<Verified> verify_top(const AdviseOptions& o, const advise::Input& in
 namespace {
 // The --verify table's columns: the attribution's terms after the bubbles.
 std::vector<std::string> verify_header() {
-  std::vector<std::string> header{"#",     "config", "pred_ms",     "meas_ms",
-                                  "error", "meas_#", "bubble_pred", "bubble_meas"};
+  std::vector<std::string> header{"#",      "config",      "pred_ms",    "meas_ms",
+                                  "error",  "pred_MiB",    "meas_MiB",   "mem_error",
+                                  "meas_#", "bubble_pred", "bubble_meas"};
   for (const harness::AttributionTerm& t : harness::kAttributionTerms)
     header.emplace_back(t.header);
   header.insert(header.end(), {"cost_drift", "at_costs_ms", "sim_error"});
   return header;
 }
+// Bytes per rank as MiB, "/" between ranks.
+std::string per_rank_mib(const std::vector<double>& bytes) {
+  std::string out;
+  for (std::size_t r = 0; r < bytes.size(); ++r) {
+    if (r > 0) out += '/';  // appended piecewise: GCC 12 warns falsely (-Wrestrict)
+    out += fmt(bytes[r] / (1 << 20), 4);
+  }
+  return out;
+}
+
+// Peak memory per rank, predicted (the search's model) and measured (peak_memory_bytes): the
+// table's cells (MiB, the largest |predicted / measured − 1| over the ranks) and the JSON's
+// fields, with the run's own prediction (its model on its simulated step).
+struct MemoryCells {
+  std::string predicted, measured, error;
+  json fields;
+};
+MemoryCells memory_cells(const advise::Candidate& c, const harness::RunSummary& m) {
+  std::vector<double> measured, run_model;
+  for (const harness::RankResult& r : m.ranks) {
+    measured.push_back(r.peak_memory_bytes);
+    run_model.push_back(r.peak_memory_bytes_model);
+  }
+  double worst = 0;
+  for (std::size_t r = 0; r < c.memory_bytes.size() && r < measured.size(); ++r)
+    if (measured[r] > 0) worst = std::max(worst, std::fabs(c.memory_bytes[r] / measured[r] - 1));
+  return {per_rank_mib(c.memory_bytes), per_rank_mib(measured), fmt(100 * worst, 3) + "%",
+          json{{"predicted_peak_memory_bytes", c.memory_bytes},
+               {"measured_peak_memory_bytes", measured},
+               {"run_model_peak_memory_bytes", run_model},
+               {"memory_max_abs_rel_error", worst}}};
+}
+
+// The row and JSON of a configuration --verify could not run.
+void not_run(const Verified& v, std::vector<std::vector<std::string>>& rows, json& j) {
+  const advise::Candidate& c = *v.predicted;
+  rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(c.step_time * 1e3), "n/a",
+                  "n/a", per_rank_mib(c.memory_bytes), "n/a", "n/a", "n/a", "", "", "", "", "", "",
+                  "", "", "", "not run: " + v.why});
+  j.push_back({{"predicted_rank", v.predicted_rank},
+               {"config", config_text(c)},
+               {"predicted_s", c.step_time},
+               {"predicted_peak_memory_bytes", c.memory_bytes},
+               {"not_run", v.why}});
+}
+
 }  // namespace
 
 void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bool as_json) {
@@ -194,12 +241,7 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
     const auto& c = *v.predicted;
     const double pred = c.step_time;
     if (!v.measured) {
-      rows.push_back({std::to_string(v.predicted_rank), config_text(c), fmt(pred * 1e3), "n/a",
-                      "n/a", "n/a", "", "", "", "", "", "", "", "", "", "not run: " + v.why});
-      j.push_back({{"predicted_rank", v.predicted_rank},
-                   {"config", config_text(c)},
-                   {"predicted_s", pred},
-                   {"not_run", v.why}});
+      not_run(v, rows, j);
       continue;
     }
     const harness::RunSummary& m = *v.measured;
@@ -212,11 +254,15 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
     const double drift = cost_drift(in, c, m);
     const double at_costs = predicted_at_measured(in, c, m);
     const double sim_err = at_costs > 0 ? (meas - at_costs) / at_costs : 0;
+    const MemoryCells memory = memory_cells(c, m);
     std::vector<std::string> row{std::to_string(v.predicted_rank),
                                  config_text(c),
                                  fmt(pred * 1e3),
                                  fmt(meas * 1e3),
                                  fmt(100 * err, 3) + "%",
+                                 memory.predicted,
+                                 memory.measured,
+                                 memory.error,
                                  std::to_string(mr),
                                  fmt(steady ? c.bubble_fraction_steady : c.bubble_fraction, 3),
                                  fmt(m.bubble_fraction_measured, 3)};
@@ -244,6 +290,7 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
          {"rel_error_at_measured_costs", sim_err},
          {"attribution", attribution},
          {"run_key", m.run_key}});
+    j.back().update(memory.fields);
   }
   json contradictions = json::array();
   std::string contradicted;
@@ -265,7 +312,9 @@ void print_verified(const advise::Input& in, const std::vector<Verified>& vs, bo
   }
   std::cout << "\nverify: predicted vs measured ("
             << (steady ? "steady-state period" : "step makespan")
-            << ", ms; bubble and attribution as fractions of P x T; cost_drift: the run's F+B+W "
+            << ", ms; peak memory per rank, MiB, rank 0/rank 1/..., mem_error the largest over "
+               "the ranks; bubble and attribution as fractions of P x T; cost_drift: the run's "
+               "F+B+W "
                "medians against the costs predicted with; at_costs_ms: the prediction with the "
                "run's own per-kind medians and per-rank speeds, sim_error: measured against it)\n";
   bb::print_table(std::cout, verify_header(), rows);

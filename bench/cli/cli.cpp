@@ -53,6 +53,7 @@ struct Selection {
   std::string t_f = "1", t_b = "2", t_w = "0";
   // Plain numbers, checked when parsed (finite, >= 0); empty: the default.
   std::string t_fb, latency = "0", bandwidth = "0", act_bytes = "0", msg_bytes;
+  std::string static_bytes = "0";  // sim: bytes a stage holds for the whole step
   int steps = 4;
   std::string sync = "barrier";
   std::string format = "table";
@@ -98,6 +99,10 @@ void add_selection(CLI::App* app, Selection& sel, bool costs, bool lists) {
   app->add_option("--act-bytes", sel.act_bytes,
                   "Activation bytes kept by one micro-batch of one stage");
   app->add_option("--msg-bytes", sel.msg_bytes, "Bytes of one P2P message (default: --act-bytes)");
+  app->add_option("--static-bytes", sel.static_bytes,
+                  "Bytes a stage holds for the whole step (parameters, gradients, optimizer "
+                  "state, workspaces): with --act-bytes/--msg-bytes the memory model's "
+                  "peak_memory_bytes per rank (docs/memory.md)");
   add_with_default(*app, "--steps", sel.steps,
                    "Back-to-back steps simulated for the steady state (>= 2)");
   add_choice(*app, "--sync", sel.sync, "barrier (single-step view first) or none (steady state)",
@@ -299,10 +304,23 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
                             " (calibrate with as many ranks, --pairs all)");
     SimConfig run_cfg = sc;
     run_cfg.record_events = !sel.timeline.empty();
-    // The timeline reads the flat lists: they are kept only then.
-    const SimResult r = run_cfg.record_events
+    const double static_bytes = number(sel.static_bytes, "--static-bytes");
+    const bool sizes = sc.act_bytes > 0 || sc.msg_bytes > 0 || static_bytes > 0;
+    // The timeline and the memory model read the flat lists: they are kept only then.
+    const SimResult r = run_cfg.record_events || sizes
                             ? validate_and_simulate(s, run_cfg, is_csv(name))
                             : validate_and_simulate(std::move(s), run_cfg, is_csv(name));
+    std::vector<RankMemory> memory;  // the memory model: on the timeline's times, else the order
+    if (run_cfg.record_events || sizes)
+      memory =
+          rank_memory(s, sim_memory_config(s, sc, static_bytes),
+                      run_cfg.record_events ? MemoryTiming{&r.events, &run_cfg} : MemoryTiming{},
+                      run_cfg.record_events);
+    if (sizes) {
+      std::vector<double> peak_memory;
+      for (const RankMemory& rm : memory) peak_memory.push_back(rm.peak);
+      j["peak_memory_bytes"] = peak_memory;
+    }
     put_metrics(j, r.single, r.steady);
     j["t_ideal"] = r.t_ideal;
     std::vector<double> peaks, peak_bytes;
@@ -315,7 +333,8 @@ json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name
     j["p2p_messages"] = r.p2p_messages;
     j["model"] = model_json(m);
     require_finite(j, label);
-    if (!sel.timeline.empty()) write_timeline(timeline_path(sel.timeline, name, s, many), s, r, sc);
+    if (!sel.timeline.empty())
+      write_timeline(timeline_path(sel.timeline, name, s, many), s, r, sc, memory);
   } else {
     j.update(model_json(m));
     j["p2p_messages"] = p2p_messages(s);

@@ -95,6 +95,7 @@ struct RunOptions : StageOptions, DebugOptions {  // --stage ..., --debug-*
   std::uint64_t seed = 1234;
   std::string out, trace;
   bool resume = false, force = false, no_calibrate = false;
+  bool hold_sends = false;
 };
 
 // An error of phase 1: exit code and one line.
@@ -154,6 +155,10 @@ void add_options(CLI::App& app, RunOptions& o) {
   app.add_flag("--resume", o.resume, "Continue --out: skip the runs already complete in it");
   app.add_flag("--force", o.force, "Replace --out if it exists");
   app.add_flag("--no-calibrate", o.no_calibrate, "Skip the link calibration before the runs");
+  app.add_flag("--hold-sends", o.hold_sends,
+               "Keep each send buffer until the step's end (as PyTorch's schedules, which wait "
+               "for their sends last) instead of releasing it when its send completes: what "
+               "releasing them saves (docs/memory.md)");
   app.add_option("--trace", o.trace,
                  "Directory for one Chrome-trace JSON per run (the last timed iteration)")
       ->check(not_empty);
@@ -183,6 +188,7 @@ RunSettings settings_of(const RunOptions& o) {
   s.out = o.out;
   s.trace = o.trace;
   s.calibrate = !o.no_calibrate;
+  s.hold_sends = o.hold_sends;
   return apply_stage_options(o, s);
 }
 

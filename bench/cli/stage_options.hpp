@@ -15,8 +15,8 @@ struct StageOptions {
   harness::StageModel stage = harness::StageModel::kMlp;
   int seq = 16, heads = 1, ffn = 0;
   bool causal = false;
-  int vocab = 0;                // model ends (embedding, LM head, cross-entropy); 0: none
-  int model_layers = 0;         // blocks in total (0: --layers per chunk)
+  int vocab = 0;          // model ends (embedding, LM head, cross-entropy); 0: none
+  int model_layers = 0;   // blocks in total (0: --layers per chunk)
   std::string partition;  // blocks per chunk along the route: "3,2,2,1" or "Et*3|t*2,L" ("": even),
                           // or "auto"
   double partition_lambda = 0;  // --partition auto: seconds per GiB of memory

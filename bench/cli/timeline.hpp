@@ -3,17 +3,26 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "schedule/schedule.hpp"
+#include "sim/memory.hpp"
 #include "sim/sim.hpp"
 
 namespace bb {
 
 // Compute slices (an FB pair as one), the waits for inputs, and each message between two
 // ranks as a send on its sender and a receive on its receiver, both from the moment it leaves
-// to the moment it arrives (message_time), joined by a flow. R: simulated with record_events.
+// to the moment it arrives (message_time), joined by a flow; MEMORY (rank_memory with samples)
+// as each rank's counter track `memory`. R: simulated with record_events.
 void write_timeline(const std::string& path, const Schedule& s, const SimResult& r,
-                    const SimConfig& cfg);
+                    const SimConfig& cfg, const std::vector<RankMemory>& memory);
+
+// The memory model's inputs of `sim` (sim/memory.hpp): each chunk's share (P / the length of
+// the routes through it) of --act-bytes as a micro-batch's saved tensors and of STATIC_BYTES
+// (--static-bytes) as its weights, --msg-bytes per message. Without any of them a
+// micro-batch-stage counts one byte (the track counts micro-batch-stages).
+MemoryConfig sim_memory_config(const Schedule& s, const SimConfig& cfg, double static_bytes);
 
 // The file of one configuration: BASE itself, or with several configurations
 // BASE's stem + "_<schedule>_P<P>_M<M>_v<v>" + BASE's extension.

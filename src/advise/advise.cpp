@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/schedule_info.hpp"
+#include "sim/memory.hpp"
 #include "sim/sim.hpp"
 
 namespace bb::advise {
@@ -45,7 +46,7 @@ void check(const Input& in) {
   for (double x : in.rank_speed) require(finite_nonneg(x), "rank_speed factors must be >= 0");
   require(in.global_batch >= 0, "the global batch must be >= 0");
   for (double x : {in.act_bytes, in.input_bytes, in.param_bytes, in.static_factor, in.memory_cap,
-                   in.latency, in.bandwidth})
+                   in.latency, in.bandwidth, in.saved_bytes, in.workspace_bytes})
     require(finite_nonneg(x), "byte counts, the static factor, latency and bandwidth must be >= 0");
   require(in.steps >= 2 && in.steps <= 1000, "steps must be 2..1000");
   for (const std::string& name : in.schedules)
@@ -131,10 +132,6 @@ void predict(const Input& in, const PeriodicSchedule& ps, double scale, Candidat
   cfg.latency = in.latency;
   cfg.bandwidth = in.bandwidth;
   cfg.steps = in.steps;
-  // Static bytes: each rank's chunks' share of the stage parameters.
-  std::vector<double> share(static_cast<std::size_t>(in.P), 0.0);
-  for (int chunk = 0; chunk < s.num_chunks(); ++chunk)
-    share[static_cast<std::size_t>(s.chunk_rank[static_cast<std::size_t>(chunk)])] += frac;
   const SimResult r = simulate(ps, cfg);
   const bool comm = in.latency > 0 || (in.bandwidth > 0 && cfg.msg_bytes > 0);
   double free_span = 0;
@@ -164,16 +161,19 @@ void predict(const Input& in, const PeriodicSchedule& ps, double scale, Candidat
   c.dominant = std::max_element(std::begin(terms), std::end(terms), [](auto& a, auto& b) {
                  return a.first < b.first;
                })->second;
-  // While a chunk recomputes, its full activations are live once more.
-  const double transient = recompute ? in.act_bytes * scale * frac : 0;
+  const std::vector<RankMemory> memory =
+      rank_memory(to_flat(ps), memory_config(in, s, scale, recompute));
   for (int rank = 0; rank < in.P; ++rank) {
     const auto i = static_cast<std::size_t>(rank);
     c.busy.push_back(r.ranks[i].busy);
-    c.activation_bytes.push_back(r.ranks[i].peak_activation_bytes + transient);
-    c.static_bytes.push_back(in.static_factor * in.param_bytes * share[i]);
-    const double total = c.activation_bytes.back() + c.static_bytes.back();
-    if (total > c.peak_bytes) {
-      c.peak_bytes = total;
+    const auto& b = memory[i].peak_bytes;
+    const auto at = [&](MemoryKind k) { return b[static_cast<std::size_t>(k)]; };
+    c.activation_bytes.push_back(at(MemoryKind::activations) + at(MemoryKind::messages));
+    c.static_bytes.push_back(at(MemoryKind::weights) + at(MemoryKind::workspace) +
+                             at(MemoryKind::runtime));
+    c.memory_bytes.push_back(memory[i].peak);
+    if (memory[i].peak > c.peak_bytes) {
+      c.peak_bytes = memory[i].peak;
       c.peak_rank = rank;
     }
   }
@@ -185,6 +185,31 @@ void predict(const Input& in, const PeriodicSchedule& ps, double scale, Candidat
 }
 
 }  // namespace
+
+MemoryConfig memory_config(const Input& in, const Schedule& s, double scale, bool recompute) {
+  MemoryConfig m;
+  m.recompute = recompute;
+  m.message = in.input_bytes * scale;
+  // Each chunk's share of a stage: P / the length of the routes through it.
+  std::vector<double> share(static_cast<std::size_t>(s.num_chunks()), 1.0);
+  for (std::size_t m = 0; m < s.routes.size(); ++m) {
+    const Route& rt = s.routes[m];
+    if (m > 0 && rt == s.routes[m - 1]) continue;
+    for (int c = rt.first; c <= rt.last; ++c)
+      share[static_cast<std::size_t>(c)] = static_cast<double>(s.P) / rt.length();
+  }
+  for (const double f : share) {
+    ChunkMemory x;
+    x.params = x.grads = in.param_bytes * f;
+    x.optimizer = std::max(0.0, in.static_factor - 2) * in.param_bytes * f;
+    x.workspace = in.workspace_bytes * f;
+    x.input = in.input_bytes * scale;
+    x.saved = in.saved_bytes > 0 ? in.saved_bytes * f * scale
+                                 : std::max(0.0, in.act_bytes * f - in.input_bytes) * scale;
+    m.chunks.push_back(x);
+  }
+  return m;
+}
 
 std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, int M, int v,
                                 const std::vector<bool>& recompute) {

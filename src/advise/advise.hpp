@@ -13,8 +13,12 @@
 //   * recompute: every B also re-runs the chunk's forward (T_B + T_F); a micro-batch keeps only
 //     its chunk input (input_bytes per chunk) between F and B, and the chunk being recomputed
 //     holds its full activations (act_bytes x chunk fraction) once more.
-//   * memory of rank r: static_factor x (its chunks' share of param_bytes) [parameters,
-//     gradients, optimizer state] + the simulator's peak activation bytes of the rank.
+//   * memory of rank r: the memory model (sim/memory.hpp, memory_config below) on the order of
+//     the rank's list: per chunk its share of static_factor x param_bytes (parameters,
+//     gradients, optimizer state) and of workspace_bytes; per micro-batch in flight its input
+//     (input_bytes) and saved tensors (saved_bytes x chunk share; with recompute from B to W
+//     only); message buffers of input_bytes (sends complete when posted: the order alone, no
+//     times); DualPipe's partner gradients.
 //   * time: the simulator (sim/sim.hpp) on the periodic form, single step (makespan) and
 //     steady state (period); messages cost latency + bytes / bandwidth.
 #pragma once
@@ -23,6 +27,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "sim/memory.hpp"
 
 namespace bb::advise {
 
@@ -43,17 +49,21 @@ struct Input {
   // > 0: the model is fixed, a stage holds this many blocks (a results file's run); a
   // configuration whose chunks would hold a fractional number of blocks is refused.
   double stage_blocks = 0;
-  int mb_size = 1;           // samples of the micro-batch the costs and bytes were measured at
-  int global_batch = 0;      // > 0: M x (micro-batch size) = global_batch, M must divide it
-  double act_bytes = 0;      // bytes one micro-batch keeps on one stage from F to B (no recompute)
-  double input_bytes = 0;    // bytes of one chunk's input (the P2P message; recompute keeps it)
-  double param_bytes = 0;    // parameter bytes of one stage (a rank of a looped v=1 pipeline)
-  double static_factor = 2;  // bytes per parameter byte: 2 params+grads (SGD), 4 with Adam
-  double memory_cap = 0;     // bytes per rank; 0: no cap
-  double latency = 0;        // seconds per message
-  double bandwidth = 0;      // bytes per second; 0: infinite
-  bool steady = false;       // rank by the steady-state period instead of the single step
-  int steps = 4;             // simulated back-to-back steps for the steady state
+  int mb_size = 1;         // samples of the micro-batch the costs and bytes were measured at
+  int global_batch = 0;    // > 0: M x (micro-batch size) = global_batch, M must divide it
+  double act_bytes = 0;    // bytes one micro-batch keeps on one stage from F to B (no recompute)
+  double input_bytes = 0;  // bytes of one chunk's input (the P2P message; recompute keeps it)
+  // Bytes a micro-batch's saved tensors take on one stage from F to W as allocated (forward and
+  // backward areas); 0: act_bytes less a chunk's input.
+  double saved_bytes = 0;
+  double workspace_bytes = 0;  // a stage's scratch and work areas (not per micro-batch)
+  double param_bytes = 0;      // parameter bytes of one stage (a rank of a looped v=1 pipeline)
+  double static_factor = 2;    // bytes per parameter byte: 2 params+grads (SGD), 4 with Adam
+  double memory_cap = 0;       // bytes per rank; 0: no cap
+  double latency = 0;          // seconds per message
+  double bandwidth = 0;        // bytes per second; 0: infinite
+  bool steady = false;         // rank by the steady-state period instead of the single step
+  int steps = 4;               // simulated back-to-back steps for the steady state
 };
 
 // One configuration and what the simulator predicts for it.
@@ -73,8 +83,10 @@ struct Candidate {
   // communication (the step time above a run with free messages) and bubble (the rest).
   double t_compute = 0, t_recompute = 0, t_communication = 0, t_bubble = 0;
   std::string dominant;  // "compute", "recompute", "communication" or "bubble"
-  // Per rank: activation peak (bytes) and static bytes; peak = their sum's maximum.
-  std::vector<double> activation_bytes, static_bytes;
+  // Per rank, the memory model's peak: its activations and messages (their pools' peaks), its
+  // static bytes (weights, optimizer state, workspaces) and their sum (memory_bytes); peak_bytes
+  // = the largest rank's.
+  std::vector<double> activation_bytes, static_bytes, memory_bytes;
   std::vector<double> busy;  // per rank: its compute in the single step, seconds
   double peak_bytes = 0;
   int peak_rank = 0;
@@ -109,6 +121,10 @@ Candidate evaluate(const Input& in, const std::string& schedule, int M, int v, b
 // The same for each recompute setting, on one generated schedule (the search's unit).
 std::vector<Candidate> evaluate(const Input& in, const std::string& schedule, int M, int v,
                                 const std::vector<bool>& recompute);
+
+// The memory model's inputs (sim/memory.hpp) of schedule S with recompute RECOMPUTE at
+// micro-batches SCALE times the costs' (see the model above).
+MemoryConfig memory_config(const Input& in, const Schedule& s, double scale, bool recompute);
 
 // The work of the mean stage for one micro-batch of c's size as the prediction takes it, seconds:
 // F (twice with recompute) + B + W. --verify's cost drift compares a run's medians with it.

@@ -125,6 +125,10 @@ const Field kFields[] = {
     {"partition", "", "blocks per chunk along the route, e.g. 3,2,2,1 (--partition, or even)",
      FieldType::kText, kBoth | kSummary,
      [](const RunSummary& s) { return text_or_null(s.partition); }},
+    {"hold_sends", "",
+     "--hold-sends: send buffers kept until the step's end (else each released when its send "
+     "completes; HDF5: 0 or 1)",
+     FieldType::kBool, kBoth, [](const RunSummary& s) -> FieldValue { return s.hold_sends; }},
     {"partition_layout", "",
      "the partition as a Megatron-LM pipeline layout string, e.g. Et*3|t*2,L (E the model's "
      "first end, t a block, L its last end, | between stages along the route)",
@@ -328,6 +332,12 @@ const Field kFields[] = {
      FieldType::kU64, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) { return whole_bytes(x.peak_memory_bytes); },
      Column{"peak_MiB", 24, Show::kAlways, 1.0 / (1 << 20)}},
+    {"peak_memory_bytes_model", "bytes",
+     "the memory model's peak_memory_bytes (docs/memory.md): the rank's allocations on the "
+     "simulated step, with runtime_bytes and comm_device_bytes",
+     FieldType::kU64, kRankBoth, nullptr,
+     [](const RankResult& x, std::size_t) { return whole_bytes(x.peak_memory_bytes_model); },
+     Column{"pred_MiB", 25, Show::kAlways, 1.0 / (1 << 20)}},
     {"rank_utilisation", "", "busy_s / T (T: makespan_s, or period_s with --sync none)",
      FieldType::kReal, kRankBoth, nullptr,
      [](const RankResult& x, std::size_t) -> FieldValue { return x.utilisation; }},

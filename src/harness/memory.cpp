@@ -9,6 +9,7 @@
 
 #include "harness/provenance.hpp"
 #include "runtime/cuda_plugin.hpp"
+#include "runtime/device_blocks.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/mpi_util.hpp"
 #include "sim/sim.hpp"
@@ -61,32 +62,44 @@ std::optional<double> cgroup_room() {
 
 }  // namespace
 
+MemoryConfig memory_config(const RunConfig& c, const RunSettings& o) {
+  ExecutorConfig ec = executor_config(o, c.hidden, c.layers, c.mb_size);
+  ec.recompute = c.recompute;
+  const bool cuda = o.backend == BackendKind::kCuda;
+  MemoryConfig m = bb::memory_config(*c.lowered, ec, cuda ? cuda_block_bytes : nullptr);
+  m.eager_bytes = o.transport == TransportKind::kMpi ? kMpiEagerBytes : 0;
+  if (cuda && ec.dtype == Dtype::kBF16)
+    for (ChunkMemory& x : m.chunks) x.copies = x.params / 2;
+  return m;
+}
+
 MemoryNeed memory_need(const RunConfig& c, const RunSettings& o, int rank) {
   const Schedule& s = *c.lowered;
-  // Uneven partitions: every chunk estimated as the largest (an upper bound).
-  ExecutorConfig ec =
-      widest_chunk(executor_config(o, c.hidden, c.layers, c.mb_size), model_stages(s));
-  ec.recompute = c.recompute;
-  const double message = static_cast<double>(message_bytes(ec));
-  const double footprint = static_cast<double>(chunk_forward_bytes(ec));
-  const double params = kFloat * static_cast<double>(chunk_param_count(ec));
-  const double workspace = static_cast<double>(chunk_workspace_bytes(ec));
-  double local = 0;
-  for (int r : s.chunk_rank) local += r == rank ? 1 : 0;
-  const std::vector<double> peaks = peak_activations(s);
-  const double peak = static_cast<std::size_t>(rank) < peaks.size() ? peaks[rank] : 0;
-  const double stage_mbs = peak / s.chunk_fraction(0);  // live micro-batches of chunks
+  const MemoryConfig m = memory_config(c, o);
+  SimConfig unit;  // the order of a step; every compute one time unit
+  unit.t_f = unit.t_b = unit.t_w = {1.0};
+  const RankMemory r = simulate_memory(s, m, unit).at(static_cast<std::size_t>(rank));
   MemoryNeed n;
-  n.buffers = 2 * (stage_mbs + local) * message;
-  if (o.synthetic()) return n;  // no parameters, no saved tensors (accounting only)
-  n.weights = n.gradients = local * params;
-  n.workspace = local * workspace;
-  if (o.backend == BackendKind::kCuda && ec.dtype == Dtype::kBF16) n.bf16_copies = n.weights / 2;
-  if (o.optimizer == OptimizerConfig::Kind::kAdam) n.optimizer = 2 * local * params;
-  n.activations = stage_mbs * footprint;
-  if (o.check && rank == 0) {
+  for (int chunk = 0; chunk < s.num_chunks(); ++chunk) {
+    if (s.chunk_rank[chunk] != rank) continue;
+    const ChunkMemory& x = m.chunks[static_cast<std::size_t>(chunk)];
+    n.weights += x.params;
+    n.optimizer += x.optimizer;
+    n.bf16_copies += x.copies;
+  }
+  const auto kind = [&](MemoryKind k) { return r.peak_bytes[static_cast<int>(k)]; };
+  n.gradients = kind(MemoryKind::weights) - n.weights - n.optimizer - n.bf16_copies;
+  n.activations = kind(MemoryKind::activations);
+  n.buffers = kind(MemoryKind::messages);
+  n.workspace = kind(MemoryKind::workspace);
+  if (o.check && rank == 0 && !o.synthetic()) {
+    // Uneven partitions: every chunk estimated as the largest (an upper bound).
+    ExecutorConfig ec =
+        widest_chunk(executor_config(o, c.hidden, c.layers, c.mb_size), model_stages(s));
+    ec.recompute = c.recompute;
+    const double params = kFloat * static_cast<double>(chunk_param_count(ec));
     const double chunks = static_cast<double>(s.num_chunks());
-    n.reference = 2 * chunks * params + chunks * footprint;
+    n.reference = 2 * chunks * params + chunks * static_cast<double>(chunk_forward_bytes(ec));
   }
   return n;
 }

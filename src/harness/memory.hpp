@@ -12,22 +12,36 @@
 
 #include "harness/settings.hpp"
 #include "harness/sweep.hpp"
+#include "sim/memory.hpp"
 
 namespace bb::harness {
 
-// Bytes one rank holds while a configuration runs (an estimate; docs/runtime.md):
-//   weights, gradients   the parameters of the rank's chunks, once each (not in synthetic mode);
-//   optimizer            Adam's two moments (as much again, twice), SGD none;
-//   activations          the schedule's peak live micro-batch-stages on this rank
-//                        (bb::peak_activations) times one micro-batch-stage's F footprint;
-//   buffers              the messages in flight: two activation tensors per live micro-batch
-//                        and chunk (received inputs, gradients being sent);
-//   workspace            each chunk's scratch and work area (chunk_workspace_bytes);
-//   bf16 copies          CUDA with --dtype bf16: the weights rounded to bf16, kept for the GEMMs
-//                        (half the weights);
+// The memory model's inputs (sim/memory.hpp) for configuration C under O: each chunk's bytes
+// from the runtime's own layouts (chunk_buffers: what its Buffers allocate; on CUDA each as the
+// caching allocator's block, cuda_block_bytes), on CUDA with bf16 the weights' bf16 copies
+// (half of them), one message buffer, the send buffers' release (--hold-sends) and the
+// transport's eager limit (MPI: kMpiEagerBytes; NCCL: none). The runtime's own bytes (CUDA
+// context, NCCL) are measured, per rank: the callers add them.
+MemoryConfig memory_config(const RunConfig& c, const RunSettings& o);
+// MPI's eager limit: sends of at most this many bytes complete when posted. MPICH 4.0.2 ch4:ucx
+// between ranks of one host, measured (docs/memory.md): messages of 8 KiB complete when posted,
+// of 12 KiB and more only after the receiver took them.
+inline constexpr double kMpiEagerBytes = 8 * 1024;
+
+// Bytes one rank holds while a configuration runs: the memory model's peak (memory_config,
+// the order and times of a simulation with unit costs), by term (docs/memory.md):
+//   weights, gradients   the parameters of the rank's chunks and their gradients (DualPipe:
+//                        with the partner copy's gradients received from another rank);
+//   optimizer            Adam's two moments (twice the weights), SGD none;
+//   bf16 copies          CUDA with --dtype bf16: the weights rounded to bf16 (half of them);
+//   activations          each chunk's pools at their high-water: per micro-batch its input
+//                        copy, saved tensors and the loss's (the model's sizes, recompute too);
+//   buffers              the message pool at its high-water (sends until complete, receives
+//                        until consumed);
+//   workspace            each chunk's scratch, loss and work area;
 //   reference            rank 0 with --check: the whole model's parameters and gradients, and
 //                        one micro-batch's activations through every chunk.
-// Activations, buffers and workspaces are in the run's dtype (bf16: half of fp32's bytes).
+// Nothing but the message buffers in synthetic mode (accounting only).
 struct MemoryNeed {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, reference = 0;
   double workspace = 0, bf16_copies = 0;

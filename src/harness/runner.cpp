@@ -10,6 +10,7 @@
 #include "harness/auto_partition.hpp"
 #include "harness/calibration.hpp"
 #include "harness/fields.hpp"
+#include "harness/memory.hpp"
 #include "harness/metrics.hpp"
 #include "harness/output.hpp"
 #include "harness/step.hpp"
@@ -135,11 +136,50 @@ RankSummary timed_steps(Executor& ex, RunContext& ctx) {
   return mine;
 }
 
+// The memory model (sim/memory.hpp) on timed step ITER as measured: every rank's compute units
+// and SEND/RECV on the common time line (seconds; SHIFT as for the trace), with each rank's
+// runtime bytes. Empty without the step's events.
+std::vector<RankMemory> measured_memory(const RunConfig& c, const RunSettings& o,
+                                        const std::vector<RankSummary>& ranks,
+                                        const std::vector<std::vector<double>>& shift,
+                                        std::size_t iter) {
+  std::vector<SimEvent> compute, comms;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (const EventSummary& e : ranks[r].events) {
+      if (static_cast<std::size_t>(e.iter) != iter) continue;
+      const int kind = static_cast<int>(e.kind);
+      const double sh = shift[r][iter];
+      (kind >= kFirstCommKind ? comms : compute)
+          .push_back({static_cast<int>(r), static_cast<std::size_t>(e.index),
+                      kind == static_cast<int>(RecordKind::FB) ? 2 : 1, sh + e.ready, sh + e.start,
+                      sh + e.end});
+    }
+  if (compute.empty()) return {};
+  std::vector<RankMemory> out =
+      rank_memory(*c.lowered, memory_config(c, o), {&compute, nullptr, &comms}, true);
+  for (std::size_t r = 0; r < out.size() && r < ranks.size(); ++r)
+    add_runtime_bytes(out[r], ranks[r].runtime_bytes + ranks[r].comm_device_bytes);
+  return out;
+}
+
+std::vector<MemoryRecord> memory_records(const std::vector<RankMemory>& ranks) {
+  std::vector<MemoryRecord> out;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (const MemorySample& m : ranks[r].samples)
+      out.push_back({static_cast<std::uint32_t>(r), m.t, m.bytes[0], m.bytes[1], m.bytes[2],
+                     m.bytes[3], m.bytes[4]});
+  return out;
+}
+
 // Rank 0: writes the run (results file, trace) on a thread.
-void start_writing(RunContext& ctx, const RunConfig& c, const RunSummary& s,
+void start_writing(RunContext& ctx, const RunConfig& c, const RunSettings& o, const RunSummary& s,
                    const std::vector<RankSummary>& ranks) {
   std::optional<RunRecord> record;
   const StepSeries m = measure_steps(ranks, ctx.where.clock);  // the shifts
+  const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
+  const std::vector<RankMemory> memory = (ctx.results != nullptr || !ctx.trace_dir.empty()) && n > 0
+                                             ? measured_memory(c, o, ranks, m.shift, n - 1)
+                                             : std::vector<RankMemory>{};
   if (ctx.results != nullptr) {
     RunRecord run = to_record(s);
     std::size_t total = 0;
@@ -153,26 +193,29 @@ void start_writing(RunContext& ctx, const RunConfig& c, const RunSummary& s,
                               kEventKinds[static_cast<int>(e.kind)], m.shift[r][k] + e.start,
                               m.shift[r][k] + e.end});
       }
+    run.memory = memory_records(memory);
     record = std::move(run);
   }
   std::string trace_path;
   std::vector<TraceSlice> slices;
-  const std::size_t n = ranks.empty() ? 0 : ranks[0].steps.size();
+  std::vector<TraceCounter> counters;
   if (!ctx.trace_dir.empty() && n > 0) {
     trace_path = (std::filesystem::path(ctx.trace_dir) / trace_file_name(c.key)).string();
     const double bytes =
         static_cast<double>(message_bytes(executor_config(ctx.o, c.hidden, c.layers, c.mb_size)));
     slices = trace_slices(*c.lowered, ranks, m.shift, n - 1, bytes);
+    counters = memory_counters(memory, 1e6);
   }
   if (record || !trace_path.empty())
-    ctx.writing = std::async(std::launch::async, [results = ctx.results, record = std::move(record),
-                                                  trace_path, slices = std::move(slices),
-                                                  P = c.lowered->P, title = c.label]() mutable {
-      if (record) results->write_run(*record);
-      if (!trace_path.empty())
-        write_chrome_trace(trace_path, std::move(slices), P, title,
-                           "1 us of the ranks' common time line");
-    });
+    ctx.writing = std::async(
+        std::launch::async,
+        [results = ctx.results, record = std::move(record), trace_path, slices = std::move(slices),
+         counters = std::move(counters), P = c.lowered->P, title = c.label]() mutable {
+          if (record) results->write_run(*record);
+          if (!trace_path.empty())
+            write_chrome_trace(trace_path, std::move(slices), P, title,
+                               "1 us of the ranks' common time line", counters);
+        });
 }
 
 volatile std::sig_atomic_t g_stop = 0;  // SIGUSR1 seen
@@ -192,6 +235,7 @@ void RunContext::finish_writing() {
 }
 
 BufferPool& RunContext::pool(std::size_t count, Dtype dtype) {
+  for (auto& [size, p] : pools) p->clear();  // each run's peak its own
   auto& p = pools[{count, dtype}];
   if (!p) p = std::make_unique<BufferPool>(backend, count, dtype);
   return *p;
@@ -284,7 +328,7 @@ RunOutcome run_config(const RunConfig& c, RunContext& ctx) {
     out.summary->links = used;
     out.summary->links_attrs = ctx.links_attrs;
   }
-  start_writing(ctx, c, *out.summary, ranks);
+  start_writing(ctx, c, o, *out.summary, ranks);
   return out;
 }
 

@@ -44,7 +44,8 @@ struct RunContext {
   // Rank 0: the launch's link calibration (harness/calibration.hpp) and its settings.
   std::vector<LinkFit> links;
   Attrs links_attrs;
-  // Activation buffers, one pool per tensor size (activation_count) and dtype, kept across runs.
+  // Activation buffers, one pool per tensor size (activation_count) and dtype; pool() empties
+  // them all before each run (the allocator's peak of a run is its own).
   std::map<std::pair<std::size_t, Dtype>, std::unique_ptr<BufferPool>> pools;
   // --partition auto: the model's profile per (hidden, micro-batch size, recompute), measured
   // once per launch (harness/auto_partition.hpp; the ranks' medians on rank 0).

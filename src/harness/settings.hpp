@@ -48,6 +48,9 @@ struct RunSettings {
   std::shared_ptr<const PartitionCosts> partition_costs;
   std::string model;      // the --model preset these settings were expanded from ("" if none)
   bool calibrate = true;  // links of the sweep's pairs before its first run
+  // --hold-sends: send buffers kept until the step's end (as PyTorch's schedules), not released
+  // when each message completes (ExecutorConfig::hold_sends).
+  bool hold_sends = false;
   // Testing the attribution (hidden options): a slow rank (seconds added to each of its
   // computes) and a slow link (seconds added to every message from src to dst).
   int debug_delay_rank = -1;

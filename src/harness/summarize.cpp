@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 
+#include "harness/memory.hpp"
 #include "harness/metrics.hpp"
 #include "model/closed_form.hpp"
 #include "model/layout.hpp"
@@ -52,6 +53,7 @@ void set_configuration(RunSummary& s, const RunConfig& c, const RunSettings& o) 
   s.M = sched.M;
   s.v = sched.v;
   s.recompute = c.recompute;
+  s.hold_sends = o.hold_sends;
   s.backend = o.backend;
   s.transport = o.transport;
   s.compute = o.compute;
@@ -173,7 +175,10 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o,
     sc.t_w = cc.w;
     sc.t_fb = -1;
   }
+  sc.record_events = true;  // the memory model's times
   const SimResult sim = simulate(sched, sc);
+  const std::vector<RankMemory> memory =
+      rank_memory(sched, memory_config(c, o), {&sim.events, &sc});
   const ModelResult model =
       closed_form({c.schedule, sched.P, sched.M, sched.v, t_f, t_b, t_w, t_fb});
   s.bubble_fraction_sim = o.barrier() ? sim.single.bubble_fraction : sim.steady.bubble_fraction;
@@ -215,6 +220,10 @@ RunSummary summarize(const RunConfig& c, const RunSettings& o,
     rr.pinned_host_bytes = x.pinned_host_bytes;
     rr.device_used_peak_bytes = x.device_used_peak_bytes;
     rr.peak_activation_bytes_model = sim.ranks.at(r).peak_activation_bytes;
+    RankMemory predicted = memory.at(r);
+    add_runtime_bytes(predicted, x.runtime_bytes + x.comm_device_bytes);
+    rr.memory_model_bytes = predicted.peak_bytes;
+    rr.peak_memory_bytes_model = predicted.peak;
     rr.flops = r < flops.size() ? flops[r] : 0;
     s.ranks.push_back(std::move(rr));
   }

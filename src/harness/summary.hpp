@@ -15,6 +15,7 @@
 #include "results/run_record.hpp"
 #include "runtime/placement.hpp"
 #include "sim/links.hpp"
+#include "sim/memory.hpp"
 
 namespace bb::harness {
 
@@ -26,6 +27,10 @@ struct RankResult {
   double peak_activations_schedule = 0;  // the schedule's (bb::peak_activations)
   double peak_activation_bytes = 0, param_bytes = 0, peak_device_bytes = 0;
   double peak_activation_bytes_model = 0;  // the simulator's prediction
+  // The memory model's peak_memory_bytes (sim/memory.hpp on the simulated step, the runtime's
+  // and the transport's measured bytes added), and its terms by MemoryKind.
+  double peak_memory_bytes_model = 0;
+  std::array<double, kMemoryKinds> memory_model_bytes{};
   // The study's metrics (harness/metrics.hpp, set_metrics): model FLOPs of a step, busy / T,
   // comm / (busy + comm), FLOPs / T; the memory the backend's runtime takes beside its
   // allocator (GPU: CUDA context and cuBLAS; CPU: 0) and the peak with it.
@@ -42,6 +47,7 @@ struct RunSummary {
   std::string run_key, schedule;
   int P = 0, M = 0, v = 1;
   bool recompute = false;
+  bool hold_sends = false;  // --hold-sends
   BackendKind backend = BackendKind::kCpu;
   TransportKind transport = TransportKind::kMpi;
   Compute compute = Compute::kGemm;

@@ -26,6 +26,7 @@ ExecutorConfig executor_config(const RunSettings& s, int hidden, int layers, int
   c.optimizer.kind = s.optimizer;
   c.optimizer.lr = static_cast<float>(s.lr);
   c.timeout_s = s.timeout;
+  c.hold_sends = s.hold_sends;
   c.model_layers = s.model_layers;
   c.partition = s.partition;
   c.dtype = s.dtype;
@@ -85,6 +86,7 @@ std::string run_key(const RunConfig& c, const RunSettings& o) {
     if (!o.partition.empty()) k += "_partition=" + partition_text(o.partition, '-');
     if (o.partition_auto) k += "_partition=auto";
   }
+  if (o.hold_sends) k += "_hold_sends";  // keys without it are unchanged
   if (o.synthetic()) {
     k += "_tf=" + seconds_text(o.t_f) + "_tb=" + seconds_text(o.t_b) + "_tw=" + seconds_text(o.t_w);
     if (o.t_fb >= 0) k += "_tfb=" + seconds_text(o.t_fb);

@@ -173,6 +173,40 @@ void ChromeTraceWriter::add(const TraceSlice& s) {
   put(e);
 }
 
+std::vector<TraceCounter> memory_counters(const std::vector<RankMemory>& ranks, double us_per_unit,
+                                          double shift_us) {
+  std::vector<TraceCounter> out;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (const MemorySample& m : ranks[r].samples) {
+      TraceCounter c{
+          .pid = static_cast<int>(r), .t_us = shift_us + m.t * us_per_unit, .values = {}};
+      for (int k = 0; k < kMemoryKinds; ++k)
+        c.values.emplace_back(memory_kind_name(static_cast<MemoryKind>(k)), m.bytes[k]);
+      out.push_back(std::move(c));
+    }
+  return out;
+}
+
+void ChromeTraceWriter::add_counter(const TraceCounter& c, const std::string& name) {
+  std::string& e = event_;
+  e.clear();
+  EventText x(e);
+  std::vector<std::pair<std::string, double>> values = c.values;  // keys sorted, as a dump's
+  std::sort(values.begin(), values.end());
+  x.object("args", [&](EventText& a) {
+    for (const auto& [k, v] : values) {
+      if (v >= 0 && v == std::floor(v) && v < 0x1p53)
+        a.integer(k, static_cast<std::int64_t>(v));
+      else
+        a.number(k, v);
+    }
+  });
+  x.str("cat", "memory").str("name", name).str("ph", "C").integer("pid", c.pid);
+  x.number("ts", c.t_us);
+  x.close();
+  put(e);
+}
+
 void ChromeTraceWriter::close() {
   for (int p = 0; p < num_processes_; ++p) {
     put(text({{"name", "process_name"},
@@ -212,12 +246,15 @@ void ChromeTraceWriter::close() {
 }
 
 void write_chrome_trace(const std::string& path, std::vector<TraceSlice> slices, int num_processes,
-                        const std::string& title, const std::string& time_unit) {
+                        const std::string& title, const std::string& time_unit,
+                        const std::vector<TraceCounter>& counters,
+                        const std::string& counter_name) {
   std::stable_sort(slices.begin(), slices.end(), [](const TraceSlice& a, const TraceSlice& b) {
     return a.start_us < b.start_us;
   });
   ChromeTraceWriter w(path, num_processes, title, time_unit);
   for (const TraceSlice& s : slices) w.add(s);
+  for (const TraceCounter& c : counters) w.add_counter(c, counter_name);
   w.close();
 }
 

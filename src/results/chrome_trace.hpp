@@ -1,7 +1,8 @@
 // Chrome trace event format (opens in Perfetto and chrome://tracing; docs/traces.md): ranks
 // as processes; compute, the waits for inputs, sends and receives as complete ("X") slices,
 // each with `args` (chunk, micro_batch, stage, kind, bytes); a flow ("s" -> "f") from each
-// send to its receive; process and thread names ("M").
+// send to its receive; counter tracks ("C": each rank's memory by kind); process and thread
+// names ("M").
 //
 // Slices of one lane of one rank never overlap without nesting (the format's rule for one
 // thread): the writer spreads each rank's slices of one kind over as many threads as are in
@@ -14,6 +15,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "sim/memory.hpp"
 
 namespace bb {
 
@@ -28,6 +31,13 @@ struct TraceSlice {
   int chunk = -1, mb = -1, stage = -1;  // < 0: not known
   double bytes = -1;                    // message bytes (send/recv), < 0: none
   std::int64_t flow = -1;               // send: a flow starts here; recv: it ends here
+};
+
+// A value of a counter track ("ph": "C"): a rank's memory by kind from `t_us` on.
+struct TraceCounter {
+  int pid = 0;
+  double t_us = 0;
+  std::vector<std::pair<std::string, double>> values;  // series name, value (stacked)
 };
 
 // The flow id of a message: micro-batch MB's output of chunk PRODUCER (FORWARD) or its input
@@ -49,6 +59,9 @@ class ChromeTraceWriter {
   ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
 
   void add(const TraceSlice& s);
+  // One value of the counter track NAME of rank c.pid (any order; Perfetto draws one track per
+  // rank and name, its series stacked).
+  void add_counter(const TraceCounter& c, const std::string& name);
   void close();  // the names of processes and threads, then the end of the document
 
  private:
@@ -68,8 +81,15 @@ class ChromeTraceWriter {
   std::map<std::pair<int, TraceLane>, Lane> lanes_;
 };
 
-// All of SLICES (any order) into PATH.
+// Each rank's memory samples (sim/memory.hpp, rank_memory with samples) as counter values, bytes
+// by kind; times scaled by US_PER_UNIT and shifted by SHIFT_US.
+std::vector<TraceCounter> memory_counters(const std::vector<RankMemory>& ranks, double us_per_unit,
+                                          double shift_us = 0);
+
+// All of SLICES (any order) and COUNTERS (named COUNTER_NAME, any order) into PATH.
 void write_chrome_trace(const std::string& path, std::vector<TraceSlice> slices, int num_processes,
-                        const std::string& title, const std::string& time_unit);
+                        const std::string& title, const std::string& time_unit,
+                        const std::vector<TraceCounter>& counters = {},
+                        const std::string& counter_name = "memory");
 
 }  // namespace bb

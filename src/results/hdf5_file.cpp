@@ -72,6 +72,32 @@ std::vector<Column> event_columns(const std::vector<EventRecord>& events) {
   return c;
 }
 
+// The memory table: each rank's live bytes by kind over the last timed step.
+std::vector<Column> memory_columns(const std::vector<MemoryRecord>& memory) {
+  std::vector<Column> c = {
+      {"rank", ColType::kU32, "", "the rank"},
+      {"t_s", ColType::kF64, "s", "from then on (time_origin of the last timed step)"},
+      {"weights", ColType::kF64, "bytes", "parameters, gradients, optimizer state"},
+      {"activations", ColType::kF64, "bytes",
+       "micro-batches' inputs, saved tensors and the loss's, in use"},
+      {"messages", ColType::kF64, "bytes",
+       "message buffers in use (sent until complete, "
+       "received until consumed)"},
+      {"workspace", ColType::kF64, "bytes", "the chunks' scratch and work areas"},
+      {"runtime", ColType::kF64, "bytes", "the runtime's own (CUDA context, NCCL; CPU: 0)"},
+  };
+  for (const MemoryRecord& m : memory) {
+    c[0].ints.push_back(m.rank);
+    c[1].reals.push_back(m.t_s);
+    c[2].reals.push_back(m.weights);
+    c[3].reals.push_back(m.activations);
+    c[4].reals.push_back(m.messages);
+    c[5].reals.push_back(m.workspace);
+    c[6].reals.push_back(m.runtime);
+  }
+  return c;
+}
+
 ColType type_of(const AttrValue& v) {
   return std::holds_alternative<std::int64_t>(v)    ? ColType::kI64
          : std::holds_alternative<std::uint64_t>(v) ? ColType::kU64
@@ -219,6 +245,7 @@ std::uint64_t room_for(const RunRecord& run) {
     b += 160 + k.size() +
          (std::holds_alternative<std::string>(v) ? std::get<std::string>(v).size() : 0);
   for (const EventRecord& e : run.events) b += 64 + e.kind.size();
+  b += 56 * run.memory.size();
   for (const LinkFit& l : run.links) b += 512 + 48 * (l.samples.size() + l.regimes.size());
   for (const RankRecord& r : run.ranks) {
     b += 160;
@@ -257,6 +284,11 @@ void write_run_objects(hid_t g, const RunRecord& run, const std::string& path) {
   h5::write_table(g, "ranks", rank_columns(run, path),
                   "one rank of the run; times are medians over the timed steps", {}, path);
   if (!run.links.empty()) write_links(g, run.links, run.links_attrs, path);
+  if (!run.memory.empty())
+    h5::write_table(g, "memory", memory_columns(run.memory),
+                    "a change of one rank's live bytes in the last timed step: the memory model "
+                    "(docs/memory.md) on the step's measured times",
+                    {{"time_origin", std::string(kTimeOrigin)}}, path);
 }
 
 }  // namespace

@@ -25,6 +25,13 @@ struct EventRecord {
   double t_start_s = 0, t_end_s = 0;
 };
 
+// The bytes one rank holds live from t_s on, by kind (sim/memory.hpp's MemoryKind order).
+struct MemoryRecord {
+  std::uint32_t rank = 0;
+  double t_s = 0;
+  double weights = 0, activations = 0, messages = 0, workspace = 0, runtime = 0;
+};
+
 // One rank's row of the ranks table: its columns by name, in the table's order (every rank of a
 // run has the same names). Which columns there are is the run record's field table's business
 // (harness/fields.cpp); results/ only stores and reads them.
@@ -51,6 +58,9 @@ struct RunRecord {
   Attrs attrs;                      // schedule, P, M, v, ..., written as HDF5 attributes
   std::vector<double> step_time_s;  // one per timed iteration (max over ranks)
   std::vector<EventRecord> events;
+  // The memory model on the last timed step's measured times (docs/memory.md): every change of
+  // a rank's live bytes; empty: none (the dataset is then left out).
+  std::vector<MemoryRecord> memory;
   std::vector<RankRecord> ranks;
   // The ranks columns' units, meanings and types, in order (none: a bare record, whose columns
   // are written in rank 0's order with the types their values have).

@@ -24,6 +24,22 @@ void make_seeded_tokens(Backend& backend, std::uint64_t seed, SeedKind kind, int
   backend.seeded_tokens(ids, count, seed, seed_stream(kind, static_cast<std::uint64_t>(mb)), vocab);
 }
 
+ChunkBuffers chunk_buffers(const ChunkShape& shape, const ChunkSizes& sizes,
+                           std::size_t loss_bytes) {
+  ChunkBuffers b;
+  if (shape.synthetic) return b;
+  const std::size_t size = dtype_size(shape.dtype);
+  const auto whole = [size](std::size_t bytes) { return (bytes + size - 1) / size * size; };
+  b.params = b.grads = shape.param_count * sizeof(float);
+  b.adam = 2 * b.params;
+  b.scratch = b.input = shape.activation_count * size;
+  b.loss = sizeof(float);
+  b.workspace = sizes.workspace_bytes;
+  b.saved = whole(sizes.saved);
+  b.kept = whole(loss_bytes);
+  return b;
+}
+
 ChunkModel::ChunkModel(Backend& backend, const ChunkShape& shape, ActivationMeter* shared_meter)
     : backend_(&backend), shape_(shape), shared_meter_(shared_meter) {
   if (shape.activation_count == 0 || shape.num_layers <= 0 || shape.first_layer < 0)

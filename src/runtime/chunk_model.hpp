@@ -148,6 +148,19 @@ struct ChunkSizes {
   std::size_t saved = 0, forward = 0, backward = 0, workspace_bytes = 0;
 };
 
+// The bytes a chunk's Buffers hold, each rounded to whole elements as allocated. For the whole
+// run: its parameters, their gradients, Adam's two moments (from its first step), the scratch
+// activation, the loss and the model's workspace; per micro-batch in flight: the copy of its
+// input (F to W), its saved tensors (F to W; with recompute B to W) and what the loss keeps
+// (the route's last chunk, F to W). All 0 in synthetic mode (the accounting only).
+struct ChunkBuffers {
+  std::size_t params = 0, grads = 0, adam = 0, scratch = 0, loss = 0, workspace = 0;
+  std::size_t input = 0, saved = 0, kept = 0;
+};
+// ChunkModel's allocations for a model of SHAPE and SIZES whose loss keeps LOSS_BYTES.
+ChunkBuffers chunk_buffers(const ChunkShape& shape, const ChunkSizes& sizes,
+                           std::size_t loss_bytes);
+
 // A model's shape: its sizes, and the fields every model's config has (first_layer,
 // num_layers, seed, recompute, synthetic, dtype).
 template <class Config>
@@ -232,7 +245,9 @@ class ChunkModel {
   int in_flight() const { return static_cast<int>(in_flight_.size()); }
   // Device bytes of the per-micro-batch pool (in use or free) and of the workspace.
   std::size_t pool_bytes() const;
-  std::size_t workspace_bytes() const { return scratch_.bytes() + sizes().workspace_bytes; }
+  std::size_t workspace_bytes() const {
+    return synthetic() ? 0 : scratch_.bytes() + sizes().workspace_bytes;
+  }
 
   Backend& backend() const { return *backend_; }
 

@@ -1,6 +1,7 @@
 #include "runtime/executor.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -62,6 +63,12 @@ int BufferPool::acquire() {
   // Deterministic content for buffers that synthetic mode sends without computing them.
   backend_->fill(buffers_.back().ptr(), 0.0f, count_);
   return static_cast<int>(buffers_.size() - 1);
+}
+
+void BufferPool::clear() {
+  if (in_use() != 0) throw std::logic_error("BufferPool::clear: buffers in use");
+  buffers_.clear();
+  free_.clear();
 }
 
 // --- Executor ------------------------------------------------------------------------------
@@ -198,6 +205,51 @@ std::size_t chunk_workspace_bytes(const ExecutorConfig& config) {
   if (config.transformer)
     return scratch + transformer_workspace_bytes(transformer_chunk_config(config, 0));
   return scratch + 4 * message_bytes(config);  // dA (stage.hpp)
+}
+
+ChunkBuffers chunk_buffers(const ExecutorConfig& config, int stage, int num_stages) {
+  if (config.transformer) {
+    const TransformerConfig tc = transformer_chunk_config(config, stage, num_stages);
+    std::size_t per_layer = 0;
+    for (const ParamTensor& t : transformer_param_tensors(tc.hidden, tc.ffn_width()))
+      per_layer += t.count;
+    const std::size_t params =
+        per_layer * static_cast<std::size_t>(tc.num_layers) + transformer_end_param_count(tc);
+    return chunk_buffers(chunk_shape(tc, activation_count(config), params), transformer_sizes(tc),
+                         transformer_loss_bytes(tc));
+  }
+  const StageConfig sc = with_chunk_fields(StageConfig{}, config, stage, num_stages);
+  const auto h = static_cast<std::size_t>(config.hidden);
+  return chunk_buffers(chunk_shape(sc, activation_count(config),
+                                   8 * h * h * static_cast<std::size_t>(sc.num_layers)),
+                       mlp_sizes(sc), 0);
+}
+
+MemoryConfig memory_config(const Schedule& schedule, const ExecutorConfig& config,
+                           std::size_t (*block)(std::size_t)) {
+  const auto held = [block](std::size_t bytes) {  // what the allocator sets aside
+    return static_cast<double>(bytes == 0 || block == nullptr ? bytes : block(bytes));
+  };
+  const int stages = model_stages(schedule);
+  MemoryConfig m;
+  m.recompute = config.recompute;
+  m.hold_sends = config.hold_sends;
+  m.message = held(message_bytes(config));
+  m.eager_bytes = std::numeric_limits<double>::infinity();
+  const bool adam = config.optimizer.kind == OptimizerConfig::Kind::kAdam;
+  for (int chunk = 0; chunk < schedule.num_chunks(); ++chunk) {
+    const ChunkBuffers b = chunk_buffers(config, schedule.chunk_stage[chunk], stages);
+    ChunkMemory x;
+    x.params = held(b.params);
+    x.grads = held(b.grads);
+    x.optimizer = adam ? 2 * held(b.adam / 2) : 0.0;  // two moments, a buffer each
+    x.workspace = held(b.scratch) + held(b.loss) + held(b.workspace);
+    x.input = held(b.input);
+    x.saved = held(b.saved);
+    x.kept = held(b.kept);
+    m.chunks.push_back(x);
+  }
+  return m;
 }
 
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
@@ -337,7 +389,10 @@ void Executor::progress_sends() {
       if (sends_[i].comm >= 0)
         (*comm_records_)[static_cast<std::size_t>(sends_[i].comm)].end =
             backend_.now() - comm_origin_;
-      pool_.release(sends_[i].buffer);
+      if (config_.hold_sends)
+        held_.push_back(sends_[i].buffer);
+      else
+        pool_.release(sends_[i].buffer);
       sends_[i] = sends_.back();
       sends_.pop_back();
     } else {
@@ -364,6 +419,14 @@ void Executor::poll_in_flight() {
 }
 
 void Executor::finish_sends() {
+  const struct Release {  // the held buffers, also when the wait throws
+    std::vector<int>& held;
+    BufferPool& pool;
+    ~Release() {
+      for (int b : held) pool.release(b);
+      held.clear();
+    }
+  } release{held_, pool_};
   wait_until(
       [&] {
         progress_sends();

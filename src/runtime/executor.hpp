@@ -20,7 +20,8 @@
 //   FB             an F flagged overlap_next and the backward after it: both inputs are
 //                  awaited first, then the two run one after the other (one record).
 //   SEND_F/SEND_B  isend() of the tensor the producing compute left; the buffer returns to
-//                  the pool once test() says the send is complete.
+//                  the pool once test() says the send is complete (hold_sends: at the end of
+//                  the step).
 // Synthetic compute: the stages only do the accounting and each action sleeps its time
 // (Backend::sleep_for): F = t_f·f, B = t_b·f, W = t_w·f, BW = (t_b+t_w)·f and an FB pair
 // t_fb·f when t_fb >= 0 (else the sum), where f = P / route length (the chunk's share).
@@ -40,6 +41,7 @@
 #include "runtime/transformer_stage.hpp"
 #include "runtime/transport.hpp"
 #include "schedule/schedule.hpp"
+#include "sim/memory.hpp"
 
 namespace bb {
 
@@ -56,6 +58,9 @@ class BufferPool {
   Dtype dtype() const { return dtype_; }
   std::size_t allocated() const { return buffers_.size(); }
   std::size_t in_use() const { return buffers_.size() - free_.size(); }
+  // Frees every buffer (none may be in use): a configuration's pool grows from nothing, so
+  // that the allocator's peak is its own, not the largest of the launch so far.
+  void clear();
 
  private:
   Backend* backend_;
@@ -87,7 +92,10 @@ struct ExecutorConfig {
   // Unset: MLP blocks on mb_size rows.
   std::optional<TransformerConfig> transformer;
   OptimizerConfig optimizer;
-  double timeout_s = 600;   // watchdog of every wait
+  double timeout_s = 600;  // watchdog of every wait
+  // Send buffers back to the pool at the step's end (as PyTorch's schedules, which wait for
+  // their sends last) instead of as soon as each send completes.
+  bool hold_sends = false;
   bool drop_sends = false;  // testing only: skip SEND actions (the watchdog must fire)
   // Testing only (`run --debug-delay-rank/--debug-delay-us`): seconds added to every compute
   // of this rank, inside its record (a known slow rank for the attribution's tests).
@@ -126,6 +134,16 @@ std::size_t chunk_param_count(const ExecutorConfig& config);
 // Bytes of one chunk's workspaces (not per micro-batch): its scratch activation and its model's
 // own (the MLP's dA; the transformer's block-sized work area, or B's dP, dc and dA).
 std::size_t chunk_workspace_bytes(const ExecutorConfig& config);
+// What the chunk model of stage `stage` of `num_stages` allocates under `config` (its blocks
+// from stage_layers; the ends where it holds them), without building it.
+ChunkBuffers chunk_buffers(const ExecutorConfig& config, int stage, int num_stages);
+// The memory model's inputs (sim/memory.hpp) for `schedule` run under `config`: each chunk's
+// bytes as its Buffers allocate them (chunk_buffers; Adam's moments with the Adam optimizer),
+// one message buffer (a BufferPool tensor), recompute and hold_sends. Sends complete when
+// posted (eager_bytes: any size); the caller sets its transport's limit. BLOCK: the bytes the
+// backend's allocator sets aside for a buffer (CUDA: cuda_block_bytes); null: its size.
+MemoryConfig memory_config(const Schedule& schedule, const ExecutorConfig& config,
+                           std::size_t (*block)(std::size_t) = nullptr);
 // The model of chunk `stage` (its global layers from stage_layers) under `config`.
 std::unique_ptr<ChunkModel> make_chunk(Backend& backend, const ExecutorConfig& config, int stage,
                                        ActivationMeter* meter, int num_stages = 0);
@@ -280,6 +298,7 @@ class Executor {
   std::vector<Tensor> inputs_;  // key(dir, chunk, mb): 0 forward input, 1 output gradient
   std::vector<int> outputs_;    // key(dir, chunk, mb): tensors waiting for their SEND
   std::vector<PendingSend> sends_;
+  std::vector<int> held_;  // hold_sends: buffers of completed sends, released at the step's end
   std::vector<std::size_t> recvs_;    // keys of posted receives not seen complete yet
   std::vector<int> partner_;          // per chunk: the other chunk of the same stage, or -1
   std::vector<Buffer> partner_recv_;  // per chunk: receives the remote partner's gradients

@@ -56,10 +56,14 @@ std::size_t Stage::w1_count() const {
 
 // Block i of `saved`: [Z 4bh][A 4bh][dY bh][input of block i+1, bh, if i < L-1].
 // After F: every block's Z, A and next input (9·L·b·h, X0 counted); after B, dY too.
+ChunkSizes mlp_sizes(const StageConfig& c) {
+  const auto L = static_cast<std::size_t>(c.num_layers);
+  const std::size_t act =
+      static_cast<std::size_t>(c.rows) * static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype);
+  return {(10 * L - 1) * act, 9 * L * act, 10 * L * act, 4 * act};  // workspace: dA
+}
 ChunkSizes Stage::sizes() const {
-  const auto L = static_cast<std::size_t>(config_.num_layers);
-  const std::size_t size = dtype_size(config_.dtype);
-  return {(10 * L - 1) * act() * size, 9 * L * act() * size, 10 * L * act() * size, da_.bytes()};
+  return mlp_sizes(config_);
 }
 TensorPtr Stage::z_of(TensorPtr saved, int block) const {
   return saved + 10 * act() * static_cast<std::size_t>(block);

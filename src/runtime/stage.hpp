@@ -43,6 +43,9 @@ struct StageConfig {
   Dtype dtype = Dtype::kF32;                // of activations, their gradients and messages
 };
 
+// What a Stage of `config` keeps per micro-batch and its workspace (ChunkModel's sizes()).
+ChunkSizes mlp_sizes(const StageConfig& config);
+
 class Stage final : public ChunkModel {
  public:
   // Builds the parameters from (seed, layer) and zero gradients.

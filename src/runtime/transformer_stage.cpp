@@ -267,14 +267,24 @@ std::vector<ChunkModel::EndTensors> TransformerStage::end_tensors() const {
 
 // With embed, the embedding's output (after F) and its gradient (after B) add one activation
 // each; with head, the loss keeps head_ from F to W.
+ChunkSizes transformer_sizes(const TransformerConfig& c) {
+  const auto L = static_cast<std::size_t>(c.num_layers);
+  const std::size_t f = forward_part(c).size, b = backward_part(c).size;
+  const std::size_t emb =
+      c.embed ? c.tokens() * static_cast<std::size_t>(c.hidden) * dtype_size(c.dtype) : 0;
+  const std::size_t saved = (f + b) * L + 2 * emb;
+  const std::size_t size = dtype_size(c.dtype);  // the work area is allocated in whole elements
+  const std::size_t work = (transformer_workspace_bytes(c) + size - 1) / size * size;
+  return {saved, f * L + emb, saved + transformer_loss_bytes(c), work};
+}
+std::size_t transformer_loss_bytes(const TransformerConfig& c) {
+  return c.head ? head_part(c).size : 0;
+}
 ChunkSizes TransformerStage::sizes() const {
-  const auto L = static_cast<std::size_t>(config_.num_layers);
-  const std::size_t emb = config_.embed ? activation_bytes() : 0;
-  const std::size_t saved = (f_.size + b_.size) * L + 2 * emb;
-  return {saved, f_.size * L + emb, saved + loss_bytes(), work_.bytes()};
+  return transformer_sizes(config_);
 }
 std::size_t TransformerStage::loss_bytes() const {
-  return config_.head ? head_.size : 0;
+  return transformer_loss_bytes(config_);
 }
 
 ConstTensorPtr TransformerStage::input_of(ConstTensorPtr x0, TensorPtr saved, int block) const {

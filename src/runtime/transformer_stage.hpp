@@ -78,6 +78,11 @@ void init_transformer_layer(Backend& backend, std::uint64_t seed, int layer, int
 std::size_t transformer_block_forward_bytes(const TransformerConfig& config);
 std::size_t transformer_workspace_bytes(const TransformerConfig& config);
 
+// What a TransformerStage of `config` keeps per micro-batch and its workspace (ChunkModel's
+// sizes()), and the bytes its loss keeps from F to W (the head's; 0 without one).
+ChunkSizes transformer_sizes(const TransformerConfig& config);
+std::size_t transformer_loss_bytes(const TransformerConfig& config);
+
 // Floats of the parameters of the model's ends that a chunk of `config` holds: the token and
 // position embeddings (V·h + S·h) with embed, the final LayerNorm and the LM head (2h + h·V)
 // with head.

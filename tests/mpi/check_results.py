@@ -54,6 +54,7 @@ EVENT_FIELDS = [("iter", "u4"), ("rank", "u4"), ("chunk", "u4"), ("microbatch", 
 # generated analysis/bbanalysis/run_fields.json lists them (one list, src/harness/fields.cpp).
 RANK_FIELDS = json.loads((Path(__file__).resolve().parents[2] / "analysis" / "bbanalysis" /
                           "run_fields.json").read_text())["rank_fields"]
+MEMORY_FIELDS = ["rank", "t_s", "weights", "activations", "messages", "workspace", "runtime"]
 COMPUTE = {"F", "B", "W", "BW", "FB"}
 COMM = {"SEND_F", "RECV_F", "SEND_B", "RECV_B"}
 
@@ -114,6 +115,7 @@ def same(a, b):
 
 def check_hdf5(a):
     import h5py
+    import numpy as np
     import numpy as np
     dump = json.load(open(a.dump))
     with h5py.File(a.file, "r") as f:
@@ -264,6 +266,23 @@ def check_hdf5(a):
                 for k in RANK_FIELDS:
                     if not same(value(row[k]), crow[k]):
                         fail(f"{key}: ranks.{k}: h5py {row[k]} vs C++ {crow[k]}")
+                # The memory model: within 5 % of the allocator's peak (docs/memory.md).
+                pm, pp = int(row["peak_memory_bytes"]), int(row["peak_memory_bytes_model"])
+                if not (pm > 0 and abs(pp / pm - 1) <= 0.05):
+                    fail(f"{key}: rank {row['rank']}: peak memory {pm}, model {pp}")
+            # Memory over the last timed step: every rank's live bytes by kind, in time order,
+            # never negative, never above the rank's predicted peak.
+            mem = g["memory"][()]
+            if list(mem.dtype.names) != MEMORY_FIELDS:
+                fail(f"{key}: memory fields {mem.dtype.names}")
+                continue
+            for r in range(at["P"]):
+                m = mem[mem["rank"] == r]
+                total = sum(m[k] for k in MEMORY_FIELDS[2:])
+                if len(m) == 0 or (total < 0).any() or not (np.diff(m["t_s"]) > 0).all():
+                    fail(f"{key}: rank {r}: memory samples {m}")
+                elif total.max() > int(rk["peak_memory_bytes_model"][r]) + 1:
+                    fail(f"{key}: rank {r}: live bytes {total.max()} above the model's peak")
 
     # The analysis package reads the real file.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))

@@ -6,8 +6,8 @@
 #      links and bytes (makespan, period, peak activation bytes);
 #   3. with --memory-cap at the median peak, exactly the configurations whose peak is above it
 #      are excluded ("memory"), and the table names every family it leaves out;
-#   4. --verify 2 under mpiexec prints predicted vs measured for two configurations (no
-#      accuracy is asserted: timing on a shared machine varies).
+#   4. --verify 2 under mpiexec prints predicted vs measured for two configurations, time and
+#      peak memory per rank (no accuracy is asserted: timing on a shared machine varies).
 # usage: run_advise.sh BUBBLEBENCH MPIEXEC
 BB=${1:?usage: $0 bubblebench mpiexec}
 MPIEXEC=${2:?}
@@ -72,9 +72,13 @@ s = json.load(open(sys.argv[2]))[0]
 close = lambda x, y: abs(x - y) <= 1e-9 * max(abs(x), abs(y), 1e-12)
 assert close(b["makespan_s"], s["makespan"]), (b["makespan_s"], s["makespan"])
 assert close(b["period_s"], s["period"]), (b["period_s"], s["period"])
-# Recompute adds one chunk's full activations to the simulator's peak: only compared without.
+# Memory: the memory model (docs/memory.md) of the runtime's allocations: per rank its static
+# bytes and its micro-batches' inputs, saved tensors and message buffers, at least the F-time
+# footprint the simulator counts (without recompute).
+assert all(close(m, a + st) for m, a, st in
+           zip(b["memory_bytes"], b["activation_bytes"], b["static_bytes"]))
 if not b["recompute"]:
-    assert all(close(x, y) for x, y in zip(b["activation_bytes"], s["peak_activation_bytes"]))
+    assert all(x >= y for x, y in zip(b["activation_bytes"], s["peak_activation_bytes"]))
 print("best agrees with sim:", b["schedule"], "M =", b["M"], "v =", b["v"],
       "makespan", s["makespan"])
 PY
@@ -113,5 +117,9 @@ if ! grep -q "^verify: predicted vs measured" "$tmp/v.txt" || ! grep -q "^rankin
   fail "no verify table"
 fi
 [[ $(grep -cE '^[12] +(zb-h1|1f1b) M=' "$tmp/v.txt") -eq 2 ]] || { cat "$tmp/v.txt"; fail "verify rows"; }
+# Peak memory per rank predicted and measured next to the times: "a/b" MiB for the two ranks.
+grep -qE '^#  +config +pred_ms +meas_ms +error +pred_MiB +meas_MiB +mem_error' "$tmp/v.txt" &&
+  [[ $(grep -cE '^[12] +(zb-h1|1f1b) M=[0-9]+ v=[0-9]+ +[0-9.]+ +[0-9.]+ +-?[0-9.]+% +[0-9.]+/[0-9.]+ +[0-9.]+/[0-9.]+ +[0-9.]+%' "$tmp/v.txt") -eq 2 ]] ||
+  { cat "$tmp/v.txt"; fail "no memory columns in the verify table"; }
 cat "$tmp/v.txt"
 echo "ok: advise"

@@ -2,19 +2,22 @@
 """Checks Chrome-trace JSON files against the Trace Event Format's rules and this project's
 promises (docs/traces.md). Standard library only (Debian's /usr/bin/python3).
 
-  check_trace.py FILE.json... [--flows]
+  check_trace.py FILE.json... [--flows] [--memory]
 
 For each file:
   - strict JSON (no NaN or Infinity), an object with a list `traceEvents`;
   - each event has the fields its phase needs: X (name, cat, ph, ts, dur >= 0, pid, tid,
     args with kind, chunk, micro_batch, stage; bytes on send/recv slices), M (process_name,
     process_sort_index, thread_name, thread_sort_index with pid, tid where a thread's, args),
-    s / f (name, cat, id, pid, tid, ts; an f binds to its enclosing slice: bp "e");
+    s / f (name, cat, id, pid, tid, ts; an f binds to its enclosing slice: bp "e"),
+    C (name, pid, ts, args: one or more series, each a finite number >= 0);
     no other phase;
   - on each (pid, tid) the slices are nested or disjoint (no partial overlap);
   - flows pair up: every id has exactly one s and one f, each inside a slice of its thread;
   - every pid with events has a process name, every (pid, tid) with slices a thread name.
 With --flows: at least one flow (a trace of two or more ranks that exchange messages).
+With --memory: every process (rank) has a counter track `memory` whose series are exactly the
+memory kinds (weights, activations, messages, workspace, runtime; docs/traces.md).
 Exit 0 when every file passes, 1 otherwise (each problem on a line, at most 20 per file),
 2 on usage errors.
 """
@@ -27,6 +30,7 @@ from collections import defaultdict
 
 SLICE_ARGS = ("kind", "chunk", "micro_batch", "stage")
 COMM_CATS = ("send", "recv")
+MEMORY_KINDS = {"weights", "activations", "messages", "workspace", "runtime"}
 META_NAMES = ("process_name", "process_sort_index", "thread_name", "thread_sort_index")
 EPS = 1e-6  # µs: ts + dur as written and read back may differ in the last bit
 
@@ -50,7 +54,8 @@ def check_fields(i, e, problems):
     need = {"X": ("name", "cat", "ts", "dur", "pid", "tid", "args"),
             "M": ("name", "pid", "args"),
             "s": ("name", "cat", "id", "ts", "pid", "tid"),
-            "f": ("name", "cat", "id", "ts", "pid", "tid", "bp")}
+            "f": ("name", "cat", "id", "ts", "pid", "tid", "bp"),
+            "C": ("name", "ts", "pid", "args")}
     if ph not in need:
         problems.append(f"{where}: phase not used by these traces")
         return False
@@ -80,6 +85,12 @@ def check_fields(i, e, problems):
             problems.append(f"{where}: thread metadata without tid")
         elif e["name"].endswith("_name") and not isinstance(e["args"].get("name"), str):
             problems.append(f"{where}: no name in args")
+    elif ph == "C":
+        args = e["args"]
+        if not isinstance(args, dict) or not args:
+            problems.append(f"{where}: a counter needs its series in args")
+        elif not all(is_num(v) and v >= 0 for v in args.values()):
+            problems.append(f"{where}: counter values must be finite numbers >= 0")
     elif ph == "f" and e["bp"] != "e":
         problems.append(f"{where}: bp {e['bp']!r}, expected 'e' (bind to the enclosing slice)")
     return True
@@ -106,8 +117,20 @@ def inside_a_slice(ev, slices, starts):
     return any(slices[j]["ts"] + slices[j]["dur"] + EPS >= t for j in range(k - 1, -1, -1))
 
 
-def check_doc(doc, want_flows):
+def check_memory(counters, pids, problems):
+    """Every pid has a counter track `memory` with the memory kinds as its series."""
+    for pid in sorted(pids):
+        track = [e for e in counters.get(pid, []) if e["name"] == "memory"]
+        if not track:
+            problems.append(f"pid {pid}: no memory counter track")
+        elif any(set(e["args"]) != MEMORY_KINDS for e in track):
+            problems.append(f"pid {pid}: memory counters need exactly the series "
+                            f"{', '.join(sorted(MEMORY_KINDS))}")
+
+
+def check_doc(doc, want_flows, want_memory=False):
     problems = []
+    counters = defaultdict(list)
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         return ["not an object with a list 'traceEvents'"]
     by_thread = defaultdict(list)
@@ -122,6 +145,9 @@ def check_doc(doc, want_flows):
         ph = e["ph"]
         if ph == "X":
             by_thread[(e["pid"], e["tid"])].append(e)
+            pids.add(e["pid"])
+        elif ph == "C":
+            counters[e["pid"]].append(e)
             pids.add(e["pid"])
         elif ph == "M":
             if e["name"] == "process_name":
@@ -149,26 +175,30 @@ def check_doc(doc, want_flows):
                                 f"{ev['tid']}) lies in no slice of its thread")
     if want_flows and not flows:
         problems.append("no flow events")
+    if want_memory:
+        check_memory(counters, pids | process_names, problems)
     return problems
 
 
-def check_file(path, want_flows):
+def check_file(path, want_flows, want_memory=False):
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f, parse_constant=strict_constant)
     except (OSError, ValueError) as err:
         return [f"not readable as strict JSON: {err}"]
-    return check_doc(doc, want_flows)
+    return check_doc(doc, want_flows, want_memory)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--flows", action="store_true", help="require at least one flow")
+    ap.add_argument("--memory", action="store_true",
+                    help="require a memory counter track per rank")
     a = ap.parse_args(argv)
     bad = 0
     for path in a.files:
-        problems = check_file(path, a.flows)
+        problems = check_file(path, a.flows, a.memory)
         if problems:
             bad += 1
             for p in problems[:20]:

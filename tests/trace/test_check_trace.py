@@ -37,7 +37,14 @@ def good():
         {"name": "message", "cat": "message", "ph": "f", "bp": "e", "id": 7, "pid": 1, "tid": 3,
          "ts": 1.25},
         x(1, 0, "1F0", 1.5, 1), x(1, 0, "inner", 1.75, 0.25),  # nested
+        counter(0, 0, 100), counter(0, 1, 164.5), counter(1, 0, 0),
     ]}
+
+
+def counter(pid, ts, activations):
+    return {"name": "memory", "cat": "memory", "ph": "C", "pid": pid, "ts": ts,
+            "args": {"weights": 10, "activations": activations, "messages": 0, "workspace": 5,
+                     "runtime": 0}}
 
 
 class CheckTrace(unittest.TestCase):
@@ -94,6 +101,28 @@ class CheckTrace(unittest.TestCase):
             else:
                 doc["traceEvents"][6][field] = value
             self.assertTrue(any(words in p for p in self.problems(doc)), (field, value))
+
+    def test_memory_tracks(self):
+        self.assertEqual(self.problems(good()), [])
+        self.assertEqual(check_trace.check_doc(good(), True, True), [])
+        doc = good()  # rank 1 without its track
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not (e["ph"] == "C" and e["pid"])]
+        self.assertEqual(self.problems(doc), [])
+        self.assertIn("pid 1: no memory counter track", check_trace.check_doc(doc, False, True))
+        doc = good()  # a kind missing
+        del doc["traceEvents"][-1]["args"]["runtime"]
+        self.assertTrue(any("need exactly the series" in p
+                            for p in check_trace.check_doc(doc, False, True)))
+        for bad, words in [(-1, "finite numbers >= 0"), ("3", "finite numbers >= 0")]:
+            doc = good()
+            doc["traceEvents"][-2]["args"]["messages"] = bad
+            self.assertTrue(any(words in p for p in self.problems(doc)), bad)
+        doc = good()
+        doc["traceEvents"][-2]["args"] = {}
+        self.assertTrue(any("series in args" in p for p in self.problems(doc)))
+        doc = good()
+        del doc["traceEvents"][-2]["ts"]
+        self.assertTrue(any("missing ts" in p for p in self.problems(doc)))
 
     def test_nan_is_not_strict_json(self):
         with tempfile.TemporaryDirectory() as d:

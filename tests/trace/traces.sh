@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every trace of every schedule passes tests/trace/check_trace.py (nested or separate lanes,
-# args on every slice, flows that pair up): `sim --timeline` of all schedules (v = 1 and 2,
+# args on every slice, flows that pair up, a memory counter track per rank with the five
+# kinds): `sim --timeline` of all schedules (v = 1 and 2,
 # with and without message latency), and `run --trace` under mpiexec -n 2 (all schedules,
 # synthetic compute). Also: several configurations give one file each, said in one note.
 # usage: traces.sh BUBBLEBENCH MPIEXEC [PYTHON]
@@ -26,8 +27,8 @@ for lat in 0 3; do
     [ "$(grep -c '^note: --timeline' "$tmp/err")" = 1 ] &&
     grep -q "configurations, one trace each: $dir/t_<schedule>_P<P>_M<M>_v<v>.json" "$tmp/err"
   check "latency $lat: $n files t_<config>.json, one note ($(grep timeline "$tmp/err"))" $?
-  "$PY" "$CHECKER" --flows "$dir"/*.json
-  check "sim traces, latency $lat, pass the checker" $?
+  "$PY" "$CHECKER" --flows --memory "$dir"/*.json
+  check "sim traces, latency $lat, pass the checker (a memory track per rank)" $?
 done
 # With latency, messages in flight overlap: they get lanes of their own. One simulated time
 # unit is one µs: the last slice ends at the makespan sim reports.
@@ -57,8 +58,8 @@ rc=$?
 check "run --trace, every schedule (rc=$rc: $(tail -c 300 "$tmp/err"))" $rc
 n=$(ls "$tmp/run" 2>/dev/null | wc -l)
 [ "$n" -ge 9 ]; check "run --trace: $n traces" $?
-"$PY" "$CHECKER" --flows "$tmp/run"/*.json
-check "run traces pass the checker" $?
+"$PY" "$CHECKER" --flows --memory "$tmp/run"/*.json
+check "run traces pass the checker (a memory track per rank)" $?
 
 [ "$fails" = 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all trace checks passed"

@@ -89,21 +89,29 @@ TEST(Advise, MemoryCapExcludesExactlyThoseOverIt) {
   EXPECT_EQ(capped.ranked.size() + over.size(), all.ranked.size());
 }
 
-TEST(Advise, PeakBytesAreActivationsPlusStaticState) {
+// The memory model (sim/memory.hpp) with advise's inputs: per rank its micro-batches in flight
+// (the simulator's peak units, each the stage's act_bytes: input and saved tensors), two
+// message buffers during an F (the made or received input and the output; sends complete when
+// posted), and static_factor x the parameters of its chunks.
+TEST(Advise, PeakBytesAreTheMemoryModels) {
   auto in = small_input();
   in.static_factor = 4;  // Adam
   const auto c = bb::advise::evaluate(in, "1f1b", 8, 1, false);
   ASSERT_EQ(c.excluded, "");
   const bb::SimResult sim = direct(in, c);
   for (int r = 0; r < in.P; ++r) {
-    EXPECT_DOUBLE_EQ(c.activation_bytes[static_cast<std::size_t>(r)],
-                     sim.ranks[static_cast<std::size_t>(r)].peak_activation_bytes);
-    EXPECT_DOUBLE_EQ(c.static_bytes[static_cast<std::size_t>(r)], 4 * in.param_bytes);
+    const auto i = static_cast<std::size_t>(r);
+    EXPECT_DOUBLE_EQ(c.activation_bytes[i],
+                     sim.ranks[i].peak_activation_bytes + 2 * in.input_bytes);
+    EXPECT_DOUBLE_EQ(c.static_bytes[i], 4 * in.param_bytes);
+    EXPECT_DOUBLE_EQ(c.memory_bytes[i], c.activation_bytes[i] + c.static_bytes[i]);
   }
-  // DualPipe holds two copies of its stages: twice the static bytes.
+  EXPECT_DOUBLE_EQ(c.peak_bytes, c.memory_bytes[0]);
+  // DualPipe holds two copies of its stages, each with a receive buffer of its partner's
+  // gradients (on the other rank): 2 x (4 + 1) x the parameters.
   const auto d = bb::advise::evaluate(in, "dualpipe", 8, 2, false);
   ASSERT_EQ(d.excluded, "");
-  EXPECT_DOUBLE_EQ(d.static_bytes[0], 8 * in.param_bytes);
+  EXPECT_DOUBLE_EQ(d.static_bytes[0], 10 * in.param_bytes);
 }
 
 TEST(Advise, RecomputeCostsForwardAndSavesActivations) {
@@ -113,9 +121,11 @@ TEST(Advise, RecomputeCostsForwardAndSavesActivations) {
   EXPECT_GT(on.makespan, off.makespan);
   EXPECT_DOUBLE_EQ(on.t_recompute, 8 * in.t_f[0]);
   EXPECT_LT(on.activation_bytes[0], off.activation_bytes[0]);
-  // Kept inputs plus one chunk's full activations while it recomputes.
-  EXPECT_DOUBLE_EQ(on.activation_bytes[0],
-                   direct(in, on).ranks[0].peak_activation_bytes + in.act_bytes);
+  // Kept inputs (the simulator's peak units), one chunk's saved tensors while it recomputes,
+  // and two message buffers.
+  EXPECT_DOUBLE_EQ(on.activation_bytes[0], direct(in, on).ranks[0].peak_activation_bytes +
+                                               (in.act_bytes - in.input_bytes) +
+                                               2 * in.input_bytes);
 }
 
 TEST(Advise, RefusalsAreExcludedWithTheirReason) {

@@ -89,6 +89,15 @@ TEST(ChromeTrace, EventsAreWhatAJsonDumpGives) {
         w.add(s);
         ++k;
       }
+    // Counter values: whole numbers as integers, others as doubles, keys sorted.
+    const TraceCounter c{.pid = 0, .t_us = t, .values = {{"weights", 4096}, {"activations", 0.5}}};
+    w.add_counter(c, "memory");
+    expected.push_back(dump({{"name", "memory"},
+                             {"cat", "memory"},
+                             {"ph", "C"},
+                             {"pid", 0},
+                             {"ts", t},
+                             {"args", {{"weights", 4096}, {"activations", 0.5}}}}));
     w.close();
   }
   std::ifstream in(path);

@@ -22,6 +22,7 @@
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
 #include "schedule/validate.hpp"
+#include "sim/memory.hpp"
 #include "sim/sim.hpp"
 
 namespace bb {
@@ -112,6 +113,7 @@ struct RankResult {
   double loss = 0;
   double peak_units = 0;
   std::size_t peak_bytes = 0;
+  std::size_t peak_allocated = 0;  // the backend's allocator high-water (pools included)
   StepRecord record;
   int layers_total = 0;
   std::string error;
@@ -138,6 +140,7 @@ std::vector<RankResult> run_threads(const Schedule& lowered, const ExecutorConfi
         }
         res.peak_units = ex.peak_activation_units();
         res.peak_bytes = ex.peak_activation_bytes();
+        res.peak_allocated = backend.peak_allocated_bytes();
         res.layers_total = ex.num_layers_total();
       } catch (const std::exception& e) {
         res.error = e.what();
@@ -275,6 +278,44 @@ TEST(Executor, EverySchedulesTransformerGradientsMatchTheReference) {
         ++checked;
       }
   EXPECT_GT(checked, 20);
+}
+
+// The memory model (sim/memory.hpp) gives every rank's allocator high-water exactly on the
+// threads' transport, whose sends complete when posted: every schedule, recompute both, the
+// MLP and the transformer with its ends, uneven partitions, send buffers released when they
+// complete and held to the step's end (the model on the order of the lists alone).
+TEST(Executor, MemoryModelIsEveryRanksAllocatorPeak) {
+  int checked = 0;
+  for (const Case& k : all_cases())
+    for (const bool transformer : {false, true}) {
+      if (transformer && (k.P < 2 || k.P > 3)) continue;
+      const bool recompute = (k.M + k.v) % 2 == 1, hold = k.P == 2 && k.M == 2 * k.P;
+      SCOPED_TRACE(k.schedule + " P=" + std::to_string(k.P) + " M=" + std::to_string(k.M) +
+                   " v=" + std::to_string(k.v) + (recompute ? " recompute" : "") +
+                   (transformer ? " transformer" : "") + (hold ? " hold_sends" : ""));
+      const Schedule s = lowered_schedule(k.schedule, k.P, k.M, k.v);
+      ExecutorConfig cfg = gemm_config(recompute);
+      cfg.hold_sends = hold;
+      if (transformer) {
+        cfg.mb_size = 2;
+        cfg.transformer = TransformerConfig{.heads = 2, .seq = 4, .ffn = 12, .vocab = 11};
+        const int stages = model_stages(s);  // uneven: stage 0 holds two blocks more
+        cfg.model_layers = stages + 2;
+        cfg.partition.assign(static_cast<std::size_t>(stages), 1);
+        cfg.partition[0] = 3;
+      }
+      const auto ranks = run_threads(s, cfg, 2, false);
+      const std::vector<RankMemory> model = rank_memory(s, memory_config(s, cfg));
+      for (int r = 0; r < k.P; ++r) {
+        ASSERT_TRUE(ranks[static_cast<std::size_t>(r)].error.empty())
+            << ranks[static_cast<std::size_t>(r)].error;
+        EXPECT_EQ(model[static_cast<std::size_t>(r)].peak,
+                  static_cast<double>(ranks[static_cast<std::size_t>(r)].peak_allocated))
+            << "rank " << r;
+      }
+      ++checked;
+    }
+  EXPECT_GT(checked, 100);
 }
 
 TEST(StageLayers, EvenSplitPartitionAndOneLineErrors) {

@@ -418,11 +418,11 @@ TEST(HarnessFields, TableColumnsFollowTheSweep) {
       "schedule",   "P",       "M",        "v",        "recompute",      "makespan_ms",
       "measured",   "sim",     "model",    "peak_act", "peak_act_sched", "peak_act_MiB",
       "sched",      "imbal",   "jitter",   "comm",     "resid",          "util",
-      "comm_share", "GFLOP/s", "peak_MiB", "check"};
+      "comm_share", "GFLOP/s", "peak_MiB", "pred_MiB", "check"};
   EXPECT_EQ(t.headers, cols);
   EXPECT_EQ(t.rows.at(0).at(5), "500");        // ms
   EXPECT_EQ(t.rows.at(0).at(12), "n/a");       // no attribution in the sample
-  EXPECT_EQ(t.rows.at(0).at(21), "pass");      // check: the last column
+  EXPECT_EQ(t.rows.at(0).at(22), "pass");      // check: the last column
   EXPECT_EQ(t.rows.at(0).at(11), "0.007812");  // 8192 B in MiB, 4 digits
   runs[1].hidden = 128;
   t = to_table(runs);

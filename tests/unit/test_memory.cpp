@@ -27,12 +27,15 @@ TEST(HarnessMemory, WeightsGradientsAndActivationsOfTheRanksChunks) {
   EXPECT_EQ(n.weights, 8.0 * 64 * 64 * 4);  // W1 and W2 of one block, fp32
   EXPECT_EQ(n.gradients, n.weights);
   EXPECT_EQ(n.optimizer, 0);  // SGD
-  // 1F1B's rank 0 holds P = 2 micro-batches after their F: 9·L·b·h floats each (stage.hpp).
-  EXPECT_EQ(n.activations, 2.0 * 9 * 8 * 64 * 4);
-  EXPECT_GT(n.buffers, 0);
+  // 1F1B's rank 0 holds P = 2 micro-batches between F and W: each its input copy (b·h floats)
+  // and its saved tensors ((10·L − 1)·b·h, stage.hpp).
+  EXPECT_EQ(n.activations, 2.0 * 10 * 8 * 64 * 4);
+  // Its messages: during an F the made input and the output (sends complete when posted).
+  EXPECT_EQ(n.buffers, 2.0 * 8 * 64 * 4);
   EXPECT_EQ(n.reference, 0);
-  // One chunk's scratch (b·h) and dA (4·b·h), fp32; no bf16 weight copies on CPU.
-  EXPECT_EQ(n.workspace, 5.0 * 8 * 64 * 4);
+  // One chunk's scratch (b·h) and dA (4·b·h), fp32, and its loss (one float); no bf16 weight
+  // copies on CPU.
+  EXPECT_EQ(n.workspace, 5.0 * 8 * 64 * 4 + 4);
   EXPECT_EQ(n.bf16_copies, 0);
   EXPECT_EQ(n.total(), n.weights + n.gradients + n.activations + n.buffers + n.workspace);
 }
@@ -46,8 +49,8 @@ TEST(HarnessMemory, Bf16HalvesActivationsBuffersAndWorkspaces) {
   EXPECT_EQ(b.weights, f.weights);  // fp32 master weights
   EXPECT_EQ(b.activations, f.activations / 2);
   EXPECT_EQ(b.buffers, f.buffers / 2);
-  EXPECT_EQ(b.workspace, f.workspace / 2);
-  EXPECT_EQ(b.bf16_copies, 0);  // the CPU keeps no bf16 weight copies
+  EXPECT_EQ(b.workspace - 4, (f.workspace - 4) / 2);  // the loss stays one fp32 float
+  EXPECT_EQ(b.bf16_copies, 0);                        // the CPU keeps no bf16 weight copies
   o.backend = BackendKind::kCuda;
   EXPECT_EQ(memory_need(c, o, 0).bf16_copies, f.weights / 2);
 }

@@ -17,6 +17,7 @@
 
 #include "runtime/cuda/check.hpp"
 #include "runtime/cuda/kernels.hpp"
+#include "runtime/device_blocks.hpp"
 
 namespace bb::cuda {
 
@@ -73,18 +74,10 @@ std::string driver_version_string() {
 
 namespace {
 
-constexpr std::size_t kSmallLimit = std::size_t{1} << 20;  // 1 MiB
-constexpr std::size_t kSmallRound = 512;
-constexpr std::size_t kLargeRound = std::size_t{2} << 20;  // 2 MiB
 constexpr std::size_t kInitialEvents = 64;
 
-std::size_t round_up(std::size_t x, std::size_t to) {
-  return (x + to - 1) / to * to;
-}
-
 std::size_t block_size_for(std::size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  return bytes <= kSmallLimit ? round_up(bytes, kSmallRound) : round_up(bytes, kLargeRound);
+  return cuda_block_bytes(bytes);  // runtime/device_blocks.hpp
 }
 
 // One past the last element of a rows×cols matrix at p with leading dimension ld.
