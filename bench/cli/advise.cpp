@@ -119,11 +119,6 @@ E enum_attr(const Attrs& a, const std::string& key, E fallback) {
   throw ConfigError("--results: the run's " + key + " '" + t + "' is not one bubblebench knows");
 }
 
-// Adam keeps two moments beside the weights and gradients: four copies of the parameters.
-double static_factor(OptimizerConfig::Kind k) {
-  return k == OptimizerConfig::Kind::kAdam ? 4 : 2;
-}
-
 bool has_costs(const RunRecord& r) {
   for (const char* k : {"t_f_s", "t_b_s", "t_w_s"})
     if (!std::isfinite(num_attr(r.attrs, k))) return false;
@@ -332,7 +327,7 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
     if (share > 0) per_stage.push_back(rank_number(rk, "param_bytes") / share);
   }
   in.param_bytes = median(per_stage, 0.0);
-  in.static_factor = static_factor(s.optimizer);
+  in.static_factor = query::static_factor(std::string(name_of(s.optimizer)));
   // Calibrated links: the median line of the run's pairs prices every pair.
   std::vector<double> alpha, beta;
   for (const LinkFit& f : r.links) {
@@ -360,54 +355,15 @@ void from_results(const AdviseOptions& o, advise::Input& in, VerifyModel& vm, bo
   }
 }
 
-std::vector<double> seconds_list(const std::string& text, const char* flag) {
-  if (text.find(',') == std::string::npos) return {parse_duration(text, flag, true)};
-  return parse_number_list(text, flag);
-}
-
 // The search's input: the results file's run, then every flag given over it.
 advise::Input make_input(const AdviseOptions& o, VerifyModel& vm, bool print) {
-  advise::Input in;
-  in.P = 4;
-  in.mb_size = 1;
+  advise::Input in = query::advise_defaults();
   vm.synthetic_stage_times = o.results.empty();
-  if (vm.synthetic_stage_times) {
+  if (vm.synthetic_stage_times)
     vm.settings.compute = harness::Compute::kSynthetic;
-    in.t_f = {1e-3};
-    in.t_b = {1e-3};
-    in.t_w = {1e-3};
-  } else {
+  else
     from_results(o, in, vm, print);
-  }
-  if (o.P != 0) in.P = o.P;
-  if (o.mb_size != 0) in.mb_size = o.mb_size;
-  if (!o.t_f.empty()) in.t_f = seconds_list(o.t_f, "--t-f");
-  if (!o.t_b.empty()) in.t_b = seconds_list(o.t_b, "--t-b");
-  if (!o.t_w.empty()) in.t_w = seconds_list(o.t_w, "--t-w");
-  const auto bytes = [](const std::string& text, const char* flag, double& to) {
-    if (!text.empty()) to = static_cast<double>(parse_bytes(text, flag, true));
-  };
-  bytes(o.act_bytes, "--act-bytes", in.act_bytes);
-  bytes(o.input_bytes, "--input-bytes", in.input_bytes);
-  bytes(o.param_bytes, "--param-bytes", in.param_bytes);
-  bytes(o.memory_cap, "--memory-cap", in.memory_cap);
-  if (!o.optimizer.empty())
-    in.static_factor = static_factor(enum_of<OptimizerConfig::Kind>(o.optimizer).value());
-  if (!o.latency.empty()) in.latency = parse_duration(o.latency, "--latency", true);
-  if (!o.bandwidth.empty()) in.bandwidth = parse_duration(o.bandwidth, "--bandwidth", false);
-  if (o.fb_factor > 0) in.fb_factor = o.fb_factor;
-  if (o.global_batch < 0) throw ConfigError("--global-batch must be >= 1");
-  in.global_batch = o.global_batch;
-  in.steady = enum_of<harness::Sync>(o.sync).value() == harness::Sync::kNone;
-  in.schedules = sweep_names(o.schedules);
-  in.Ms = parse_int_list(o.M, "-M");
-  in.vs = parse_int_list(o.v, "-v");
-  in.recompute.clear();
-  if (o.recompute != "on") in.recompute.push_back(false);
-  if (o.recompute != "off") in.recompute.push_back(true);
-  if (o.top < 1) throw ConfigError("--top must be >= 1");
-  if (o.verify < 0) throw ConfigError("--verify must be >= 0");
-  return in;
+  return query::advise_input(o, std::move(in));
 }
 
 // --- main --------------------------------------------------------------------------------------
@@ -451,7 +407,7 @@ int advise_run(int argc, char** argv, bool mpi) {
   }
   if (me != 0) return kExitOk;
   if (o.format == "json") {
-    json j = result_json(in, r);
+    json j = query::advise_json(in, r);
     if (o.verify > 0) {
       std::ostringstream os;
       std::streambuf* old = std::cout.rdbuf(os.rdbuf());

@@ -12,26 +12,12 @@
 #include "common/stats.hpp"
 #include "harness/settings.hpp"
 #include "harness/summary.hpp"
+#include "query/query.hpp"
 
 namespace bb::advise_cli {
 
-struct AdviseOptions {
-  std::string results, run_key;
-  std::string schedules = "all";
-  int P = 0;  // 0: the results run's P, else 4
-  std::string M = "4:64:x2", v = "1,2,3,4", recompute = "both";
-  int global_batch = 0, mb_size = 0;
-  std::string t_f, t_b, t_w;  // seconds (or durations); lists: one per stage
-  std::string act_bytes, input_bytes, param_bytes, memory_cap;
-  std::string optimizer;  // sgd | adam; default: the run's, else sgd
-  std::string latency, bandwidth;
-  double fb_factor = 0;  // 0: the results file's (its runs with F&B pairs), else 1
-  std::string sync = "barrier";
-  int top = 5;
-  std::string format = "table";
-  int verify = 0, warmup = 1, iters = 5;
-  double timeout = 600;
-};
+// The flags (query/query.hpp: those without MPI or a results file are the Python module's too).
+using AdviseOptions = query::AdviseOptions;
 
 // What --verify needs to run a configuration like the source: the harness settings and the
 // stage model (blocks of one stage: a chunk gets its fraction).
@@ -49,10 +35,9 @@ struct Verified {
   std::string why;
 };
 
-// advise_print.cpp: "zb-h1 M=8 v=1 [rc]"; the whole result as JSON (--format json); the CSV
-// (--format csv); the ranked table (the first TOP rows) and the families left out.
+// advise_print.cpp: "zb-h1 M=8 v=1 [rc]"; the CSV (--format csv; the JSON is query.hpp's
+// advise_json); the ranked table (the first TOP rows) and the families left out.
 std::string config_text(const advise::Candidate& c);
-nlohmann::json result_json(const advise::Input& in, const advise::Result& r);
 void print_csv(const advise::Result& r);
 void print_table(const advise::Input& in, const advise::Result& r, int top);
 

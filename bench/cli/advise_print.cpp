@@ -1,4 +1,5 @@
-// `bubblebench advise`'s output (docs/advise.md): the ranked table, the JSON and the CSV.
+// `bubblebench advise`'s output (docs/advise.md): the ranked table and the CSV (the JSON:
+// query/query.hpp's advise_json).
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -13,57 +14,6 @@ namespace bb::advise_cli {
 namespace {
 
 using json = nlohmann::json;
-
-json candidate_json(const advise::Candidate& c, int rank) {
-  json j;
-  if (rank > 0) j["rank"] = rank;
-  j["schedule"] = c.schedule;
-  j["M"] = c.M;
-  j["v"] = c.v;
-  j["recompute"] = c.recompute;
-  j["mb_size"] = c.mb_size;
-  j["excluded"] = c.excluded;
-  if (!c.reason.empty()) j["reason"] = c.reason;
-  if (c.excluded == "refused") return j;
-  j["step_time_s"] = c.step_time;
-  j["makespan_s"] = c.makespan;
-  j["period_s"] = c.period;
-  j["throughput_samples_per_s"] = c.throughput;
-  j["bubble_fraction"] = c.bubble_fraction;
-  j["bubble_fraction_steady"] = c.bubble_fraction_steady;
-  j["peak_bytes"] = c.peak_bytes;
-  j["peak_rank"] = c.peak_rank;
-  j["activation_bytes"] = c.activation_bytes;
-  j["static_bytes"] = c.static_bytes;
-  j["memory_bytes"] = c.memory_bytes;
-  j["terms_s"] = {{"compute", c.t_compute},
-                  {"recompute", c.t_recompute},
-                  {"communication", c.t_communication},
-                  {"bubble", c.t_bubble}};
-  j["dominant"] = c.dominant;
-  return j;
-}
-
-json input_json(const advise::Input& in) {
-  return {{"P", in.P},
-          {"t_f_s", in.t_f},
-          {"t_b_s", in.t_b},
-          {"t_w_s", in.t_w},
-          {"fb_factor", in.fb_factor},
-          {"stage_blocks", in.stage_blocks},
-          {"mb_size", in.mb_size},
-          {"global_batch", in.global_batch},
-          {"act_bytes", in.act_bytes},
-          {"input_bytes", in.input_bytes},
-          {"saved_bytes", in.saved_bytes},
-          {"workspace_bytes", in.workspace_bytes},
-          {"param_bytes", in.param_bytes},
-          {"static_factor", in.static_factor},
-          {"memory_cap", in.memory_cap},
-          {"latency_s", in.latency},
-          {"bandwidth_bytes_per_s", in.bandwidth},
-          {"view", in.steady ? "steady" : "single"}};
-}
 
 const char* kCsvCols[] = {"rank",
                           "schedule",
@@ -118,27 +68,8 @@ void print_csv(const advise::Result& r) {
     std::cout << line << "\n";
   };
   for (std::size_t i = 0; i < r.ranked.size(); ++i)
-    row(candidate_json(r.ranked[i], static_cast<int>(i + 1)));
-  for (const auto& c : r.excluded) row(candidate_json(c, 0));
-}
-
-json result_json(const advise::Input& in, const advise::Result& r) {
-  json j;
-  j["input"] = input_json(in);
-  j["simulations"] = r.simulations;
-  j["ranked"] = json::array();
-  for (std::size_t i = 0; i < r.ranked.size(); ++i)
-    j["ranked"].push_back(candidate_json(r.ranked[i], static_cast<int>(i + 1)));
-  j["excluded"] = json::array();
-  for (const auto& c : r.excluded) j["excluded"].push_back(candidate_json(c, 0));
-  j["families"] = json::array();
-  for (const auto& f : r.families)
-    j["families"].push_back({{"schedule", f.schedule},
-                             {"v", f.v},
-                             {"recompute", f.recompute},
-                             {"excluded", f.excluded},
-                             {"reason", f.reason}});
-  return j;
+    row(query::candidate_json(r.ranked[i], static_cast<int>(i + 1)));
+  for (const auto& c : r.excluded) row(query::candidate_json(c, 0));
 }
 
 void print_table(const advise::Input& in, const advise::Result& r, int top) {

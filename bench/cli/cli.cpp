@@ -30,6 +30,7 @@
 #include "cli/timeline.hpp"
 #include "common/error.hpp"
 #include "model/closed_form.hpp"
+#include "query/query.hpp"
 #include "results/links_io.hpp"
 #include "schedule/generators.hpp"
 #include "schedule/lower.hpp"
@@ -44,23 +45,12 @@ namespace {
 
 using json = nlohmann::json;
 
-// What the selection flags of sim / model / validate / show ask for.
-struct Selection {
-  std::string schedules = "1f1b";
-  int P = 4;
-  std::string M = "8";
-  std::string v = "1";
-  std::string t_f = "1", t_b = "2", t_w = "0";
-  // Plain numbers, checked when parsed (finite, >= 0); empty: the default.
-  std::string t_fb, latency = "0", bandwidth = "0", act_bytes = "0", msg_bytes;
-  std::string static_bytes = "0";  // sim: bytes a stage holds for the whole step
-  int steps = 4;
+// What the selection flags of sim / model / validate / show ask for (query::Options: the
+// flags as text, shared with the Python module), and what only the command line has.
+struct Selection : query::Options {
   std::string sync = "barrier";
   std::string format = "table";
   std::string timeline;
-  std::string links;  // sim --links FILE: fitted per-pair message costs
-  int mem_limit = 0;  // zb-auto's memory limit (stage-micro-batches; 0: P)
-  double mem_w = 1;   // zb-auto: what a micro-batch between its B and its W counts
   CLI::Option *P_opt = nullptr, *M_opt = nullptr, *v_opt = nullptr;  // given or not
 };
 
@@ -114,258 +104,37 @@ void say_stderr(std::string_view kind, const std::string& line) {
   std::cerr << kind << ": " << line << "\n";
 }
 
-void check_P(const Selection& sel) {
-  if (sel.P < 1 || sel.P > 32767)
-    throw ConfigError("-P " + std::to_string(sel.P) + ": must be 1..32767");
-}
-
-// A CSV schedule keeps its own P, M and v: one note naming the flags given that it ignores.
-void csv_note(const Selection& sel, const std::string& name, const Schedule& s,
-              const SweepSay& say) {
-  if (!is_csv(name)) return;
-  std::string has, ignored;
-  const auto add = [&](const CLI::Option* opt, bool differs, const std::string& key, int value,
-                       const std::string& flag) {
-    if (opt == nullptr || opt->count() == 0 || !differs) return;
-    has += (has.empty() ? "" : ", ") + key + "=" + std::to_string(value);
-    ignored += (ignored.empty() ? "" : ", ") + flag;
-  };
-  add(sel.P_opt, sel.P != s.P, "P", s.P, "-P " + std::to_string(sel.P));
-  add(sel.M_opt, parse_int_list(sel.M, "-M") != std::vector<int>{s.M}, "M", s.M, "-M " + sel.M);
-  add(sel.v_opt, parse_int_list(sel.v, "-v") != std::vector<int>{s.v}, "v", s.v, "-v " + sel.v);
-  if (!ignored.empty()) say("note", name + " has " + has + " (" + ignored + " ignored)");
-}
-
-double number(const std::string& text, const char* what) {
-  return parse_duration(text, what, false);
-}
-
-SimConfig sim_config(const Selection& sel) {
-  SimConfig c;
-  c.t_f = parse_number_list(sel.t_f, "--t-f");
-  c.t_b = parse_number_list(sel.t_b, "--t-b");
-  c.t_w = parse_number_list(sel.t_w, "--t-w");
-  c.t_fb = sel.t_fb.empty() ? -1.0 : number(sel.t_fb, "--t-fb");
-  c.latency = number(sel.latency, "--latency");
-  c.bandwidth = number(sel.bandwidth, "--bandwidth");
-  c.act_bytes = number(sel.act_bytes, "--act-bytes");
-  c.msg_bytes = sel.msg_bytes.empty() ? c.act_bytes : number(sel.msg_bytes, "--msg-bytes");
-  if (sel.steps < 2 || sel.steps > 1000) throw ConfigError("--steps must be 2..1000");
-  c.steps = sel.steps;
-  if (!sel.links.empty()) c.links = std::make_shared<const LinkModel>(read_links_file(sel.links));
-  return c;
-}
-
-// What the generators get besides M and v: P, zb-auto's memory limit and, where the command
-// takes costs (sc), the per-stage F/B/W times and the message time it orders by (else unit
-// times, no message time).
-ScheduleParams generator_params(const Selection& sel, const SimConfig* sc) {
-  ScheduleParams p;
-  p.P = sel.P;
-  p.mem_limit = sel.mem_limit;
-  p.mem_w = sel.mem_w;
-  if (sc != nullptr) {
-    p.t_f = sc->t_f;
-    p.t_b = sc->t_b;
-    p.t_w = sc->t_w;
-    p.t_comm = message_time(*sc, -1, -1);
-  }
-  return p;
-}
-
-std::string config_label(const std::string& name, const Schedule& s) {
-  return name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M) +
-         " v=" + std::to_string(s.v);
-}
-
-// A cost list has one value (a stage's cost, each chunk taking its share) or one per chunk.
-void check_cost_lists(const SimConfig& sc, const std::string& name, const Schedule& s) {
-  const auto C = static_cast<std::size_t>(s.num_chunks());
-  for (const auto& [list, flag] :
-       {std::pair{&sc.t_f, "--t-f"}, std::pair{&sc.t_b, "--t-b"}, std::pair{&sc.t_w, "--t-w"}})
-    if (list->size() != 1 && list->size() != C)
-      throw ConfigError(std::string(flag) + ": a cost list needs 1 value or one per chunk (" +
-                        std::to_string(C) + " for " + config_label(name, s) + "), got " +
-                        std::to_string(list->size()));
-}
-
-ModelInput model_input(const std::string& name, const Schedule& s, const SimConfig& sc) {
-  ModelInput in;
-  in.schedule = name;
-  in.P = s.P;
-  in.M = s.M;
-  in.v = s.v;
-  // One value is a stage's cost; equal per-chunk values are a chunk's share of one.
-  const auto stage = [&](const std::vector<double>& list) {
-    if (std::adjacent_find(list.begin(), list.end(), std::not_equal_to<>()) != list.end())
-      in.uniform_stages = false;
-    return list.size() == 1 || s.M < 1 ? list[0] : list[0] / s.chunk_fraction(0);
-  };
-  in.t_f = stage(sc.t_f);
-  in.t_b = stage(sc.t_b);
-  in.t_w = stage(sc.t_w);
-  in.t_fb = sc.t_fb;
-  in.message_time = sc.latency + (sc.bandwidth > 0 ? sc.msg_bytes / sc.bandwidth : 0.0);
-  return in;
-}
-
-// Costs too large for doubles give inf or nan: refused with one line rather than printed.
-void require_finite(const json& j, const std::string& label, const std::string& key = "") {
-  if (j.is_number_float() && !std::isfinite(j.get<double>()))
-    throw ConfigError(label + ": " + key + " is not finite (" + std::to_string(j.get<double>()) +
-                      "): the costs are too large");
-  if (j.is_array())
-    for (const auto& x : j) require_finite(x, label, key);
-  if (!j.is_object()) return;
-  for (const char* k : {"makespan", "period"})  // the cause, before what follows from it
-    if (j.contains(k)) require_finite(j[k], label, k);
-  for (const auto& [k, x] : j.items()) require_finite(x, label, k);
-}
-
-void put_metrics(json& j, const BubbleMetrics& single, const BubbleMetrics& steady) {
-  j["makespan"] = single.span;
-  j["idle_total"] = single.idle_total;
-  j["bubble_fraction"] = single.bubble_fraction;
-  j["bubble_ratio"] = single.bubble_ratio;
-  j["bubble_time"] = single.bubble_time;
-  j["period"] = steady.span;
-  j["idle_total_steady"] = steady.idle_total;
-  j["bubble_fraction_steady"] = steady.bubble_fraction;
-  j["bubble_ratio_steady"] = steady.bubble_ratio;
-  j["bubble_time_steady"] = steady.bubble_time;
-}
-
-json model_json(const ModelResult& m) {
-  json j;
-  j["applies"] = m.applies;
-  j["formula"] = m.formula;
-  j["conditions"] = m.conditions;
-  j["source"] = m.source;
-  if (m.applies) {
-    put_metrics(j, m.single, m.steady);
-    j["t_ideal"] = m.t_ideal;
-  } else {
-    j["reason"] = m.reason;
-  }
-  j["peak_activations"] = m.peak_activations;
-  j["peak_formula"] = m.peak_formula;
-  return j;
-}
-
-// Validation and simulation of sim: on the lists in periodic form (validation on the segments,
-// the periodic engine; each falls back to the flat lists where it cannot tell or does not
-// apply), unless a timeline is asked for (it names every action) or BB_FLAT_PASSES=1.
-// A generator's large schedule is validated on a second thread while it is simulated (the two
-// only read it); the validation's verdict comes first, so an invalid schedule reports what
-// validate reports. Lists read from a file are validated before anything else reads them.
-SimResult validate_and_simulate(Schedule s, const SimConfig& cfg, bool from_file) {
-  if (cfg.record_events || flat_passes_forced()) {
-    validate_or_throw(s);
-    return simulate(s, cfg);
-  }
-  const bool beside = !from_file && core_parallel(s);
-  const PeriodicSchedule ps = to_periodic(std::move(s));
-  if (!beside) {
-    validate_or_throw(ps);
-    return simulate(ps, cfg);
-  }
-  auto check = std::async(std::launch::async, [&ps] { validate_or_throw(ps); });
-  std::optional<SimResult> r;
-  std::exception_ptr sim_error;
-  try {
-    r = simulate(ps, cfg);
-  } catch (...) {
-    sim_error = std::current_exception();
-  }
-  check.get();  // the validation's error, if any, first
-  if (sim_error) std::rethrow_exception(sim_error);
-  return std::move(*r);
-}
-
-// One configuration's JSON object (design §5.2); the schedule is dropped after it.
-json evaluate(const Selection& sel, const SimConfig& sc, const std::string& name, Schedule s,
-              bool simulate_too, bool many) {
-  const std::string label = config_label(name, s);
-  check_cost_lists(sc, name, s);
-  const ModelResult m = closed_form(model_input(name, s, sc));
-  json j;
-  j["schedule"] = name;
-  j["P"] = s.P;
-  j["M"] = s.M;
-  j["v"] = s.v;
-  // A CSV's lists are read below (the message count): they must be valid first.
-  if (!simulate_too && is_csv(name)) validate_or_throw(s);
-  if (simulate_too) {
-    if (sc.links)
-      for (const auto& [src, dst] : pipeline_pairs(s))
-        if (!sc.links->covers(src, dst))
-          throw ConfigError(label + ": --links " + sel.links + " has no fit for " +
-                            std::to_string(src) + "->" + std::to_string(dst) +
-                            " (calibrate with as many ranks, --pairs all)");
-    SimConfig run_cfg = sc;
-    run_cfg.record_events = !sel.timeline.empty();
-    const double static_bytes = number(sel.static_bytes, "--static-bytes");
-    const bool sizes = sc.act_bytes > 0 || sc.msg_bytes > 0 || static_bytes > 0;
-    // The timeline and the memory model read the flat lists: they are kept only then.
-    const SimResult r = run_cfg.record_events || sizes
-                            ? validate_and_simulate(s, run_cfg, is_csv(name))
-                            : validate_and_simulate(std::move(s), run_cfg, is_csv(name));
-    std::vector<RankMemory> memory;  // the memory model: on the timeline's times, else the order
-    if (run_cfg.record_events || sizes)
-      memory =
-          rank_memory(s, sim_memory_config(s, sc, static_bytes),
-                      run_cfg.record_events ? MemoryTiming{&r.events, &run_cfg} : MemoryTiming{},
-                      run_cfg.record_events);
-    if (sizes) {
-      std::vector<double> peak_memory;
-      for (const RankMemory& rm : memory) peak_memory.push_back(rm.peak);
-      j["peak_memory_bytes"] = peak_memory;
-    }
-    put_metrics(j, r.single, r.steady);
-    j["t_ideal"] = r.t_ideal;
-    std::vector<double> peaks, peak_bytes;
-    for (const auto& rs : r.ranks) {
-      peaks.push_back(rs.peak_activations);
-      peak_bytes.push_back(rs.peak_activation_bytes);
-    }
-    j["peak_activations"] = peaks;
-    if (sc.act_bytes > 0) j["peak_activation_bytes"] = peak_bytes;
-    j["p2p_messages"] = r.p2p_messages;
-    j["model"] = model_json(m);
-    require_finite(j, label);
-    if (!sel.timeline.empty())
-      write_timeline(timeline_path(sel.timeline, name, s, many), s, r, sc, memory);
-  } else {
-    j.update(model_json(m));
-    j["p2p_messages"] = p2p_messages(s);
-    require_finite(j, label);
-  }
-  return j;
+// The options CLI11 filled, with what the parse tells: which of -P, -M, -v were given.
+const Selection& parsed(Selection& sel) {
+  sel.P_given = sel.P_opt->count() > 0;
+  sel.M_given = sel.M_opt->count() > 0;
+  sel.v_given = sel.v_opt->count() > 0;
+  sel.record_events = !sel.timeline.empty();
+  return sel;
 }
 
 int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
-  check_P(sel);
-  const SimConfig sc = sim_config(sel);
-  const auto Ms = parse_int_list(sel.M, "-M");
-  const auto vs = parse_int_list(sel.v, "-v");
-  const bool many = sweep_combinations(sel.schedules, Ms, vs) > 1;
+  query::check_P(sel);
+  SimConfig sc = query::sim_config(sel);
+  if (!sel.links.empty()) sc.links = std::make_shared<const LinkModel>(read_links_file(sel.links));
+  const bool many = sweep_combinations(sel.schedules, parse_int_list(sel.M, "-M"),
+                                       parse_int_list(sel.v, "-v")) > 1;
   if (many && !sel.timeline.empty())
     say_stderr("note", "--timeline " + sel.timeline + ": several configurations, one trace each: " +
                            timeline_pattern(sel.timeline));
-  json out = json::array();
   // skip:/note: lines wait until every configuration is through: an error (e.g. a cost list
   // that does not fit a later configuration) is then the only line.
   std::vector<std::pair<std::string, std::string>> held;
   const SweepSay hold = [&](std::string_view kind, const std::string& line) {
     held.emplace_back(kind, line);
   };
-  for_each_schedule(
-      sel.schedules, generator_params(sel, &sc), Ms, vs, true,
-      [&](const std::string& name, Schedule s) {
-        csv_note(sel, name, s, hold);
-        out.push_back(evaluate(sel, sc, name, std::move(s), simulate_too, many));
-      },
-      hold, simulate_too ? sc.steps : 1);
+  const json out =
+      query::sim_or_model(sel, sc, simulate_too, hold,
+                          [&](const std::string& name, const Schedule& s, const SimResult& r,
+                              const std::vector<RankMemory>& memory) {
+                            write_timeline(timeline_path(sel.timeline, name, s, many), s, r, sc,
+                                           memory);
+                          });
   for (const auto& [kind, line] : held) say_stderr(kind, line);
   const bool steady_first = sel.sync == "none";
   if (sel.format == "json") {
@@ -447,69 +216,20 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
   return kExitOk;
 }
 
-// The one schedule of validate / show: --csv FILE, or one name with one M and one v.
-Schedule load_one(const Selection& sel, const std::optional<std::string>& csv) {
-  if (csv) {
-    std::string note;
-    Schedule s = load_csv_arg(*csv, &note);
-    if (!note.empty()) say_stderr("note", note);
-    return s;
-  }
-  check_P(sel);
-  const auto names = parse_name_list(sel.schedules, "--schedule");
-  if (names.size() != 1 || names[0] == "all")
-    throw ConfigError("this command takes one schedule (got --schedule " + sel.schedules + ")");
-  const auto Ms = parse_int_list(sel.M, "-M");
-  const auto vs = parse_int_list(sel.v, "-v");
-  if (Ms.size() != 1 || vs.size() != 1)
-    throw ConfigError("this command takes one -M and one -v value, not a list");
-  std::optional<Schedule> one;
-  for_each_schedule(
-      sel.schedules, generator_params(sel, nullptr), Ms, vs, false,
-      [&](const std::string& name, Schedule s) {
-        csv_note(sel, name, s, say_stderr);
-        one = std::move(s);
-      },
-      say_stderr);
-  return std::move(*one);
-}
-
-// A compute schedule is validated and lowered in periodic form (the flat lists where the
-// periodic passes cannot tell, or with BB_FLAT_PASSES=1); a lowered one is dry-run as given.
+// The lists are validated and lowered (query::validate); text: "ok: ..." or the report,
+// json: the object itself. Exit 1 when they are not valid or deadlock.
 int cmd_validate(const Selection& sel, const std::optional<std::string>& csv) {
-  Schedule s = load_one(sel, csv);
-  const auto report = [&](const Schedule& flat) {
-    const ValidationReport rep = validate(flat);
-    if (!rep.ok()) std::cout << rep.describe(flat);
-    return rep.ok();
-  };
-  const std::string label = s.name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M) +
-                            " v=" + std::to_string(s.v);
-  std::size_t compute = 0, total = 0;
-  if (s.lowered) {
-    if (!report(s)) return kExitCheckFailed;
-    DryRunResult dr = dry_run(s);
-    if (!dr.ok) {
-      std::cout << "schedule '" << s.name << "' fails its dry run:\n" << dr.message;
-      return kExitCheckFailed;
-    }
-    compute = s.compute_size();
-    total = s.size();
-  } else if (flat_passes_forced()) {
-    if (!report(s)) return kExitCheckFailed;
-    compute = s.compute_size();
-    s = lower(std::move(s));
-    total = s.size();
-  } else {
-    PeriodicSchedule ps = to_periodic(std::move(s));
-    if (!surely_valid(ps) && !report(to_flat(ps))) return kExitCheckFailed;
-    compute = ps.compute_size();
-    ps = lower(ps);
-    total = ps.size();
-  }
-  std::cout << "ok: " << label << ": " << compute << " compute actions, " << (total - compute)
-            << " send/recv actions; dry run without deadlock\n";
-  return kExitOk;
+  const json j = query::validate(query::load_one(sel, csv, say_stderr));
+  const bool ok = j["ok"].get<bool>();
+  if (sel.format == "json")
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  else if (!ok)
+    std::cout << j["report"].get<std::string>();
+  else
+    std::cout << "ok: " << j["schedule"].get<std::string>() << " P=" << j["P"] << " M=" << j["M"]
+              << " v=" << j["v"] << ": " << j["compute_actions"] << " compute actions, "
+              << j["send_recv_actions"] << " send/recv actions; dry run without deadlock\n";
+  return ok ? kExitOk : kExitCheckFailed;
 }
 
 int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool lowered,
@@ -518,7 +238,7 @@ int cmd_show(const Selection& sel, const std::optional<std::string>& csv, bool l
     throw ConfigError(
         "--format pytorch-csv holds compute actions only (PyTorch adds its own communication): "
         "drop --lowered");
-  Schedule s = load_one(sel, csv);
+  Schedule s = query::load_one(sel, csv, say_stderr);
   validate_or_throw(s);
   const std::string layout = partition.empty() ? "" : partition_report(s, partition);
   if (lowered && !s.lowered) s = lower_by_periodic_form(std::move(s));
@@ -564,6 +284,8 @@ int commands(int argc, char** argv) {
   add_selection(val, val_sel, false, false);
   auto* val_csv_opt =
       val->add_option("--csv", val_csv, "Validate a schedule CSV instead")->check(kFileName);
+  val_sel.format = "text";
+  add_choice(*val, "--format", val_sel.format, "text or json", {"text", "json"});
   auto* show = app.add_subcommand("show", "Print a schedule's action lists per rank");
   add_selection(show, show_sel, false, false);
   auto* show_csv_opt =
@@ -613,14 +335,14 @@ int commands(int argc, char** argv) {
     return kExitConfig;
   }
   try {
-    if (*sim) return cmd_sim_or_model(sim_sel, true);
-    if (*model) return cmd_sim_or_model(model_sel, false);
+    if (*sim) return cmd_sim_or_model(parsed(sim_sel), true);
+    if (*model) return cmd_sim_or_model(parsed(model_sel), false);
     const auto given = [](const CLI::Option* opt, const std::string& value) {
       return opt->count() ? std::optional<std::string>(value) : std::nullopt;
     };
-    if (*val) return cmd_validate(val_sel, given(val_csv_opt, val_csv));
+    if (*val) return cmd_validate(parsed(val_sel), given(val_csv_opt, val_csv));
     if (*show)
-      return cmd_show(show_sel, given(show_csv_opt, show_csv), show_lowered, show_format,
+      return cmd_show(parsed(show_sel), given(show_csv_opt, show_csv), show_lowered, show_format,
                       show_partition);
     if (*lst) {
       std::cout << (list_format == "json"       ? schedules_json()

@@ -31,23 +31,6 @@ TraceSlice slice(const Schedule& s, int rank, TraceLane lane, const Action& a, s
 
 }  // namespace
 
-MemoryConfig sim_memory_config(const Schedule& s, const SimConfig& cfg, double static_bytes) {
-  const bool none = cfg.act_bytes <= 0 && cfg.msg_bytes <= 0 && static_bytes <= 0;
-  std::vector<double> share(static_cast<std::size_t>(s.num_chunks()), 1.0);
-  for (const Route& rt : s.routes)
-    for (int c = rt.first; c <= rt.last; ++c)
-      share[static_cast<std::size_t>(c)] = static_cast<double>(s.P) / rt.length();
-  MemoryConfig m;
-  m.message = cfg.msg_bytes;
-  for (double f : share) {
-    ChunkMemory x;
-    x.saved = (none ? 1.0 : cfg.act_bytes) * f;
-    x.params = static_bytes * f;
-    m.chunks.push_back(x);
-  }
-  return m;
-}
-
 void write_timeline(const std::string& path, const Schedule& s, const SimResult& r,
                     const SimConfig& cfg, const std::vector<RankMemory>& memory) {
   ChromeTraceWriter w(path, s.P, s.name + " P=" + std::to_string(s.P) + " M=" + std::to_string(s.M),

@@ -18,12 +18,6 @@ namespace bb {
 void write_timeline(const std::string& path, const Schedule& s, const SimResult& r,
                     const SimConfig& cfg, const std::vector<RankMemory>& memory);
 
-// The memory model's inputs of `sim` (sim/memory.hpp): each chunk's share (P / the length of
-// the routes through it) of --act-bytes as a micro-batch's saved tensors and of STATIC_BYTES
-// (--static-bytes) as its weights, --msg-bytes per message. Without any of them a
-// micro-batch-stage counts one byte (the track counts micro-batch-stages).
-MemoryConfig sim_memory_config(const Schedule& s, const SimConfig& cfg, double static_bytes);
-
 // The file of one configuration: BASE itself, or with several configurations
 // BASE's stem + "_<schedule>_P<P>_M<M>_v<v>" + BASE's extension.
 std::string timeline_path(const std::string& base, const std::string& schedule, const Schedule& s,

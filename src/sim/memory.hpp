@@ -105,4 +105,10 @@ void add_runtime_bytes(RankMemory& rank, double bytes);
 std::vector<RankMemory> simulate_memory(const Schedule& s, const MemoryConfig& m,
                                         const SimConfig& sim, bool samples = false);
 
+// The memory model's inputs of `sim`: each chunk's share (P / the length of
+// the routes through it) of --act-bytes as a micro-batch's saved tensors and of STATIC_BYTES
+// (--static-bytes) as its weights, --msg-bytes per message. Without any of them a
+// micro-batch-stage counts one byte (the track counts micro-batch-stages).
+MemoryConfig sim_memory_config(const Schedule& s, const SimConfig& cfg, double static_bytes);
+
 }  // namespace bb

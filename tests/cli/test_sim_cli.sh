@@ -49,6 +49,11 @@ grep -q "skip: dualpipe: M must be even and >= 2P" "$tmp/err"; check "skip line"
 
 # validate / show, and a CSV round trip through the CLI.
 timeout 60 "$BB" validate -s zb-v -P 4 -M 8 | grep -q "^ok: zb-v P=4 M=8 v=2"; check "validate ok" $?
+timeout 60 "$BB" validate -s zb-v -P 4 -M 8 --format json | /usr/bin/python3 -c 'import json, sys
+j = json.load(sys.stdin)
+sys.exit(not (j["ok"] is True and (j["schedule"], j["P"], j["M"], j["v"]) == ("zb-v", 4, 8, 2)
+              and j["compute_actions"] == 192 and j["send_recv_actions"] > 0))'
+check "validate --format json" $?
 timeout 60 "$BB" show -s dualpipev -P 4 -M 8 --lowered --format csv >"$tmp/dpv.csv"; check "show csv" $?
 timeout 60 "$BB" validate --csv "$tmp/dpv.csv" | grep -q "^ok: dualpipev"; check "validate lowered csv" $?
 printf '# P=2\n0F0,0BW0,0F1,0BW1\n1F1,1BW1,1F0,1BW0\n' >"$tmp/bad.csv"
