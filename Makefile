@@ -9,10 +9,11 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-dev \
   libopenblas-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev \
   python3-h5py python3-pandas python3-tables python3-matplotlib python3-pytest python3-numpy \
-  libbenchmark-tools python3-scipy shellcheck slurm-wlm munge universal-ctags
+  libbenchmark-tools python3-scipy shellcheck slurm-wlm munge universal-ctags \
+  pybind11-dev python3-dev
 
 .PHONY: all deps configure build test run analysis bench asan format clean slurm-soak crash-soak \
-  slurm-two-node
+  slurm-two-node pip-check
 
 all: build
 
@@ -66,6 +67,11 @@ slurm-two-node: configure
 CRASH_ITERS ?= 300
 crash-soak: build
 	ITERS=$(CRASH_ITERS) bash tests/mpi/crash_soak.sh $(BUILD)/bubblebench mpiexec $(N)
+
+# `pip install .` into a fresh venv (PyPI's scikit-build-core and pybind11), then the module's
+# tests against this build's CLI (tests/python/pip_install.sh; README "From Python").
+pip-check: build
+	bash tests/python/pip_install.sh $(BUILD)/bubblebench $(PYTHON)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build running the unit tests.
 asan:

@@ -43,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--bubblebench", metavar="PATH",
                    help="bubblebench binary whose simulator draws the model line (uniform "
                    "action times) of schedules without a closed form, e.g. ZB and DualPipe "
-                   "(default: $BB_BUBBLEBENCH, bubblebench on PATH, or ../build/bubblebench)")
+                   "(default: the bubblebench Python module where importable, else "
+                   "$BB_BUBBLEBENCH, bubblebench on PATH, or ../build/bubblebench)")
 
     g = sub.add_parser("gantt", help="the timeline of one run as a PNG")
     g.add_argument("results", nargs="+", metavar="RESULTS", help="results files or folders")

@@ -249,7 +249,7 @@ def build_report(paths, out_dir, *, gantt_keys: Optional[Sequence[str]] = None,
     files hold is a KeyError naming them); default: one per schedule, v and sync at the chosen
     (P, M); an empty list: none. Charts are gantt_name()'s, unique per run.
     bubblebench: the binary whose simulator draws the model line of schedules without a closed
-    form (default: model.find_bubblebench()).
+    form (default: model.find_bubblebench(): the Python module where importable, else a binary).
     Raises NoResultsError / FileNotFoundError / KeyError."""
     runs = paths if isinstance(paths, pd.DataFrame) else load_runs(paths)
     picks = [pick_run(runs, k)[["path", "run_key"]] for k in (gantt_keys or [])]

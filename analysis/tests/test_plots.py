@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -159,3 +162,27 @@ def test_schedules_without_closed_form_get_the_simulators_uniform_line(runs, tmp
         else:
             # 0.25: a single-step series; 0.125: a steady-state (sync none) one
             assert dashed and all(set(ln.get_ydata()) <= {0.25, 0.125} for ln in dashed), sched
+
+
+def test_the_module_draws_the_uniform_line_without_a_process(monkeypatch):
+    """Where the bubblebench module is importable (ctest sets PYTHONPATH), find_bubblebench()
+    picks it and simulate_uniform() spawns no process: the binary's values, refused M left out."""
+    from bbanalysis import model
+    mod, build = model.simulator_module(), os.environ.get("BB_BUILD_DIR")
+    if mod is None or not build:
+        pytest.skip("needs the bubblebench module (PYTHONPATH=build/python) and BB_BUILD_DIR")
+    assert model.find_bubblebench() is mod
+    binary = str(Path(build) / "bubblebench")
+    want = {sync: model.simulate_uniform(binary, "dualpipe", 4, 1, [1, 2, 4, 8], sync)
+            for sync in ("barrier", "none")}
+
+    def no_process(*args, **kwargs):
+        raise AssertionError("spawned a process")
+
+    monkeypatch.setattr(model.subprocess, "run", no_process)
+    for sync, frame in want.items():
+        got = model.simulate_uniform(mod, "dualpipe", 4, 1, [1, 2, 4, 8], sync)
+        assert list(got["M"]) == list(frame["M"]) and len(got) < 4  # M=1 refused
+        pd.testing.assert_frame_equal(got, frame)
+    assert model.simulate_uniform(mod, "nope", 4, 1, [4]) is None
+
