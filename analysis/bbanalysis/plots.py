@@ -283,8 +283,11 @@ def plot_bubble_vs_m(runs: pd.DataFrame, out=None, *, dpi: int = 110,
     fig.legend(handles=style, loc="lower center", ncol=min(per_row, len(style)), fontsize=9.5,
                frameon=False)
     cfg = config_text(df)
+    # tight_layout keeps the subtitle's height (and a pad) free at the top of the figure: the
+    # subtitle goes there, not at suptitle's default 0.98 (which lowers it into the first row's
+    # panel titles on a tall figure).
     fig.suptitle("Bubble fraction vs micro-batches M: measured vs simulated vs model"
-                 + (f"\n{cfg}" if cfg else ""), fontsize=13)
+                 + (f"\n{cfg}" if cfg else ""), fontsize=13, y=1 - 0.06 / fig.get_figheight())
     rows = math.ceil(len(style) / per_row)
     fig.tight_layout(rect=(0, (0.2 + 0.25 * rows) / fig.get_figheight(), 1, 1))
     path = _save(fig, out, dpi)

@@ -186,3 +186,21 @@ def test_the_module_draws_the_uniform_line_without_a_process(monkeypatch):
         pd.testing.assert_frame_equal(got, frame)
     assert model.simulate_uniform(mod, "nope", 4, 1, [4]) is None
 
+
+def test_bubble_plot_subtitle_clears_the_first_rows_titles(runs, tmp_path):
+    """The figure's subtitle (two lines: what is compared, the configuration) sits above every
+    panel's title with room between them, as drawn in the PNG: with the nine schedules of
+    `make run` (three rows of panels) too."""
+    zb = runs[runs["schedule"] == "zb-h1"]
+    nine = pd.concat([runs] + [zb.assign(schedule=s)
+                               for s in ("zb-h2", "zb-v", "dualpipe", "dualpipev")])
+    for data in (runs, nine):
+        b = plot_bubble_vs_m(data, tmp_path / "b.png")
+        renderer = b.fig.canvas.get_renderer()
+        subtitle = b.fig._suptitle.get_window_extent(renderer)
+        assert "\n" in b.fig._suptitle.get_text()
+        gap = 4 / 72 * b.fig.dpi  # 4 points
+        for ax in b.axes:
+            title = ax.title.get_window_extent(renderer)
+            assert title.y1 + gap < subtitle.y0, (len(b.axes), ax.get_title(), title.y1,
+                                                  subtitle.y0)
