@@ -229,7 +229,10 @@ if want gemm && [ "$backend" = cuda ]; then
     run_step "gemm efficiency gpt2-small, gpt-1b" "$log" "$bindir/gemm_efficiency" \
       --model gpt2-small,gpt-1b --tokens 8192 --dtype both --iters 10 \
       --min-ratio-fp32 "$min_fp32" --min-ratio-bf16 "$min_bf16"
-    notes[${#notes[@]}-1]="$(grep '^GEMM efficiency' "$log" | sed 's/ (cuBLAS time \/ backend time)//' | tr '\n' ';') gates fp32 $min_fp32, bf16 $min_bf16"
+    local_note="$(grep '^GEMM efficiency' "$log" | sed 's/ (cuBLAS time \/ backend time)//' | tr '\n' ';') gates fp32 $min_fp32, bf16 $min_bf16"
+    # A failure's or timeout's own note (exit code, last lines) stays first.
+    if [ "${statuses[${#statuses[@]}-1]}" = PASS ]; then notes[${#notes[@]}-1]="$local_note"
+    else notes[${#notes[@]}-1]="${notes[${#notes[@]}-1]}; $local_note"; fi
   else
     record "gemm efficiency" SKIP 0 "no gemm_efficiency in $bindir"
   fi

@@ -194,7 +194,8 @@ class Backend {
   virtual void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
                     ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta, TensorPtr c,
                     int ldc) = 0;
-  // Every item of `batch` (GemmBatch) as gemm(); the items' C must not overlap.
+  // Every item of `batch` (GemmBatch) as gemm(); the items' C must not overlap. A and B have one
+  // dtype, and C may be bf16 only when they are (std::invalid_argument otherwise).
   virtual void gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
                             ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
                             TensorPtr c, int ldc, const GemmBatch& batch) = 0;

@@ -133,14 +133,6 @@ class CpuHostStaging final : public HostStaging {
   std::int64_t next_id_ = 0;
 };
 
-// The kernels' TensorPtr arguments share one dtype (backend.hpp).
-void same_dtype(const char* kernel, ConstTensorPtr a, ConstTensorPtr b,
-                ConstTensorPtr c = nullptr) {
-  if (a.dtype() != b.dtype() || (c && c.dtype() != a.dtype()))
-    throw std::invalid_argument(std::string("CpuBackend::") + kernel +
-                                ": tensors of different dtypes");
-}
-
 using math::load;
 using math::store;
 
@@ -225,6 +217,7 @@ void CpuBackend::gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float a
 void CpuBackend::gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
                               ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
                               TensorPtr c, int ldc, const GemmBatch& g) {
+  require_batch_dtypes("CpuBackend::gemm_batched", a, b, c);
   for (int i = 0; i < g.outer; ++i)
     for (int j = 0; j < g.inner; ++j) {
       const auto at = [&](std::int64_t outer, std::int64_t inner) {
@@ -262,7 +255,7 @@ void CpuBackend::axpy(float alpha, const float* x, float* y, std::size_t count) 
 }
 
 void CpuBackend::gelu(ConstTensorPtr z, TensorPtr a, std::size_t count) {
-  same_dtype("gelu", z, a);
+  require_same_dtype("CpuBackend::gelu", z, a);
   visit_dtype(z.dtype(), [&](auto t) {
     using T = decltype(t);
     for (std::size_t i = 0; i < count; ++i)
@@ -272,7 +265,7 @@ void CpuBackend::gelu(ConstTensorPtr z, TensorPtr a, std::size_t count) {
 
 void CpuBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr dz,
                                std::size_t count) {
-  same_dtype("gelu_backward", z, da, dz);
+  require_same_dtype("CpuBackend::gelu_backward", z, da, dz);
   visit_dtype(z.dtype(), [&](auto t) {
     using T = decltype(t);
     for (std::size_t i = 0; i < count; ++i)
@@ -283,7 +276,7 @@ void CpuBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr dz
 
 void CpuBackend::mse_loss(ConstTensorPtr y, ConstTensorPtr target, TensorPtr dy, std::size_t count,
                           float scale, float* loss_sum) {
-  same_dtype("mse_loss", y, target, dy);
+  require_same_dtype("CpuBackend::mse_loss", y, target, dy);
   double sum = 0.0;
   const float two_scale = 2.0f * scale;
   visit_dtype(y.dtype(), [&](auto t) {
@@ -331,7 +324,7 @@ void CpuBackend::seeded_tokens(std::int32_t* ids, std::size_t count, std::uint64
 }
 
 void CpuBackend::softmax(ConstTensorPtr x, TensorPtr y, int rows, int cols, bool causal) {
-  same_dtype("softmax", x, y);
+  require_same_dtype("CpuBackend::softmax", x, y);
   const auto n = static_cast<std::size_t>(cols);
   visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
@@ -354,7 +347,7 @@ void CpuBackend::softmax(ConstTensorPtr x, TensorPtr y, int rows, int cols, bool
 
 void CpuBackend::softmax_backward(ConstTensorPtr y, ConstTensorPtr dy, TensorPtr dx, int rows,
                                   int cols) {
-  same_dtype("softmax_backward", y, dy, dx);
+  require_same_dtype("CpuBackend::softmax_backward", y, dy, dx);
   const auto n = static_cast<std::size_t>(cols);
   visit_dtype(y.dtype(), [&](auto t) {
     using T = decltype(t);
@@ -373,7 +366,7 @@ void CpuBackend::softmax_backward(ConstTensorPtr y, ConstTensorPtr dy, TensorPtr
 
 void CpuBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* beta, TensorPtr y,
                            float* mean, float* rstd, int rows, int cols, float eps) {
-  same_dtype("layernorm", x, y);
+  require_same_dtype("CpuBackend::layernorm", x, y);
   const auto n = static_cast<std::size_t>(cols);
   visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
@@ -384,8 +377,8 @@ void CpuBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* be
       const float mu = sum / static_cast<float>(cols);
       float var = 0.0f;
       for (std::size_t j = 0; j < n; ++j) {
-        const float d = load(elements<T>(x), o + j) - mu;
-        var += d * d;
+        const float d = math::sub(load(elements<T>(x), o + j), mu);
+        var = math::add(var, math::mul(d, d));
       }
       const float rs = math::layernorm_rstd(var, cols, eps);
       for (std::size_t j = 0; j < n; ++j)
@@ -400,7 +393,7 @@ void CpuBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* be
 void CpuBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma, const float* mean,
                                           const float* rstd, ConstTensorPtr dy, TensorPtr dx,
                                           int rows, int cols) {
-  same_dtype("layernorm_backward_input", x, dy, dx);
+  require_same_dtype("CpuBackend::layernorm_backward_input", x, dy, dx);
   const auto n = static_cast<std::size_t>(cols);
   visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
@@ -428,7 +421,7 @@ void CpuBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma, 
 void CpuBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean, const float* rstd,
                                            ConstTensorPtr dy, float* dgamma, float* dbeta, int rows,
                                            int cols) {
-  same_dtype("layernorm_backward_params", x, dy);
+  require_same_dtype("CpuBackend::layernorm_backward_params", x, dy);
   const auto n = static_cast<std::size_t>(cols);
   visit_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
@@ -516,7 +509,7 @@ void CpuBackend::embedding_backward(const std::int32_t* ids, ConstTensorPtr dout
 void CpuBackend::cross_entropy(ConstTensorPtr logits, const std::int32_t* targets,
                                TensorPtr dlogits, int rows, int cols, float scale,
                                float* loss_sum) {
-  same_dtype("cross_entropy", logits, dlogits);
+  require_same_dtype("CpuBackend::cross_entropy", logits, dlogits);
   const auto n = static_cast<std::size_t>(cols);
   double sum = 0.0;
   visit_dtype(logits.dtype(), [&](auto t) {

@@ -94,6 +94,24 @@ decltype(auto) visit_dtype(Dtype dtype, F&& f) {
   if (dtype == Dtype::kBF16) return f(bf16{});
   return f(float{});
 }
+// The kernels' TensorPtr arguments share one dtype (backend.hpp): std::invalid_argument naming
+// the kernel otherwise (a GPU kernel dispatched on the first tensor alone would write past a
+// smaller one).
+inline void require_same_dtype(const char* kernel, ConstTensorPtr a, ConstTensorPtr b,
+                               ConstTensorPtr c = nullptr) {
+  if (a.dtype() != b.dtype() || (c && c.dtype() != a.dtype()))
+    throw std::invalid_argument(std::string(kernel) + ": tensors of different dtypes");
+}
+
+// A batched GEMM's operands (Backend::gemm_batched): A and B of one dtype, and a bf16 C only
+// with bf16 A and B (cuBLAS's batched GEMMs take no other mix).
+inline void require_batch_dtypes(const char* kernel, ConstTensorPtr a, ConstTensorPtr b,
+                                 ConstTensorPtr c) {
+  if (a.dtype() != b.dtype() || (c.dtype() == Dtype::kBF16 && a.dtype() != Dtype::kBF16))
+    throw std::invalid_argument(std::string(kernel) +
+                                ": A and B of one dtype, and bf16 C only with bf16 A and B");
+}
+
 // A tensor's elements as T* (T: its element type, as visit_dtype gave it).
 template <class T>
 const T* elements(ConstTensorPtr p) {

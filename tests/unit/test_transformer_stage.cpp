@@ -722,22 +722,79 @@ TEST(CudaTransformer, ReductionsAndBatchedGemmMatchCpu) {
       }
       return r;
     });
-    cpu_gpu_agree("two-level batched GEMM", tol, [&](Backend& be) {
-      // 3 sequences × 2 heads of Q·Kᵀ: S = 4 rows, d = 3, rows of width 3h (h = 6) as in qkv.
-      const int S = 4, d = 3, h = 6, B = 3, H = 2;
-      Buffer qkv = be.allocate(B * S * 3 * h, dt), p = be.allocate(B * H * S * S, dt);
-      be.seeded_uniform(qkv.ptr(), B * S * 3 * h, 2, 5, 1.0f);
-      be.fill(p.ptr(), 0.0f, B * H * S * S);
-      GemmBatch g;
-      g.outer = B;
-      g.inner = H;
-      g.outer_a = g.outer_b = S * 3 * h;
-      g.inner_a = g.inner_b = d;
-      g.outer_c = H * S * S;
-      g.inner_c = S * S;
-      be.gemm_batched(kNoTrans, kTrans, S, S, d, 0.5f, qkv.ptr(), 3 * h, qkv.ptr() + h, 3 * h, 0.0f,
-                      p.ptr(), S, g);
-      return be.download(p.ptr(), B * H * S * S);
+    // Q·Kᵀ of B sequences × H heads: S rows, head width d, rows of width 3h (h = H·d) as in
+    // qkv. The first shape's strides and the K view's offset are 16-byte aligned in both dtypes
+    // (cuBLAS's pointer-array call); the other two are not (one strided call per sequence).
+    struct Shape {
+      int S, d, B, H;
+    };
+    for (const Shape sh : {Shape{4, 8, 3, 2}, Shape{4, 3, 3, 2}, Shape{16, 12, 2, 3}})
+      cpu_gpu_agree("two-level batched GEMM", tol, [&](Backend& be) {
+        const int S = sh.S, d = sh.d, B = sh.B, H = sh.H, h = H * d;
+        Buffer qkv = be.allocate(B * S * 3 * h, dt), p = be.allocate(B * H * S * S, dt);
+        be.seeded_uniform(qkv.ptr(), B * S * 3 * h, 2, 5, 1.0f);
+        be.fill(p.ptr(), 0.0f, B * H * S * S);
+        GemmBatch g;
+        g.outer = B;
+        g.inner = H;
+        g.outer_a = g.outer_b = S * 3 * h;
+        g.inner_a = g.inner_b = d;
+        g.outer_c = H * S * S;
+        g.inner_c = S * S;
+        be.gemm_batched(kNoTrans, kTrans, S, S, d, 0.5f, qkv.ptr(), 3 * h, qkv.ptr() + h, 3 * h,
+                        0.0f, p.ptr(), S, g);
+        return be.download(p.ptr(), B * H * S * S);
+      });
+  }
+#endif
+}
+
+// The model's ends at GPT-2's vocabulary (V = 50257): the embedding's backward over 16384
+// tokens (many ids repeated, the sorted accumulation across a real table), the cross-entropy of
+// 256 rows of 50257 logits (block reductions over a row longer than any block) and the head's
+// input gradient, a bf16 GEMM whose inner dimension is the vocabulary.
+TEST(CudaTransformer, ModelEndsAtVocabularySize) {
+  BB_REQUIRE_GPU();
+#ifdef BB_HAVE_CUDA
+  const int V = 50257;
+  for (const Dtype dt : {Dtype::kF32, Dtype::kBF16}) {
+    const double tol = dt == Dtype::kF32 ? 1e-5 : 1e-2;
+    cpu_gpu_agree("embedding backward, T = 16384, V = 50257", tol, [&](Backend& be) {
+      const int T = 16384, S = 1024, h = 8;
+      Buffer id = be.allocate(T), dout = be.allocate(T * h, dt);
+      Buffer dtable = be.allocate(static_cast<std::size_t>(V) * h), dpos = be.allocate(S * h);
+      make_seeded_tokens(be, 3, SeedKind::kTokens, 1, T, V, token_ids(id.ptr()));
+      be.seeded_uniform(dout.ptr(), T * h, 1, 3, 1.0f);
+      be.fill(dtable.ptr(), 0.0f, static_cast<std::size_t>(V) * h);
+      be.fill(dpos.ptr(), 0.0f, S * h);
+      be.embedding_backward(token_ids(id.ptr()), dout.ptr(), dtable.data(), dpos.data(), T, S, h);
+      std::vector<float> r = be.download(dtable.ptr(), static_cast<std::size_t>(V) * h);
+      const auto p = be.download(dpos.ptr(), S * h);
+      r.insert(r.end(), p.begin(), p.end());
+      return r;
+    });
+    cpu_gpu_agree("cross-entropy, 256 rows of 50257", tol, [&](Backend& be) {
+      const int T = 256;
+      const std::size_t n = static_cast<std::size_t>(T) * V;
+      Buffer logits = be.allocate(n, dt), target = be.allocate(T), loss = be.allocate(1);
+      make_seeded_tokens(be, 3, SeedKind::kTokenTargets, 1, T, V, token_ids(target.ptr()));
+      be.seeded_uniform(logits.ptr(), n, 1, 4, 4.0f);
+      be.fill(loss.ptr(), 0.0f, 1);
+      be.cross_entropy(logits.ptr(), token_ids(target.ptr()), logits.ptr(), T, V, 1.0f / T,
+                       loss.data());
+      std::vector<float> r = be.download(logits.ptr(), n);
+      r.push_back(be.download(loss.ptr(), 1)[0]);
+      return r;
+    });
+    cpu_gpu_agree("head input gradient, k = 50257", tol, [&](Backend& be) {
+      const int T = 64, h = 64;
+      const std::size_t n = static_cast<std::size_t>(T) * V, w = static_cast<std::size_t>(V) * h;
+      Buffer dlogits = be.allocate(n, dt), table = be.allocate(w, dt), dx = be.allocate(T * h, dt);
+      be.seeded_uniform(dlogits.ptr(), n, 1, 5, 1.0f);
+      be.seeded_uniform(table.ptr(), w, 1, 6, 0.1f);
+      be.gemm(kNoTrans, kNoTrans, T, h, V, 1.0f, dlogits.ptr(), V, table.ptr(), h, 0.0f, dx.ptr(),
+              h);
+      return be.download(dx.ptr(), T * h);
     });
   }
 #endif

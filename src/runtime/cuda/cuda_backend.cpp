@@ -425,8 +425,12 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   BB_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   BB_CHECK_CUBLAS(cublasCreate(&s.cublas));
   BB_CHECK_CUBLAS(cublasSetStream(s.cublas, s.stream));
-  // No TF32 for fp32 GEMMs: the default math mode keeps full fp32 (--check needs 1e-5).
-  BB_CHECK_CUBLAS(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
+  // No TF32 for fp32 GEMMs: the default math mode keeps full fp32 (--check needs 1e-5). And no
+  // reduced-precision reduction: a bf16 C is the fp32 sum rounded once, as on the CPU (split-K
+  // partial sums are not reduced in bf16).
+  BB_CHECK_CUBLAS(cublasSetMathMode(
+      s.cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   BB_CHECK_CUBLAS(cublasSetPointerMode(s.cublas, CUBLAS_POINTER_MODE_HOST));
   if (options.cublas_workspace_bytes > 0) {
     s.cublas_workspace = s.device_malloc(options.cublas_workspace_bytes);
@@ -545,35 +549,54 @@ void CudaBackend::gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k
                                ConstTensorPtr a, int lda, ConstTensorPtr b, int ldb, float beta,
                                TensorPtr c, int ldc, const GemmBatch& g) {
   if (m <= 0 || n <= 0 || g.count() <= 0) return;
+  require_batch_dtypes("CudaBackend::gemm_batched", a, b, c);
   Impl& s = *impl_;
   s.bind();
   s.wrote(c, batch_c_extent(m, n, ldc, g));
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument("CudaBackend::gemm_batched: operands of different dtypes");
   const bool bf16 = a.dtype() == Dtype::kBF16;
   const cudaDataType_t ab = cuda_type(a.dtype()), ct = cuda_type(c.dtype());
   const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // no TF32 for fp32
-  const int count = g.count();
+  // One strided-batched call of `count` items from the given bases.
+  auto strided = [&](ConstTensorPtr a0, ConstTensorPtr b0, TensorPtr c0, std::int64_t sa,
+                     std::int64_t sb, std::int64_t sc, int count) {
+    if (!bf16 && c.dtype() == Dtype::kF32) {
+      BB_CHECK_CUBLAS(cublasSgemmStridedBatched(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha,
+                                                b0.f32(), ldb, sb, a0.f32(), lda, sa, &beta,
+                                                c0.f32(), ldc, sc, count));
+      return;
+    }
+    BB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+        s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b0.get(), ab, ldb, sb, a0.get(), ab,
+        lda, sa, &beta, c0.get(), ct, ldc, sc, count, compute, CUBLAS_GEMM_DEFAULT));
+  };
   // One level: only one of the two, or the outer stride is `inner` inner strides.
   const bool one_level = g.outer == 1 || g.inner == 1 ||
                          (g.outer_a == g.inner * g.inner_a && g.outer_b == g.inner * g.inner_b &&
                           g.outer_c == g.inner * g.inner_c);
   if (one_level) {
     const bool by_outer = g.inner == 1;
-    const std::int64_t sa = by_outer ? g.outer_a : g.inner_a;
-    const std::int64_t sb = by_outer ? g.outer_b : g.inner_b;
-    const std::int64_t sc = by_outer ? g.outer_c : g.inner_c;
-    if (!bf16 && c.dtype() == Dtype::kF32) {
-      BB_CHECK_CUBLAS(cublasSgemmStridedBatched(s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha,
-                                                b.f32(), ldb, sb, a.f32(), lda, sa, &beta, c.f32(),
-                                                ldc, sc, count));
-      return;
-    }
-    BB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
-        s.cublas, op(trans_b), op(trans_a), n, m, k, &alpha, b.get(), ab, ldb, sb, a.get(), ab, lda,
-        sa, &beta, c.get(), ct, ldc, sc, count, compute, CUBLAS_GEMM_DEFAULT));
+    strided(a, b, c, by_outer ? g.outer_a : g.inner_a, by_outer ? g.outer_b : g.inner_b,
+            by_outer ? g.outer_c : g.inner_c, g.count());
     return;
   }
+  // cuBLAS cannot see the addresses inside pointer arrays and wants them 16-byte aligned for its
+  // fast kernels: when some item would not be, one strided-batched call per outer item instead.
+  auto aligned = [](ConstTensorPtr p, std::int64_t outer, std::int64_t inner) {
+    const std::size_t e = dtype_size(p.dtype());
+    return reinterpret_cast<std::uintptr_t>(p.get()) % 16 == 0 &&
+           static_cast<std::size_t>(outer) * e % 16 == 0 &&
+           static_cast<std::size_t>(inner) * e % 16 == 0;
+  };
+  if (!aligned(a, g.outer_a, g.inner_a) || !aligned(b, g.outer_b, g.inner_b) ||
+      !aligned(c, g.outer_c, g.inner_c)) {
+    for (int i = 0; i < g.outer; ++i) {
+      const auto at = [i](std::int64_t outer) { return static_cast<std::size_t>(i * outer); };
+      strided(a + at(g.outer_a), b + at(g.outer_b), c + at(g.outer_c), g.inner_a, g.inner_b,
+              g.inner_c, g.inner);
+    }
+    return;
+  }
+  const int count = g.count();
   void* arrays =
       s.ensure_workspace(s.batch_ptrs, 3 * static_cast<std::size_t>(count) * sizeof(void*));
   kernels::BatchPointers bp{a.get(),
@@ -598,6 +621,7 @@ void CudaBackend::gemm_batched(Trans trans_a, Trans trans_b, int m, int n, int k
 }
 
 void CudaBackend::softmax(ConstTensorPtr x, TensorPtr y, int rows, int cols, bool causal) {
+  require_same_dtype("CudaBackend::softmax", x, y);
   impl_->bind();
   impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   BB_CHECK_CUDA(kernels::softmax(impl_->stream, x, y, rows, cols, causal));
@@ -605,6 +629,7 @@ void CudaBackend::softmax(ConstTensorPtr x, TensorPtr y, int rows, int cols, boo
 
 void CudaBackend::softmax_backward(ConstTensorPtr y, ConstTensorPtr dy, TensorPtr dx, int rows,
                                    int cols) {
+  require_same_dtype("CudaBackend::softmax_backward", y, dy, dx);
   impl_->bind();
   impl_->wrote(dx, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   BB_CHECK_CUDA(kernels::softmax_backward(impl_->stream, y, dy, dx, rows, cols));
@@ -612,6 +637,7 @@ void CudaBackend::softmax_backward(ConstTensorPtr y, ConstTensorPtr dy, TensorPt
 
 void CudaBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* beta, TensorPtr y,
                             float* mean, float* rstd, int rows, int cols, float eps) {
+  require_same_dtype("CudaBackend::layernorm", x, y);
   impl_->bind();
   impl_->wrote(y, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   impl_->wrote(mean, static_cast<std::size_t>(rows));
@@ -622,6 +648,7 @@ void CudaBackend::layernorm(ConstTensorPtr x, const float* gamma, const float* b
 void CudaBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma, const float* mean,
                                            const float* rstd, ConstTensorPtr dy, TensorPtr dx,
                                            int rows, int cols) {
+  require_same_dtype("CudaBackend::layernorm_backward_input", x, dy, dx);
   impl_->bind();
   impl_->wrote(dx, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   BB_CHECK_CUDA(
@@ -631,6 +658,7 @@ void CudaBackend::layernorm_backward_input(ConstTensorPtr x, const float* gamma,
 void CudaBackend::layernorm_backward_params(ConstTensorPtr x, const float* mean, const float* rstd,
                                             ConstTensorPtr dy, float* dgamma, float* dbeta,
                                             int rows, int cols) {
+  require_same_dtype("CudaBackend::layernorm_backward_params", x, dy);
   Impl& s = *impl_;
   s.bind();
   s.wrote(dgamma, static_cast<std::size_t>(cols));
@@ -688,6 +716,7 @@ void CudaBackend::axpy(float alpha, const float* x, float* y, std::size_t count)
 }
 
 void CudaBackend::gelu(ConstTensorPtr z, TensorPtr a, std::size_t count) {
+  require_same_dtype("CudaBackend::gelu", z, a);
   impl_->bind();
   impl_->wrote(a, count);
   BB_CHECK_CUDA(kernels::gelu(impl_->stream, z, a, count));
@@ -695,6 +724,7 @@ void CudaBackend::gelu(ConstTensorPtr z, TensorPtr a, std::size_t count) {
 
 void CudaBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr dz,
                                 std::size_t count) {
+  require_same_dtype("CudaBackend::gelu_backward", z, da, dz);
   impl_->bind();
   impl_->wrote(dz, count);
   BB_CHECK_CUDA(kernels::gelu_backward(impl_->stream, z, da, dz, count));
@@ -702,6 +732,7 @@ void CudaBackend::gelu_backward(ConstTensorPtr z, ConstTensorPtr da, TensorPtr d
 
 void CudaBackend::mse_loss(ConstTensorPtr y, ConstTensorPtr target, TensorPtr dy, std::size_t count,
                            float scale, float* loss_sum) {
+  require_same_dtype("CudaBackend::mse_loss", y, target, dy);
   impl_->bind();
   impl_->wrote(dy, count);
   BB_CHECK_CUDA(
@@ -768,6 +799,7 @@ void CudaBackend::embedding_backward(const std::int32_t* ids, ConstTensorPtr dou
 void CudaBackend::cross_entropy(ConstTensorPtr logits, const std::int32_t* targets,
                                 TensorPtr dlogits, int rows, int cols, float scale,
                                 float* loss_sum) {
+  require_same_dtype("CudaBackend::cross_entropy", logits, dlogits);
   Impl& s = *impl_;
   s.bind();
   s.wrote(dlogits, static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));

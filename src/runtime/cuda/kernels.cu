@@ -276,8 +276,8 @@ __global__ void layernorm_kernel(const T* x, const float* gamma, const float* be
   const float mu = block_all_sum(sum, shared) / static_cast<float>(cols);
   float var = 0.0f;
   for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float d = load(x, o + j) - mu;
-    var += d * d;
+    const float d = math::sub(load(x, o + j), mu);
+    var = math::add(var, math::mul(d, d));  // rounded as the CPU does (no FMA)
   }
   const float rs = math::layernorm_rstd(block_all_sum(var, shared), cols, eps);
   for (int j = threadIdx.x; j < cols; j += blockDim.x)

@@ -81,6 +81,23 @@ void settle(ncclComm_t comm, ncclResult_t r, Clock::time_point deadline, const c
   });
 }
 
+// ncclCommFinalize (the communicator's outstanding work and its proxy's, with the peers) polled
+// under the deadline, never throwing (called from the destructor): true when it finished
+// cleanly, false on an error or past the deadline (the caller then aborts instead of destroying).
+bool finalize(ncclComm_t comm, Clock::time_point deadline) noexcept {
+  const ncclResult_t r = ncclCommFinalize(comm);
+  if (r != ncclInProgress) return r == ncclSuccess;
+  auto nap = std::chrono::microseconds(2);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return false;
+    if (state != ncclInProgress) return state == ncclSuccess;
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(500));
+  }
+}
+
 ncclDataType_t nccl_type(Dtype d) {
   return d == Dtype::kBF16 ? ncclBfloat16 : ncclFloat;
 }
@@ -140,10 +157,12 @@ class NcclTransport final : public Transport {
   void cleanup() noexcept {
     (void)cudaSetDevice(backend_->device());
     if (comm_ != nullptr) {
-      // Abort (local, never waits for peers) rather than risk a hang when something is still
-      // in flight or an exception is unwinding (a timeout, a failed peer).
+      // Finalize then destroy when idle, under the deadline; abort (local, never waits for
+      // peers) rather than risk a hang when something is still in flight, an exception is
+      // unwinding (a timeout, a failed peer) or the finalize failed or ran past the deadline.
       const bool idle = ops_.empty() && cudaStreamQuery(comm_stream_) == cudaSuccess;
-      if (idle && std::uncaught_exceptions() == 0)
+      if (idle && std::uncaught_exceptions() == 0 &&
+          finalize(comm_, deadline_after(options_.timeout_s)))
         (void)ncclCommDestroy(comm_);
       else
         (void)ncclCommAbort(comm_);
@@ -292,13 +311,17 @@ class NcclTransport final : public Transport {
                             "; use --transport mpi");
   }
 
-  // One float to and from each peer in a single group: NCCL sets the connections up now.
+  // One float to and from each peer in a single group: NCCL sets the connections up now, not
+  // inside the first step. The peers: the ring neighbours (every schedule's activations and
+  // gradients) and the mirror rank size-1-rank (DualPipe's partner gradients); all of them with
+  // connect_all_peers. Each relation is symmetric, so both ends post the pair.
   void connect_peers(Clock::time_point deadline) {
     std::set<int> peers;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       const bool neighbour = p == (rank_ + 1) % size_ || p == (rank_ + size_ - 1) % size_;
-      if (options_.connect_all_peers || neighbour) peers.insert(p);
+      const bool mirror = p == size_ - 1 - rank_;
+      if (options_.connect_all_peers || neighbour || mirror) peers.insert(p);
     }
     if (peers.empty()) return;
     BB_CHECK_CUDA(cudaMalloc(&scratch_, 2 * peers.size() * sizeof(float)));

@@ -46,7 +46,8 @@ struct NcclTransportOptions {
   RecvWait recv_wait = RecvWait::kDevice;
   // Connections set up in the constructor with a one-float exchange in one NCCL group, so
   // that no lazy connection setup happens inside a timed step: ring neighbours r±1 mod P
-  // (every generated schedule talks only to those), or every pair when true.
+  // (every generated schedule's activations and gradients) and the mirror rank P-1-r
+  // (DualPipe's partner gradients before the optimizer), or every pair when true.
   bool connect_all_peers = false;
   // Deadline of the setup (the id's broadcast, the communicator, the connections) and of any
   // NCCL call that reports ncclInProgress: past it the transport throws instead of waiting.
