@@ -128,13 +128,12 @@ int cmd_sim_or_model(const Selection& sel, bool simulate_too) {
   const SweepSay hold = [&](std::string_view kind, const std::string& line) {
     held.emplace_back(kind, line);
   };
-  const json out =
-      query::sim_or_model(sel, sc, simulate_too, hold,
-                          [&](const std::string& name, const Schedule& s, const SimResult& r,
-                              const std::vector<RankMemory>& memory) {
-                            write_timeline(timeline_path(sel.timeline, name, s, many), s, r, sc,
-                                           memory);
-                          });
+  const json out = query::sim_or_model(
+      sel, sc, simulate_too, hold,
+      [&](const std::string& name, const Schedule& s, const SimResult& r,
+          const std::vector<RankMemory>& memory) {
+        write_timeline(timeline_path(sel.timeline, name, s, many), s, r, sc, memory);
+      });
   for (const auto& [kind, line] : held) say_stderr(kind, line);
   const bool steady_first = sel.sync == "none";
   if (sel.format == "json") {

@@ -53,8 +53,8 @@ std::string config_label(const std::string& name, const Schedule& s);
 
 // Where a simulated configuration's events go (sim --timeline): the CLI writes the trace, with
 // each rank's memory over the step (the memory model on the simulated times).
-using Timeline = std::function<void(const std::string& name, const Schedule& s,
-                                    const SimResult& r, const std::vector<RankMemory>& memory)>;
+using Timeline = std::function<void(const std::string& name, const Schedule& s, const SimResult& r,
+                                    const std::vector<RankMemory>& memory)>;
 
 // One configuration's JSON object (design §5.2): with `simulate_too` what `sim` prints (the
 // closed form under "model"), else what `model` prints. `from_file`: lists read from a file or

@@ -343,7 +343,9 @@ RankMemory scan(const Schedule& s, const MemoryConfig& m, int r, std::vector<Eve
   }
   std::vector<long long> in_use(pools, 0), high(pools, 0);
   RankMemory out;
-  MemorySample now{0, static_bytes(s, m, r)};
+  // From the step's start, or from the first event where one came earlier (a measured step's
+  // receive posted before the step's start on that rank's clock): samples stay in time order.
+  MemorySample now{ev.empty() ? 0.0 : std::min(0.0, ev.front().t), static_bytes(s, m, r)};
   const auto kind_of = [](std::size_t pool) {
     return static_cast<int>(pool == 0 ? MemoryKind::messages : MemoryKind::activations);
   };

@@ -123,6 +123,31 @@ TEST(MemoryModel, SamplesAreTheLiveBytes) {
   EXPECT_TRUE(q[0].samples.empty());
 }
 
+// A measured step's events may start before its t = 0 (a receive posted before the step's start
+// on that rank's clock): the samples still start at the first of them and stay in time order.
+TEST(MemoryModel, SamplesStayInOrderWhenEventsPrecedeTheStart) {
+  const Schedule s = schedule("zb-h1", 2, 2);
+  SimConfig sim;
+  sim.t_f = {1};
+  sim.t_b = {1};
+  sim.t_w = {1};
+  sim.record_events = true;
+  const SimResult run = simulate(s, sim);
+  std::vector<SimEvent> early = run.events;
+  for (SimEvent& e : early) {
+    e.ready -= 0.5;
+    e.start -= 0.5;
+    e.end -= 0.5;
+  }
+  const auto r = rank_memory(s, counted(), {&early, &sim}, true);
+  for (const RankMemory& rank : r) {
+    ASSERT_FALSE(rank.samples.empty());
+    for (std::size_t k = 1; k < rank.samples.size(); ++k)
+      EXPECT_LT(rank.samples[k - 1].t, rank.samples[k].t);
+  }
+  EXPECT_EQ(r[0].samples.front().t, -0.5);  // rank 0's first F
+}
+
 TEST(MemoryModel, DualPipeReceivesThePartnersGradients) {
   const Schedule s = schedule("dualpipe", 2, 4, 2);
   const auto r = rank_memory(s, counted());
