@@ -9,7 +9,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := build-essential cmake git pkg-config mpich libmpich-dev libhdf5-dev \
   libopenblas-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev \
   python3-h5py python3-pandas python3-tables python3-matplotlib python3-pytest python3-numpy \
-  libbenchmark-tools python3-scipy shellcheck slurm-wlm munge universal-ctags \
+  libbenchmark-tools python3-scipy shellcheck slurm-wlm munge universal-ctags iproute2 gdb \
   pybind11-dev python3-dev
 
 .PHONY: all deps configure build test run analysis bench asan format clean slurm-soak crash-soak \
@@ -57,7 +57,8 @@ slurm-soak:
 
 # SLURM nodes on this machine (three slurmd in network + UTS namespaces, root): jobs/multi-node.sbatch
 # across two of them over TCP; a node lost mid-sweep and a requeued start forced onto a dead node,
-# both ending requeued, resumed and completed (tests/slurm/two_node.sh, ~4 min; not in CI yet).
+# both ending requeued, resumed and completed (tests/slurm/two_node.sh, ~4 min; ctest slurm.two_node
+# runs it in `make test`, so CI runs it where it has root and network namespaces).
 slurm-two-node: configure
 	cmake --build $(BUILD) -j $(JOBS) --target bubblebench
 	bash tests/slurm/two_node.sh $(BUILD)/bubblebench
