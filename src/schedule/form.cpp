@@ -39,6 +39,11 @@ void flush(const ModelInput& in, ModelResult& r) {
   times(in, r, (in.P - 1) * pass_sum(in), (in.P - 1) * pass_sum(in));
 }
 
+void looped_flush(const ModelInput& in, ModelResult& r) {
+  const double bt = ((in.P - 1) + std::max(0, in.P - in.M) * (in.v - 1)) * pass_sum(in) / in.v;
+  times(in, r, bt, bt);
+}
+
 bool zero_bubble_conditions(const ModelInput& in, ModelResult& r, int min_m,
                             std::string_view min_m_text) {
   if (!equal_passes(in)) {

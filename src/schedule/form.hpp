@@ -75,6 +75,10 @@ std::vector<double> per_rank(int P, double (*f)(int rank, const ModelInput&), co
 
 // The flush schedules' form (GPipe, 1F1B): (P-1)(F+B+W) in both views.
 void flush(const ModelInput& in, ModelResult& r);
+// The looped v-chunk flush's (interleaved, looped-bfs), in both views: rounds of
+// K = M/max(1, M/P) micro-batches through v chunks per rank,
+// ((P-1) + max(0, P-M)*(v-1))*(F+B+W)/v: below P each later chunk's round comes back late.
+void looped_flush(const ModelInput& in, ModelResult& r);
 constexpr PublishedForm flush_form(std::string_view source, std::string_view peak_formula,
                                    ModelForm peak) {
   return {"(P-1)*(F+B+W)", "always (fraction (P-1)/(M+P-1))", source, flush, peak_formula, peak};

@@ -75,9 +75,7 @@ void bubble(const ModelInput& in, ModelResult& r) {
   if (in.P < 2 || in.M % std::max(1, in.M / in.P) != 0)
     return form::refuse(r,
                         "interleaved's closed form needs P >= 2 and M in max(1, M/P) equal rounds");
-  const double bt =
-      ((in.P - 1) + std::max(0, in.P - in.M) * (in.v - 1)) * form::pass_sum(in) / in.v;
-  form::times(in, r, bt, bt);
+  form::looped_flush(in, r);
 }
 
 void peak(const ModelInput& in, ModelResult& r) {

@@ -16,6 +16,7 @@ inline bool accepts(const std::string& name, int P, int M, int v) {
   // interleaved: PyTorch's rounds, max(1, M/P) of equal size (M < P, multiples of P, P=4 M=5..7,
   // 10).
   if (name == "interleaved") return v >= 2 && M % std::max(1, M / P) == 0;
+  if (name == "interleaved-zb") return M % std::max(1, M / P) == 0;
   if (name == "dualpipe") return P % 2 == 0 && M % 2 == 0 && M >= 2 * P;
   if (name == "dualpipev") return M >= 2 * P;
   return true;

@@ -33,7 +33,8 @@ struct Costs {
 
 // Cost sets under which each schedule's closed form is stated to hold.
 std::vector<Costs> costs_for(const std::string& name) {
-  if (name == "naive" || name == "gpipe" || name == "1f1b" || name == "interleaved")
+  if (name == "naive" || name == "gpipe" || name == "1f1b" || name == "interleaved" ||
+      name == "looped-bfs")
     return {{1, 2, 0}, {1, 1, 1}, {1.5, 2.5, 0.5}};
   return {{1, 1, 1}, {2, 2, 2}};
 }
@@ -127,6 +128,42 @@ INSTANTIATE_TEST_SUITE_P(AllSchedules, Matrix, ::testing::ValuesIn(schedule_name
                              if (ch == '-') ch = '_';
                            return n;
                          });
+
+// The schedules of issue 31 at every P 2..8 and M 1..4P (v 1..4 where they take v): accepted
+// or refused in one line naming them, and where accepted valid, lowered without deadlock and
+// dry-run, with the peaks of the model where it states them.
+TEST(Matrix, NewSchedulesEveryPAndM) {
+  int accepted = 0;
+  for (const std::string name : {"looped-bfs", "interleaved-zb", "v-half", "v-min"})
+    for (int P = 2; P <= 8; ++P)
+      for (int M = 1; M <= 4 * P; ++M)
+        for (int v = 1; v <= (schedule_takes_v(name) ? 4 : 1); ++v) {
+          const std::string what = test::case_name(name, P, M, v);
+          Schedule s;
+          try {
+            s = generate(name, {P, M, v});
+          } catch (const ConfigError& e) {
+            const std::string msg = e.what();
+            EXPECT_FALSE(test::accepts(name, P, M, v)) << what << ": " << msg;
+            EXPECT_EQ(msg.find('\n'), std::string::npos) << what << ": one line: " << msg;
+            EXPECT_EQ(msg.rfind(name + ":", 0), 0u) << what << ": names the schedule: " << msg;
+            continue;
+          }
+          ++accepted;
+          EXPECT_TRUE(test::accepts(name, P, M, v)) << what;
+          const ValidationReport rep = validate(s);
+          ASSERT_TRUE(rep.ok()) << what << "\n" << rep.describe(s);
+          const Schedule low = lower(s);
+          ASSERT_TRUE(validate(low).ok()) << what << " (lowered)";
+          ASSERT_TRUE(dry_run(low).ok) << what;
+          ASSERT_TRUE(timed_dry_run(low).ok) << what;
+          const ModelResult m = closed_form({name, P, M, s.v, 1, 1, 1, -1});
+          if (m.peak_activations.empty()) continue;
+          const std::vector<double> peaks = peak_activations(s);
+          for (int rk = 0; rk < P; ++rk) EXPECT_EQ(peaks[rk], m.peak_activations[rk]) << what;
+        }
+  EXPECT_GT(accepted, 2 * 4 * 140);
+}
 
 TEST(Matrix, DoneWhenExample) {
   // bubblebench sim --schedule gpipe,1f1b -P 4 -M 8 --t-f 1 --t-b 2
