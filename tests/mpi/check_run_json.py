@@ -18,8 +18,24 @@ Common: --min-configs N (at least N configurations in the file). The file must b
 """
 import argparse
 import sys
+from pathlib import Path
 
 from strict_json import load
+
+
+SCHEDULES = {s["name"]: s for s in load(str(Path(__file__).resolve().parents[2] / "analysis" /
+                                            "bbanalysis" / "schedules.json"))}
+
+
+def chunk_fraction(name, v):
+    """The share of a stage one chunk of schedule NAME holds (registry facts): 1/v with v chunks
+    per rank, except DualPipe's two copies of a P-stage model (a whole stage per chunk)."""
+    s = SCHEDULES.get(name)
+    if s is None:  # csv:FILE keeps its own v
+        return 1.0 / v
+    if s["placement"] == "dualpipe":
+        return 1.0
+    return 1.0 / (s["fixed_v"] or v)
 
 
 def metric_problems(r):
@@ -97,7 +113,7 @@ def main():
             # only: a transformer's sizes (docs/transformer.md) are tested in the unit tests.
             if "_transformer_" in r["run_key"] or r["layers"] == 0:  # 0: uneven (--model-layers)
                 continue
-            frac = {"dualpipe": 1.0, "zb-v": 0.5, "dualpipev": 0.5}.get(r["schedule"], 1.0 / r["v"])
+            frac = chunk_fraction(r["schedule"], r["v"])
             size = 2 if r["dtype"] == "bf16" else 4
             act = size * r["layers"] * r["mb_size"] * r["hidden"]  # bytes of L·b·h elements
             low = (size * r["mb_size"] * r["hidden"]) if r["recompute"] else 9 * act
