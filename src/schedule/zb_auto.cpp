@@ -1,5 +1,5 @@
 // zb-auto's facts (its ScheduleInfo, at the end) and candidate orders (zb_auto.hpp); the search
-// that runs and compares them is generate_zb_auto in src/sim/zb_auto_search.cpp.
+// that runs and compares them is generate_zb_auto in src/schedule/zb_auto_search.cpp.
 #include "schedule/zb_auto.hpp"
 
 #include <algorithm>

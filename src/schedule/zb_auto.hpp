@@ -3,7 +3,7 @@
 // per-stage F, B, W times and message time, under a memory limit in micro-batches, chosen by
 // the paper's cost (the largest stage span) and the single step's makespan. Here: its facts
 // (costs, memory limit, what it refuses, lower bounds) and the candidate orders of one memory
-// level; generate_zb_auto (defined in src/sim/zb_auto_search.cpp) runs and compares them.
+// level; generate_zb_auto (defined in src/schedule/zb_auto_search.cpp) runs and compares them.
 #pragma once
 
 #include <string>
@@ -55,7 +55,7 @@ inline constexpr long long kLocalSearchUpTo = 1LL << 12;
 inline constexpr int kLocalSearchPasses = 2;
 
 // One zb-auto result at each memory level 1..L (for the tests: the chain generate_zb_auto
-// walks; defined in src/sim/zb_auto_search.cpp). Each entry: the schedule and its single-step
+// walks; defined in src/schedule/zb_auto_search.cpp). Each entry: the schedule and its single-step
 // makespan and largest stage span with p's costs.
 struct ZbAutoLevel {
   Schedule schedule;
@@ -63,7 +63,7 @@ struct ZbAutoLevel {
 };
 std::vector<ZbAutoLevel> zb_auto_levels(const ScheduleParams& p);
 
-// zb-auto's order for p's costs and memory limit (src/sim/zb_auto_search.cpp; zb-auto's
+// zb-auto's order for p's costs and memory limit (src/schedule/zb_auto_search.cpp; zb-auto's
 // ScheduleInfo builds with it).
 Schedule generate_zb_auto(const ScheduleParams& p);
 

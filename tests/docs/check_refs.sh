@@ -228,11 +228,7 @@ for f in existing:
 # 6. Rooms at link time: per object file of the build, its undefined symbols against the rooms
 # whose objects define them. Known exceptions (object path ending, symbol): none may be added
 # without its reason here.
-link_exceptions = {
-    # zb-auto's row (src/schedule/zb_auto.cpp) builds with its search, which simulates its
-    # candidates (src/sim/zb_auto_search.cpp): gone once zb-auto's files live above sim.
-    ("src/schedule/zb_auto.cpp", "bb::generate_zb_auto(bb::ScheduleParams const&)"),
-}
+link_exceptions = set()
 n_objects = 0
 if build:
     objects = {}  # object path -> room

@@ -1,5 +1,6 @@
 // zb-auto's generator (schedule/zb_auto.hpp): the candidate orders of each memory level run
-// through the list scheduler, compared by the largest stage span, then the makespan.
+// through the list scheduler, compared by the largest stage span, then the makespan; the
+// handcrafted orders it compares with are timed on the dataflow engine (schedule/engine.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,9 +12,9 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "schedule/engine.hpp"
 #include "schedule/schedule_info.hpp"
 #include "schedule/zb_auto.hpp"
-#include "sim/sim.hpp"
 
 namespace bb {
 namespace {
@@ -34,17 +35,61 @@ bool improves(const Candidate& x, const Candidate& y) {
   return !le(y.span, x.span) || !le(y.makespan, x.makespan);
 }
 
-// A handcrafted order's views with the costs (one step, simulated).
+// One step of an order with the costs, as the simulator times it (as soon as possible; a
+// message takes c.comm between ranks): what the rank-wise engine needs of a stage's costs.
+class OrderTimer {
+ public:
+  OrderTimer(const Schedule& s, const StageCosts& c)
+      : s_(s),
+        c_(c),
+        first_(static_cast<std::size_t>(s.P), -1.0),
+        last_(static_cast<std::size_t>(s.P), 0.0) {}
+  double cost(int, const Action* a, std::size_t n) const {
+    return n == 2 ? one(a[0]) + one(a[1]) : one(a[0]);
+  }
+  double grad_offset(int r, const Action* a, std::size_t n) const { return cost(r, a, n); }
+  double delay(int, int, const Action&) const { return c_.comm; }
+  double step_gap(int) const { return 0; }
+  void record(int rank, int, std::size_t, std::size_t, double, double start, double) {
+    if (first_[rank] < 0) first_[rank] = start;
+  }
+  void step_done(int rank, int, double end) { last_[rank] = end; }
+  const std::vector<double>& first() const { return first_; }
+  const std::vector<double>& last() const { return last_; }
+
+ private:
+  double one(const Action& a) const {
+    const auto stage = static_cast<std::size_t>(s_.chunk_stage[a.chunk]);
+    switch (a.op) {
+      case Op::F:
+        return c_.f[stage];
+      case Op::B:
+        return c_.b[stage];
+      case Op::W:
+        return c_.w[stage];
+      case Op::BW:
+        return c_.b[stage] + c_.w[stage];
+      default:
+        return 0;
+    }
+  }
+  const Schedule& s_;
+  const StageCosts& c_;
+  std::vector<double> first_, last_;
+};
+
+// A handcrafted order's views with the costs (one step): the makespan (the last rank's end)
+// and the largest stage span. ScheduleError when the lists wait on each other for ever.
 Candidate evaluate(Schedule s, const StageCosts& c) {
-  SimConfig cfg;
-  cfg.t_f = c.f;
-  cfg.t_b = c.b;
-  cfg.t_w = c.w;
-  cfg.latency = c.comm;
-  cfg.steps = 2;
-  const SimResult r = simulate(s, cfg);
-  Candidate out{std::move(s), r.single.span, 0, std::nullopt};
-  for (const RankStats& k : r.ranks) out.span = std::max(out.span, k.last_end - k.first_start);
+  OrderTimer timer(s, c);
+  DataflowEngine<double, OrderTimer> engine(s, timer);
+  if (!engine.run())
+    throw ScheduleError("zb-auto: the order of '" + s.name + "' is stuck (a cyclic wait)");
+  Candidate out{std::move(s), 0, 0, std::nullopt};
+  for (std::size_t r = 0; r < timer.last().size(); ++r) {
+    out.makespan = std::max(out.makespan, timer.last()[r]);
+    out.span = std::max(out.span, timer.last()[r] - timer.first()[r]);
+  }
   return out;
 }
 
