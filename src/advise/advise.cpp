@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "schedule/edges.hpp"
 #include "schedule/periodic.hpp"
 #include "schedule/schedule_info.hpp"
 #include "sim/memory.hpp"
@@ -190,15 +191,7 @@ MemoryConfig memory_config(const Input& in, const Schedule& s, double scale, boo
   MemoryConfig m;
   m.recompute = recompute;
   m.message = in.input_bytes * scale;
-  // Each chunk's share of a stage: P / the length of the routes through it.
-  std::vector<double> share(static_cast<std::size_t>(s.num_chunks()), 1.0);
-  for (std::size_t m = 0; m < s.routes.size(); ++m) {
-    const Route& rt = s.routes[m];
-    if (m > 0 && rt == s.routes[m - 1]) continue;
-    for (int c = rt.first; c <= rt.last; ++c)
-      share[static_cast<std::size_t>(c)] = static_cast<double>(s.P) / rt.length();
-  }
-  for (const double f : share) {
+  for (const double f : chunk_shares(s)) {
     ChunkMemory x;
     x.params = x.grads = in.param_bytes * f;
     x.optimizer = std::max(0.0, in.static_factor - 2) * in.param_bytes * f;

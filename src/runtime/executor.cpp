@@ -277,12 +277,7 @@ Executor::Executor(const Schedule& lowered, Backend& backend, Transport& transpo
   num_stages_ = model_stages(lowered);
   (void)stage_layers(config, num_stages_);  // the split fits the schedule
 
-  fractions_.assign(static_cast<std::size_t>(C), 1.0);
-  for (int m = 0; m < lowered.M; ++m) {
-    if (m > 0 && lowered.routes[m] == lowered.routes[m - 1]) continue;
-    for (int c = lowered.routes[m].first; c <= lowered.routes[m].last; ++c)
-      fractions_[static_cast<std::size_t>(c)] = lowered.chunk_fraction(m);
-  }
+  fractions_ = chunk_shares(lowered);
 
   // Micro-batches in flight per chunk (F..W, and B..W): reserve the stages' pools.
   std::vector<int> fwd(static_cast<std::size_t>(C), 0), bwd(fwd), max_fwd(fwd), max_bwd(fwd);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ranges>
+#include <vector>
 
 #include "schedule/action.hpp"
 #include "schedule/schedule.hpp"
@@ -60,6 +61,18 @@ class Routes {
 // The chunks route `rt` visits, first to last.
 inline auto route_chunks(const Route& rt) {
   return std::views::iota(rt.first, rt.last + 1);
+}
+// Each chunk's share of a stage: P / the length of the routes through it (1 where no route
+// goes), what a per-stage cost or size is scaled by on that chunk.
+inline std::vector<double> chunk_shares(const Schedule& s) {
+  std::vector<double> share(static_cast<std::size_t>(s.num_chunks()), 1.0);
+  for (std::size_t m = 0; m < s.routes.size(); ++m) {
+    const Route& rt = s.routes[m];
+    if (m > 0 && rt == s.routes[m - 1]) continue;
+    for (const int c : route_chunks(rt))
+      share[static_cast<std::size_t>(c)] = static_cast<double>(s.P) / rt.length();
+  }
+  return share;
 }
 // True when `rt` is a route through some of chunks 0 ... C-1 (first <= last, both in range).
 [[gnu::always_inline]] inline bool route_in_range(const Route& rt, int C) {

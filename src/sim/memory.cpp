@@ -406,13 +406,9 @@ std::vector<RankMemory> simulate_memory(const Schedule& s, const MemoryConfig& m
 
 MemoryConfig sim_memory_config(const Schedule& s, const SimConfig& cfg, double static_bytes) {
   const bool none = cfg.act_bytes <= 0 && cfg.msg_bytes <= 0 && static_bytes <= 0;
-  std::vector<double> share(static_cast<std::size_t>(s.num_chunks()), 1.0);
-  for (const Route& rt : s.routes)
-    for (int c = rt.first; c <= rt.last; ++c)
-      share[static_cast<std::size_t>(c)] = static_cast<double>(s.P) / rt.length();
   MemoryConfig m;
   m.message = cfg.msg_bytes;
-  for (double f : share) {
+  for (double f : chunk_shares(s)) {
     ChunkMemory x;
     x.saved = (none ? 1.0 : cfg.act_bytes) * f;
     x.params = static_bytes * f;

@@ -47,9 +47,7 @@ class CostModel {
       for (double x : *v)
         if (!(x >= 0)) throw ConfigError("sim: costs must be >= 0");
     }
-    std::vector<double> share(C, 1.0);
-    for (const Route& rt : s.routes)
-      for (const int c : route_chunks(rt)) share[c] = static_cast<double>(s.P) / rt.length();
+    std::vector<double> share = chunk_shares(s);
     if (const int length = common_route_length(s);
         length > 0 && cfg.t_f.size() == 1 && cfg.t_b.size() == 1 && cfg.t_w.size() == 1) {
       num_ = s.P;
