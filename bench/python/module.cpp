@@ -178,7 +178,7 @@ Schedule one_schedule(const query::Options& o, Said& said) {
 // --- sim and model --------------------------------------------------------------------------
 
 struct Costs {
-  py::object t_f, t_b, t_w, t_fb, latency, bandwidth, act_bytes, msg_bytes;
+  py::object t_f, t_b, t_w, t_fb, latency, bandwidth, act_bytes, msg_bytes, static_bytes;
   int steps;
 };
 
@@ -194,6 +194,7 @@ py::object sim_or_model(py::object schedule, int P, py::object M, py::object v, 
   o.bandwidth = option_text(c.bandwidth, "--bandwidth");
   o.act_bytes = option_text(c.act_bytes, "--act-bytes");
   o.msg_bytes = optional_text(c.msg_bytes, "--msg-bytes");
+  o.static_bytes = option_text(c.static_bytes, "--static-bytes");
   o.steps = c.steps;
   Said said;
   json out;
@@ -343,9 +344,10 @@ void bind_queries(py::module_& m) {
         fn,
         [simulate_too](py::object schedule, int P, py::object M, py::object v, py::object t_f,
                        py::object t_b, py::object t_w, py::object t_fb, py::object latency,
-                       py::object bandwidth, py::object act_bytes, py::object msg_bytes, int steps,
-                       int mem_limit, double mem_w) {
-          const Costs c{t_f, t_b, t_w, t_fb, latency, bandwidth, act_bytes, msg_bytes, steps};
+                       py::object bandwidth, py::object act_bytes, py::object msg_bytes,
+                       py::object static_bytes, int steps, int mem_limit, double mem_w) {
+          const Costs c{t_f,       t_b,       t_w,       t_fb,         latency,
+                        bandwidth, act_bytes, msg_bytes, static_bytes, steps};
           return sim_or_model(std::move(schedule), P, std::move(M), std::move(v), c,
                               {mem_limit, mem_w}, simulate_too);
         },
@@ -355,8 +357,8 @@ void bind_queries(py::module_& m) {
         py::arg("t_fb") = py::none(), py::arg("latency") = default_value(d.latency),
         py::arg("bandwidth") = default_value(d.bandwidth),
         py::arg("act_bytes") = default_value(d.act_bytes), py::arg("msg_bytes") = py::none(),
-        py::arg("steps") = d.steps, py::arg("mem_limit") = d.mem_limit, py::arg("mem_w") = d.mem_w,
-        doc);
+        py::arg("static_bytes") = default_value(d.static_bytes), py::arg("steps") = d.steps,
+        py::arg("mem_limit") = d.mem_limit, py::arg("mem_w") = d.mem_w, doc);
   };
   def_costs("simulate", true,
             "The timed simulation of SCHEDULE (a name, a comma-separated list or `all`, "

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not os.access(BB, os.X_OK), reason="needs BB_BUB
 COSTS = [
     dict(t_f=1, t_b=2, t_w=0),
     dict(t_f=1, t_b=1, t_w=1, latency=0.25, bandwidth=8, act_bytes=16),
-    dict(t_f=1.3, t_b=0.7, t_w=0.45, t_fb=2.1, msg_bytes=3, steps=3),
+    dict(t_f=1.3, t_b=0.7, t_w=0.45, t_fb=2.1, msg_bytes=3, static_bytes=1000, steps=3),
 ]
 GRID = dict(P=[2, 4], M=[1, 5, 8], v=[1, 2])
 
