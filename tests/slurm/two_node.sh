@@ -393,6 +393,8 @@ grep -c "step creation temporarily disabled" "$out" >/dev/null &&
   say "C. note: srun waited for step creation in this job (bounded by --immediate=$STEP_WAIT)"
 
 bounded=$(cat "$S"/results/*.out 2>/dev/null | grep -c "MPI_Finalize did not return")
-say "MPI_Finalize bound (BB_FINALIZE_TIMEOUT=$BB_FINALIZE_TIMEOUT s) fired in $bounded rank(s) of this test's jobs"
+fired_in=$(grep -c "MPI_Finalize did not return" "$S"/results/*.out 2>/dev/null | grep -v ':0$' |
+  sed "s|^$S/results/\([0-9]*\)\.out:\(.*\)|job \1: \2|" | paste -sd, - | sed "s/,/, /g")
+say "MPI_Finalize bound (BB_FINALIZE_TIMEOUT=$BB_FINALIZE_TIMEOUT s) fired in $bounded rank(s) of this test's jobs${fired_in:+ ($fired_in)}"
 echo "two_node: $(($(date +%s) - T0)) s in all (load $(cut -d' ' -f1-3 /proc/loadavg))"
 finish two_node
