@@ -210,8 +210,11 @@ void squeeze(std::vector<Rank>& x, int M, bool with_w) {
     for (Rank& r : x) place_w(r, false);
   int cap = 0;
   for (const Rank& r : x) cap = std::max(cap, peak_of(r, with_w));
-  std::vector<Seen> seen;
-  for (const Rank& r : x) seen.emplace_back(last_slot(r), with_w);
+  // Every rank's slots up to the last of all ranks: the sweep brings every rank's marks up to
+  // each slot it reaches, also past the rank's own last pass.
+  int end = 0;
+  for (const Rank& r : x) end = std::max(end, last_slot(r));
+  std::vector<Seen> seen(x.size(), Seen(end, with_w));
   int phase = 0, swept = 0;
   sweep(x, kinds_of(with_w), [&](int r, int k, int m, int t) {
     for (; swept < t; ++swept)
